@@ -1,0 +1,324 @@
+//! The toolkit's own config.toml (`/etc/nvidia-container-runtime/config.toml`): types, defaults,
+//! where the file is found, and loading it. Read-only: editing the file is `nvidia-ctk config`'s
+//! job. Keys and defaults mirror the upstream toolkit (see docs/COMPAT.md); keys this version
+//! does not know are ignored on load, so a config written for a newer toolkit still loads.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Env var that names the config file (upstream spelling).
+pub const CONFIG_PATH_ENV: &str = "NVIDIA_CTK_CONFIG_FILE_PATH";
+/// Config files larger than this are refused: it is a small hand-written file.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is larger than 1 MiB; is it the right file?")]
+    TooLarge { path: PathBuf },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config file {path}: {key} = {value:?} is not allowed: {why}")]
+    Invalid { path: PathBuf, key: &'static str, value: String, why: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Config {
+    pub disable_require: bool,
+    pub swarm_resource: String,
+    pub supported_driver_capabilities: String,
+    pub accept_nvidia_visible_devices_envvar_when_unprivileged: bool,
+    pub accept_nvidia_visible_devices_as_volume_mounts: bool,
+    #[serde(rename = "nvidia-container-cli")]
+    pub cli: CliConfig,
+    #[serde(rename = "nvidia-container-runtime")]
+    pub runtime: RuntimeConfig,
+    #[serde(rename = "nvidia-container-runtime-hook")]
+    pub hook: HookConfig,
+    #[serde(rename = "nvidia-ctk")]
+    pub ctk: CtkConfig,
+    pub features: Features,
+}
+
+/// `[nvidia-container-cli]`: where the driver is and how the hook injects it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct CliConfig {
+    /// Driver root: "" means `/`. Typical with the GPU Operator: `/run/nvidia/driver`.
+    pub root: String,
+    /// Ours: where the `/dev/nvidia*` nodes live; "" means the driver root.
+    pub dev_root: String,
+    /// Ours: where `/proc/driver/nvidia` and `/proc/devices` are read from; "" means `/proc`.
+    pub proc_root: String,
+    pub path: String,
+    pub environment: Vec<String>,
+    /// Log file of the hook ("" = none).
+    pub debug: String,
+    pub ldcache: String,
+    pub load_kmods: bool,
+    pub no_cgroups: bool,
+    pub user: String,
+    /// `@/sbin/ldconfig`: `@` means a host binary.
+    pub ldconfig: String,
+}
+
+/// `[nvidia-container-runtime]`: the shim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct RuntimeConfig {
+    pub debug: String,
+    pub log_level: String,
+    pub runtimes: Vec<String>,
+    pub mode: String,
+    pub modes: Modes,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Modes {
+    pub cdi: CdiMode,
+    pub legacy: LegacyMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct CdiMode {
+    pub default_kind: String,
+    pub annotation_prefixes: Vec<String>,
+    pub spec_dirs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct LegacyMode {
+    pub cuda_compat_mode: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct HookConfig {
+    pub path: String,
+    pub skip_mode_detection: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct CtkConfig {
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Features {
+    pub allow_ldconfig_from_container: bool,
+    pub allow_cuda_compat_libs_from_container: bool,
+    pub disable_cuda_compat_lib_hook: bool,
+    pub ignore_imex_channel_requests: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            disable_require: false,
+            swarm_resource: String::new(),
+            supported_driver_capabilities: "compat32,compute,display,graphics,ngx,utility,video".into(),
+            accept_nvidia_visible_devices_envvar_when_unprivileged: true,
+            accept_nvidia_visible_devices_as_volume_mounts: false,
+            cli: CliConfig::default(),
+            runtime: RuntimeConfig::default(),
+            hook: HookConfig::default(),
+            ctk: CtkConfig::default(),
+            features: Features::default(),
+        }
+    }
+}
+
+impl Default for CliConfig {
+    fn default() -> Self {
+        CliConfig {
+            root: String::new(),
+            dev_root: String::new(),
+            proc_root: String::new(),
+            path: String::new(),
+            environment: Vec::new(),
+            debug: String::new(),
+            ldcache: String::new(),
+            load_kmods: true,
+            no_cgroups: false,
+            user: String::new(),
+            ldconfig: "@/sbin/ldconfig".into(),
+        }
+    }
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            debug: "/dev/null".into(),
+            log_level: "info".into(),
+            runtimes: vec!["runc".into(), "crun".into()],
+            mode: "auto".into(),
+            modes: Modes::default(),
+        }
+    }
+}
+
+impl Default for CdiMode {
+    fn default() -> Self {
+        CdiMode {
+            default_kind: "nvidia.com/gpu".into(),
+            annotation_prefixes: vec!["cdi.k8s.io/".into()],
+            spec_dirs: vec!["/etc/cdi".into(), "/var/run/cdi".into()],
+        }
+    }
+}
+
+impl Default for LegacyMode {
+    fn default() -> Self {
+        LegacyMode { cuda_compat_mode: "ldconfig".into() }
+    }
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        HookConfig { path: "nvidia-container-runtime-hook".into(), skip_mode_detection: false }
+    }
+}
+
+impl Default for CtkConfig {
+    fn default() -> Self {
+        CtkConfig { path: "nvidia-ctk".into() }
+    }
+}
+
+/// Where the config file is: `$NVIDIA_CTK_CONFIG_FILE_PATH`, else
+/// `${XDG_CONFIG_HOME:-/etc}/nvidia-container-runtime/config.toml`.
+/// `lookup` stands for `std::env::var` so that this stays pure.
+pub fn default_path(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(p) = lookup(CONFIG_PATH_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let base = lookup("XDG_CONFIG_HOME").filter(|p| !p.is_empty()).unwrap_or_else(|| "/etc".into());
+    Path::new(&base).join("nvidia-container-runtime/config.toml")
+}
+
+impl Config {
+    /// Parses config text; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Loads the file at `path`; a missing file means the defaults (upstream behaviour).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let read_err = |source| ConfigError::Read { path: path.to_path_buf(), source };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(read_err(e)),
+        };
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge { path: path.to_path_buf() });
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        Config::parse(&text, path)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let ldconfig = &self.cli.ldconfig;
+        if !ldconfig.starts_with('@') && !self.features.allow_ldconfig_from_container {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                key: "nvidia-container-cli.ldconfig",
+                value: ldconfig.clone(),
+                why: "an ldconfig from the container is never run; use a host binary such as \
+                      \"@/sbin/ldconfig\""
+                    .into(),
+            });
+        }
+        if ldconfig.strip_prefix('@').is_some_and(|p| !p.starts_with('/')) {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                key: "nvidia-container-cli.ldconfig",
+                value: ldconfig.clone(),
+                why: "the host ldconfig must be an absolute path after '@'".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The driver root, `/` when unset.
+    pub fn driver_root(&self) -> PathBuf {
+        non_empty_or(&self.cli.root, "/")
+    }
+
+    /// Where the device nodes are: the driver root unless `dev-root` is set.
+    pub fn dev_root(&self) -> PathBuf {
+        if self.cli.dev_root.is_empty() { self.driver_root() } else { PathBuf::from(&self.cli.dev_root) }
+    }
+
+    /// Where the driver's procfs files are read from, `/proc` when unset.
+    pub fn proc_root(&self) -> PathBuf {
+        non_empty_or(&self.cli.proc_root, "/proc")
+    }
+
+    /// The host ldconfig binary (the part after `@`).
+    pub fn host_ldconfig(&self) -> PathBuf {
+        PathBuf::from(self.cli.ldconfig.trim_start_matches('@'))
+    }
+}
+
+fn non_empty_or(value: &str, default: &str) -> PathBuf {
+    PathBuf::from(if value.is_empty() { default } else { value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_file_means_defaults() {
+        let c = Config::load(Path::new("/nonexistent/config.toml")).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.cli.ldconfig, "@/sbin/ldconfig");
+        assert_eq!(c.runtime.runtimes, vec!["runc", "crun"]);
+    }
+
+    #[test]
+    fn parse_cases() {
+        let p = Path::new("/etc/x/config.toml");
+        let cases: &[(&str, &str, Result<fn(&Config) -> bool, &str>)] = &[
+            ("empty", "", Ok(|c| *c == Config::default())),
+            ("root", "[nvidia-container-cli]\nroot = \"/run/nvidia/driver\"\n",
+                Ok(|c| c.driver_root() == Path::new("/run/nvidia/driver") && c.dev_root() == Path::new("/run/nvidia/driver"))),
+            ("unknown keys ignored", "future-key = 1\n[nvidia-container-cli]\nnew = true\n", Ok(|c| *c == Config::default())),
+            ("unprivileged off", "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n",
+                Ok(|c| !c.accept_nvidia_visible_devices_envvar_when_unprivileged)),
+            ("container ldconfig refused", "[nvidia-container-cli]\nldconfig = \"/sbin/ldconfig\"\n",
+                Err("an ldconfig from the container is never run")),
+            ("relative host ldconfig", "[nvidia-container-cli]\nldconfig = \"@ldconfig\"\n", Err("absolute path")),
+            ("wrong type", "disable-require = \"yes\"\n", Err("config.toml is not valid")),
+        ];
+        for (name, text, want) in cases {
+            match (Config::parse(text, p), want) {
+                (Ok(c), Ok(check)) => assert!(check(&c), "{name}: unexpected {c:?}"),
+                (Err(e), Err(msg)) => assert!(e.to_string().contains(msg), "{name}: {e}"),
+                (got, _) => panic!("{name}: got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn path_resolution() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(default_path(env(&[])), Path::new("/etc/nvidia-container-runtime/config.toml"));
+        assert_eq!(default_path(env(&[("XDG_CONFIG_HOME", "/x")])), Path::new("/x/nvidia-container-runtime/config.toml"));
+        assert_eq!(default_path(env(&[("XDG_CONFIG_HOME", "/x"), (CONFIG_PATH_ENV, "/c.toml")])), Path::new("/c.toml"));
+    }
+}

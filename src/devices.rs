@@ -1,0 +1,226 @@
+//! The driver's devices as the kernel shows them: `/proc/devices` majors, `/proc/driver/nvidia`
+//! (version, GPUs, params), `/proc/driver/nvidia-caps/mig-minors`, and the `/dev/nvidia*` nodes
+//! (stat'ed: their real major:minor is the truth). Parsers are pure; readers take a
+//! [`DriverRoot`] and only read.
+
+use crate::discover::Gpu;
+use crate::request::normalize_bus_id;
+use crate::root::DriverRoot;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// procfs files we read are tiny; anything larger is not what we expect.
+const MAX_PROC_FILE: u64 = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DevicesError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {what}")]
+    Format { path: PathBuf, what: String },
+    #[error("{path} exists but is not a character device")]
+    NotCharDevice { path: PathBuf },
+}
+
+/// A character device node: where it is on the host, where it goes in the container.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DeviceNode {
+    /// Path inside the container, e.g. `/dev/nvidia0`.
+    pub path: PathBuf,
+    /// Path on the host (under the device root).
+    pub host_path: PathBuf,
+    pub major: u32,
+    pub minor: u32,
+}
+
+pub fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
+    use std::io::Read;
+    let err = |source| DevicesError::Read { path: path.to_path_buf(), source };
+    let mut text = String::new();
+    std::fs::File::open(path).map_err(err)?.take(MAX_PROC_FILE).read_to_string(&mut text).map_err(err)?;
+    Ok(text)
+}
+
+/// `/proc/devices`: character device majors by name.
+pub fn parse_proc_devices(text: &str) -> BTreeMap<String, u32> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("Character devices"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Block devices"))
+        .filter_map(|l| {
+            let (major, name) = l.trim().split_once(' ')?;
+            Some((name.trim().to_string(), major.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The driver version from `/proc/driver/nvidia/version`
+/// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ...`).
+pub fn parse_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    let after = line.split_once("Module")?.1;
+    after
+        .split_whitespace()
+        .find(|t| t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .map(str::to_string)
+}
+
+/// `Key: value` lines (the format of `information` and `params`).
+fn fields(text: &str) -> BTreeMap<&str, &str> {
+    text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim(), v.trim())).collect()
+}
+
+/// One `gpus/<busid>/information` file → (model, uuid, bus id, minor).
+pub fn parse_gpu_information(text: &str) -> Option<(String, String, String, u32)> {
+    let f = fields(text);
+    let model = f.get("Model")?.to_string();
+    let uuid = f.get("GPU UUID")?.to_string();
+    let bus = normalize_bus_id(f.get("Bus Location")?)?;
+    let minor = f.get("Device Minor")?.parse().ok()?;
+    Some((model, uuid, bus, minor))
+}
+
+/// `params` with `ModifyDeviceFiles` forced to 0: what the container is shown, so that a
+/// CUDA program inside never tries to create device nodes.
+pub fn params_without_device_modification(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut seen = false;
+    for line in text.lines() {
+        if line.split(':').next().map(str::trim) == Some("ModifyDeviceFiles") {
+            out.push_str("ModifyDeviceFiles: 0\n");
+            seen = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !seen {
+        out.push_str("ModifyDeviceFiles: 0\n");
+    }
+    out
+}
+
+/// `/proc/driver/nvidia-caps/mig-minors`: `gpu0/gi1/access 3`, `config 1`, … → name → minor.
+pub fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, minor) = l.trim().rsplit_once(' ')?;
+            Some((name.trim().to_string(), minor.parse().ok()?))
+        })
+        .collect()
+}
+
+/// GPUs from `/proc/driver/nvidia/gpus/*/information`, indexed in PCI bus order (as NVML does).
+pub fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
+    let dir = root.proc_path("driver/nvidia/gpus");
+    let entries = std::fs::read_dir(&dir).map_err(|source| DevicesError::Read { path: dir.clone(), source })?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| DevicesError::Read { path: dir.clone(), source })?;
+        let path = entry.path().join("information");
+        let text = read_proc_file(&path)?;
+        let (model, uuid, bus_id, minor) = parse_gpu_information(&text).ok_or_else(|| DevicesError::Format {
+            path: path.clone(),
+            what: "expected Model, GPU UUID, Bus Location and Device Minor lines".into(),
+        })?;
+        found.push(Gpu { index: 0, minor, uuid, bus_id, model, mig_enabled: false, migs: vec![] });
+    }
+    found.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
+    for (i, gpu) in found.iter_mut().enumerate() {
+        gpu.index = i as u32;
+    }
+    Ok(found)
+}
+
+/// Stats a device node under the device root. `Ok(None)` if it does not exist.
+pub fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNode>, DevicesError> {
+    let host_path = root.dev_path(path);
+    let meta = match std::fs::metadata(&host_path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(DevicesError::Read { path: host_path, source }),
+    };
+    if !meta.file_type().is_char_device() {
+        return Err(DevicesError::NotCharDevice { path: host_path });
+    }
+    let rdev = meta.rdev();
+    Ok(Some(DeviceNode {
+        path: PathBuf::from(path),
+        host_path,
+        major: libc::major(rdev),
+        minor: libc::minor(rdev),
+    }))
+}
+
+/// Every NVIDIA device node present under the device root: control nodes, one per GPU minor,
+/// and the MIG capability nodes. Sorted by container path.
+pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, DevicesError> {
+    let mut names: Vec<String> = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    names.extend(gpus.iter().map(|g| format!("/dev/nvidia{}", g.minor)));
+    let caps_dir = root.dev_path("/dev/nvidia-caps");
+    if let Ok(entries) = std::fs::read_dir(&caps_dir) {
+        for e in entries.flatten() {
+            if let Some(name) = e.file_name().to_str().filter(|n| n.starts_with("nvidia-cap")) {
+                names.push(format!("/dev/nvidia-caps/{name}"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for name in names {
+        out.extend(stat_node(root, &name)?);
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_devices() {
+        let text = "Character devices:\n  1 mem\n195 nvidia-frontend\n508 nvidia-uvm\n509 nvidia-caps\n\nBlock devices:\n  7 loop\n";
+        let m = parse_proc_devices(text);
+        assert_eq!(m.get("nvidia-frontend"), Some(&195));
+        assert_eq!(m.get("nvidia-uvm"), Some(&508));
+        assert_eq!(m.get("loop"), None, "block devices are not character devices");
+    }
+
+    #[test]
+    fn driver_versions() {
+        for (text, want) in [
+            ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version: x\n", Some("550.54.15")),
+            ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build  (dvs-builder@U16)\n", Some("560.35.03")),
+            ("garbage", None),
+        ] {
+            assert_eq!(parse_driver_version(text).as_deref(), want);
+        }
+    }
+
+    #[test]
+    fn gpu_information() {
+        let text = "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t GPU-0a\nBus Location: \t 0000:3B:00.0\nDevice Minor: \t 3\n";
+        assert_eq!(parse_gpu_information(text),
+            Some(("NVIDIA H100 80GB HBM3".into(), "GPU-0a".into(), "0000:3b:00.0".into(), 3)));
+        assert_eq!(parse_gpu_information("Model: x\n"), None);
+    }
+
+    #[test]
+    fn params_masked() {
+        assert_eq!(params_without_device_modification("ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"),
+            "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n");
+        assert_eq!(params_without_device_modification("A: 1"), "A: 1\nModifyDeviceFiles: 0\n");
+    }
+
+    #[test]
+    fn mig_minors() {
+        let m = parse_mig_minors("config 1\nmonitor 2\ngpu0/gi1/access 3\ngpu0/gi1/ci0/access 4\n");
+        assert_eq!(m.get("gpu0/gi1/ci0/access"), Some(&4));
+        assert_eq!(m.get("config"), Some(&1));
+    }
+}

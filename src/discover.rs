@@ -1,0 +1,150 @@
+//! Discovery glue: reads a host (through a [`DriverRoot`]) eagerly into one plain
+//! [`Inventory`] value. Read-only: nothing here mounts, writes or execs.
+
+use crate::devices::{self, DeviceNode, DevicesError};
+use crate::driver::{self, DriverFile};
+use crate::root::DriverRoot;
+use crate::{ldcache, nvml};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One physical GPU as the host's driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gpu {
+    /// NVML / nvidia-smi index (PCI bus order).
+    pub index: u32,
+    /// Minor number of `/dev/nvidia<minor>`.
+    pub minor: u32,
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    pub uuid: String,
+    /// Normalised PCI bus id: lowercase, 4-digit domain, e.g. `0000:3b:00.0`.
+    pub bus_id: String,
+    /// Product name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub model: String,
+    /// Whether MIG mode is currently enabled.
+    pub mig_enabled: bool,
+    /// MIG devices of this GPU (empty unless `mig_enabled`).
+    pub migs: Vec<MigDevice>,
+}
+
+/// One MIG device (a compute instance inside a GPU instance).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigDevice {
+    /// Index of this MIG device on its parent (the `j` of `i:j`).
+    pub index: u32,
+    /// GPU instance id.
+    pub gi: u32,
+    /// Compute instance id.
+    pub ci: u32,
+    /// `MIG-xxxxxxxx-...`.
+    pub uuid: String,
+}
+
+/// Where the GPU list came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GpuSource {
+    Nvml,
+    Proc,
+}
+
+/// `/proc/driver/nvidia` contents shown (masked) to containers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct ProcDriver {
+    pub version: String,
+    pub params: String,
+    pub registry: String,
+    /// Per GPU bus id: the regular files of `gpus/<busid>/` and their contents.
+    pub gpu_files: BTreeMap<String, Vec<(String, String)>>,
+}
+
+/// Everything the planner needs to know about the host, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Inventory {
+    pub driver_version: String,
+    /// `12.4`, when NVML told us.
+    pub cuda_version: Option<String>,
+    pub gpus: Vec<Gpu>,
+    pub gpu_source: GpuSource,
+    /// Every NVIDIA device node present, sorted by container path.
+    pub nodes: Vec<DeviceNode>,
+    /// `/proc/driver/nvidia-caps/mig-minors`.
+    pub mig_minors: BTreeMap<String, u32>,
+    pub files: Vec<DriverFile>,
+    pub proc_driver: Option<ProcDriver>,
+    /// What went wrong but was survivable (e.g. NVML not loadable), for the log.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("no NVIDIA driver found: {proc_version} is missing and NVML could not be loaded ({nvml}); \
+             is the driver installed and is nvidia-container-cli.root ({root}) right?")]
+    NoDriver { proc_version: PathBuf, nvml: String, root: PathBuf },
+    #[error(transparent)]
+    Devices(#[from] DevicesError),
+}
+
+/// Reads the host. NVML (from the driver root's `libnvidia-ml.so.1`) gives the GPUs when it
+/// loads; otherwise `/proc/driver/nvidia` does. NOTE: a real NVML starts threads; callers
+/// that enter another mount namespace afterwards must do so in a fresh child process.
+pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
+    let mut notes = Vec::new();
+    let cache_path = root.host_path("/etc/ld.so.cache");
+    let cache = match ldcache::read(&cache_path) {
+        Ok(c) => c,
+        Err(e) => {
+            notes.push(format!("no usable ld cache in the driver root: {e}"));
+            Vec::new()
+        }
+    };
+    let nvml = match driver::nvml_library(root, &cache) {
+        Some(lib) => nvml::discover_gpus(&lib).map_err(|e| e.to_string()),
+        None => Err(format!("libnvidia-ml.so.1 not found under {}", root.root.display())),
+    };
+    let version_path = root.proc_path("driver/nvidia/version");
+    let proc_version = devices::read_proc_file(&version_path).ok().and_then(|t| devices::parse_driver_version(&t));
+
+    let (driver_version, cuda_version, gpus, gpu_source) = match (nvml, proc_version) {
+        (Ok(host), _) => (host.driver_version, host.cuda_version, host.gpus, GpuSource::Nvml),
+        (Err(e), Some(version)) => {
+            notes.push(format!("NVML not used: {e}; reading GPUs from {}", root.proc_path("driver/nvidia").display()));
+            (version, None, devices::gpus_from_proc(root)?, GpuSource::Proc)
+        }
+        (Err(nvml), None) => {
+            return Err(DiscoverError::NoDriver { proc_version: version_path, nvml, root: root.root.clone() })
+        }
+    };
+    let nodes = devices::nodes(root, &gpus)?;
+    let mig_minors = devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
+        .map(|t| devices::parse_mig_minors(&t))
+        .unwrap_or_default();
+    let mut files = driver::libraries(root, &driver_version, &cache);
+    files.extend(driver::binaries(root));
+    files.extend(driver::firmware(root, &driver_version));
+    files.extend(driver::ipc(root));
+    let proc_driver = read_proc_driver(root, &gpus);
+    Ok(Inventory { driver_version, cuda_version, gpus, gpu_source, nodes, mig_minors, files, proc_driver, notes })
+}
+
+fn read_proc_driver(root: &DriverRoot, gpus: &[Gpu]) -> Option<ProcDriver> {
+    let read = |rel: &str| devices::read_proc_file(&root.proc_path(rel)).ok();
+    let mut pd = ProcDriver {
+        version: read("driver/nvidia/version")?,
+        params: read("driver/nvidia/params").unwrap_or_default(),
+        registry: read("driver/nvidia/registry").unwrap_or_default(),
+        gpu_files: BTreeMap::new(),
+    };
+    for gpu in gpus {
+        let dir = root.proc_path(format!("driver/nvidia/gpus/{}", gpu.bus_id));
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut files: Vec<(String, String)> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| Some((e.file_name().into_string().ok()?, devices::read_proc_file(&e.path()).ok()?)))
+            .collect();
+        files.sort();
+        pd.gpu_files.insert(gpu.bus_id.clone(), files);
+    }
+    Some(pd)
+}

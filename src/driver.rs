@@ -1,0 +1,170 @@
+//! The driver's user-space files under a [`DriverRoot`]: libraries (found through the root's
+//! `etc/ld.so.cache` and the usual lib dirs, matched by exact driver version), binaries,
+//! firmware and IPC sockets, and which capability needs which of them. Reads only.
+
+use crate::ldcache;
+use crate::request::Capability;
+use crate::root::DriverRoot;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Library families per capability (upstream's lists; see docs/COMPAT.md).
+pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
+    match cap {
+        Capability::Utility => &["libnvidia-ml", "libnvidia-cfg", "libnvidia-nscq"],
+        Capability::Compute => &[
+            "libcuda", "libcudadebugger", "libnvidia-opencl", "libnvidia-gpucomp", "libnvidia-ptxjitcompiler",
+            "libnvidia-fatbinaryloader", "libnvidia-allocator", "libnvidia-compiler", "libnvidia-pkcs11",
+            "libnvidia-pkcs11-openssl3", "libnvidia-nvvm",
+        ],
+        Capability::Video => &["libvdpau_nvidia", "libnvidia-encode", "libnvidia-opticalflow", "libnvcuvid"],
+        Capability::Graphics | Capability::Display => &[
+            "libnvidia-eglcore", "libnvidia-glcore", "libnvidia-tls", "libnvidia-glsi", "libnvidia-fbc", "libnvidia-ifr",
+            "libnvidia-rtcore", "libnvoptix", "libGLX_nvidia", "libEGL_nvidia", "libGLESv2_nvidia", "libGLESv1_CM_nvidia",
+            "libnvidia-glvkspirv", "libnvidia-cbl",
+        ],
+        Capability::Ngx => &["libnvidia-ngx"],
+        Capability::Compat32 => &[],
+    }
+}
+
+/// Binaries per capability.
+pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
+    match cap {
+        Capability::Utility => &["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nv-fabricmanager"],
+        Capability::Compute => &["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"],
+        _ => &[],
+    }
+}
+
+/// IPC endpoints per capability (driver-root paths), mounted only if present.
+pub fn ipc_for(cap: Capability) -> &'static [&'static str] {
+    match cap {
+        Capability::Utility => &["/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"],
+        Capability::Compute => &["/tmp/nvidia-mps"],
+        _ => &[],
+    }
+}
+
+/// Lib dirs searched besides those named by the ld cache (driver-root paths).
+const LIB_DIRS: &[&str] = &["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib"];
+const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum FileKind {
+    Library,
+    Binary,
+    Firmware,
+    Ipc,
+}
+
+/// One driver file on the host.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DriverFile {
+    pub kind: FileKind,
+    /// Library family (`libcuda`) or binary name; the file name for firmware and IPC.
+    pub name: String,
+    /// Path on the host.
+    pub host_path: PathBuf,
+    /// Path inside the driver root (`/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15`).
+    pub driver_path: PathBuf,
+}
+
+/// The driver's libraries: files named `<family>.so.<version>` for every known family, in
+/// the dirs the root's ld cache names for them and the usual lib dirs. `cache` is the root's
+/// parsed ld.so.cache (empty if it has none).
+pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> Vec<DriverFile> {
+    let families: BTreeSet<&str> = Capability::ALL.into_iter().flat_map(libraries_for).copied().collect();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for e in cache.iter().filter(|e| ldcache::is_x86_64(e.flags)) {
+        let family = e.soname.split(".so").next().unwrap_or("");
+        if let Some(dir) = e.path.parent().filter(|_| families.contains(family)) {
+            if !dirs.iter().any(|d| d == dir) {
+                dirs.push(dir.to_path_buf());
+            }
+        }
+    }
+    dirs.extend(LIB_DIRS.iter().map(PathBuf::from).filter(|d| !dirs.contains(d)).collect::<Vec<_>>());
+
+    let suffix = format!(".so.{version}");
+    let mut out: Vec<DriverFile> = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else { continue };
+        let mut names: Vec<String> = entries.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+        names.sort();
+        for file in names {
+            let Some(family) = file.strip_suffix(&suffix).filter(|f| families.contains(f)) else { continue };
+            if out.iter().any(|f| f.name == family) {
+                continue;
+            }
+            let driver_path = dir.join(&file);
+            let host_path = root.host_path(&driver_path);
+            if is_regular_file(&host_path) {
+                out.push(DriverFile { kind: FileKind::Library, name: family.into(), host_path, driver_path });
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Known driver binaries present in the usual bin dirs.
+pub fn binaries(root: &DriverRoot) -> Vec<DriverFile> {
+    let names: BTreeSet<&str> = Capability::ALL.into_iter().flat_map(binaries_for).copied().collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            BIN_DIRS.iter().map(|d| Path::new(d).join(name)).find_map(|driver_path| {
+                let host_path = root.host_path(&driver_path);
+                is_regular_file(&host_path)
+                    .then(|| DriverFile { kind: FileKind::Binary, name: name.into(), host_path, driver_path })
+            })
+        })
+        .collect()
+}
+
+/// GSP firmware: `/lib/firmware/nvidia/<version>/*.bin`.
+pub fn firmware(root: &DriverRoot, version: &str) -> Vec<DriverFile> {
+    let dir = Path::new("/lib/firmware/nvidia").join(version);
+    let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else { return vec![] };
+    let mut out: Vec<DriverFile> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".bin"))
+        .map(|n| {
+            let driver_path = dir.join(&n);
+            DriverFile { kind: FileKind::Firmware, name: n, host_path: root.host_path(&driver_path), driver_path }
+        })
+        .filter(|f| is_regular_file(&f.host_path))
+        .collect();
+    out.sort();
+    out
+}
+
+/// IPC sockets and the MPS pipe dir that exist.
+pub fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
+    Capability::ALL
+        .into_iter()
+        .flat_map(ipc_for)
+        .map(|p| {
+            let driver_path = PathBuf::from(p);
+            DriverFile { kind: FileKind::Ipc, name: p.to_string(), host_path: root.host_path(&driver_path), driver_path }
+        })
+        .filter(|f| f.host_path.exists())
+        .collect()
+}
+
+/// The `libnvidia-ml.so.1` to load NVML from: the ld cache's entry, else the usual lib dirs.
+pub fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Option<PathBuf> {
+    let from_cache = cache
+        .iter()
+        .filter(|e| ldcache::is_x86_64(e.flags) && e.soname == "libnvidia-ml.so.1")
+        .map(|e| root.host_path(&e.path));
+    let from_dirs = LIB_DIRS.iter().map(|d| root.host_path(Path::new(d).join("libnvidia-ml.so.1")));
+    from_cache.chain(from_dirs).find(|p| p.exists())
+}
+
+fn is_regular_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}

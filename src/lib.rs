@@ -1,0 +1,21 @@
+//! nvct: the library behind `nvidia-container-runtime-hook`, `nvidia-container-runtime` and
+//! `nvidia-ctk`.
+//!
+//! Every way of giving a container its GPUs is one computation with a different last step:
+//! request (pure) → discover (read-only, into an [`discover::Inventory`]) → plan (a pure value)
+//! → apply (the prestart hook), spec edit (the runtime shim) or a CDI spec. See
+//! docs/ARCHITECTURE.md for the picture and the rules that keep it simple.
+
+pub mod config;
+pub mod devices;
+pub mod discover;
+pub mod driver;
+pub mod ldcache;
+pub mod nvml;
+pub mod oci;
+pub mod plan;
+pub mod request;
+pub mod root;
+pub mod rootfs;
+pub mod sys;
+pub mod apply;

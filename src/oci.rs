@@ -1,0 +1,161 @@
+//! OCI inputs: the hook state read from stdin, a bundle's config.json as a typed view
+//! (oci-spec), and the small facts the request needs from it. Reads only; writing config.json
+//! back belongs to the shim.
+//!
+//! Both inputs are written by others (the engine, the image author): sizes are capped and
+//! every failure names the file.
+
+use oci_spec::runtime::Spec;
+use serde::Deserialize;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Hook state larger than this is refused (a real one is a few hundred bytes).
+pub const MAX_STATE_BYTES: u64 = 1 << 20;
+/// config.json larger than this is refused.
+pub const MAX_SPEC_BYTES: u64 = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    #[error("cannot read the OCI hook state from stdin: {0}")]
+    StateRead(std::io::Error),
+    #[error("the OCI hook state on stdin is larger than {MAX_STATE_BYTES} bytes")]
+    StateTooLarge,
+    #[error("the OCI hook state on stdin is not valid JSON: {0} (expected {{\"pid\": N, \"bundle\": \"/path\", ...}} as runc writes it)")]
+    StateParse(serde_json::Error),
+    #[error("the OCI hook state has no usable pid (got {0:?}); is the hook registered as prestart?")]
+    StatePid(Option<i64>),
+    #[error("the OCI hook state has an empty bundle path")]
+    StateBundle,
+    #[error("cannot read {path}: {source}")]
+    SpecRead { path: PathBuf, source: std::io::Error },
+    #[error("{path} is larger than {MAX_SPEC_BYTES} bytes")]
+    SpecTooLarge { path: PathBuf },
+    #[error("{path} is not a valid OCI runtime spec: {source}")]
+    SpecParse { path: PathBuf, source: serde_json::Error },
+    #[error("{path} has no root.path: the container has no root filesystem")]
+    NoRoot { path: PathBuf },
+}
+
+/// The state runc passes to hooks on stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookState {
+    pub id: String,
+    pub pid: u32,
+    pub bundle: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct RawState {
+    #[serde(default)]
+    id: String,
+    pid: Option<i64>,
+    #[serde(default)]
+    bundle: String,
+}
+
+impl HookState {
+    pub fn parse(bytes: &[u8]) -> Result<HookState, OciError> {
+        let raw: RawState = serde_json::from_slice(bytes).map_err(OciError::StateParse)?;
+        let pid = match raw.pid {
+            Some(p) if p > 0 && p <= i64::from(i32::MAX) => p as u32,
+            other => return Err(OciError::StatePid(other)),
+        };
+        if raw.bundle.is_empty() {
+            return Err(OciError::StateBundle);
+        }
+        Ok(HookState { id: raw.id, pid, bundle: PathBuf::from(raw.bundle) })
+    }
+
+    pub fn read(input: impl Read) -> Result<HookState, OciError> {
+        let mut buf = Vec::new();
+        input.take(MAX_STATE_BYTES + 1).read_to_end(&mut buf).map_err(OciError::StateRead)?;
+        if buf.len() as u64 > MAX_STATE_BYTES {
+            return Err(OciError::StateTooLarge);
+        }
+        HookState::parse(&buf)
+    }
+}
+
+/// Reads a whole file with a size cap, naming it in errors.
+pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, OciError> {
+    let err = |source| OciError::SpecRead { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(err)?;
+    let mut buf = Vec::new();
+    file.take(cap + 1).read_to_end(&mut buf).map_err(err)?;
+    if buf.len() as u64 > cap {
+        return Err(OciError::SpecTooLarge { path: path.to_path_buf() });
+    }
+    Ok(buf)
+}
+
+/// Loads `<bundle>/config.json` as a typed spec.
+pub fn load_spec(bundle: &Path) -> Result<Spec, OciError> {
+    let path = bundle.join("config.json");
+    let bytes = read_capped(&path, MAX_SPEC_BYTES)?;
+    serde_json::from_slice(&bytes).map_err(|source| OciError::SpecParse { path, source })
+}
+
+/// The container's root filesystem on the host: `root.path`, relative to the bundle unless
+/// absolute (runc's default is `rootfs`; `ctr run --rootfs` gives an absolute one).
+pub fn rootfs_path(spec: &Spec, bundle: &Path) -> Result<PathBuf, OciError> {
+    let root = spec.root().as_ref().map(|r| r.path().clone()).filter(|p| !p.as_os_str().is_empty());
+    let root = root.ok_or_else(|| OciError::NoRoot { path: bundle.join("config.json") })?;
+    Ok(if root.is_absolute() { root } else { bundle.join(root) })
+}
+
+/// `process.env` as given (`KEY=VALUE` strings).
+pub fn env(spec: &Spec) -> Vec<String> {
+    spec.process().as_ref().and_then(|p| p.env().clone()).unwrap_or_default()
+}
+
+/// Privileged means `CAP_SYS_ADMIN` in the bounding set (upstream's rule).
+pub fn is_privileged(spec: &Spec) -> bool {
+    use oci_spec::runtime::Capability;
+    spec.process()
+        .as_ref()
+        .and_then(|p| p.capabilities().as_ref())
+        .and_then(|c| c.bounding().as_ref())
+        .is_some_and(|b| b.contains(&Capability::SysAdmin))
+}
+
+/// `(source, destination)` of every mount in the spec.
+pub fn mounts(spec: &Spec) -> Vec<(PathBuf, PathBuf)> {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .map(|m| (m.source().clone().unwrap_or_default(), m.destination().clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_cases() {
+        let cases: &[(&str, &str, Result<(u32, &str), &str>)] = &[
+            ("runc state", r#"{"ociVersion":"1.0.2","id":"c1","status":"created","pid":42,"bundle":"/b","annotations":{}}"#, Ok((42, "/b"))),
+            ("not json", "hello", Err("not valid JSON")),
+            ("empty", "", Err("not valid JSON")),
+            ("no pid", r#"{"bundle":"/b"}"#, Err("no usable pid (got None)")),
+            ("negative pid", r#"{"pid":-1,"bundle":"/b"}"#, Err("no usable pid (got Some(-1))")),
+            ("huge pid", r#"{"pid":99999999999,"bundle":"/b"}"#, Err("no usable pid")),
+            ("no bundle", r#"{"pid":3}"#, Err("empty bundle")),
+            ("pid as string", r#"{"pid":"3","bundle":"/b"}"#, Err("not valid JSON")),
+        ];
+        for (name, input, want) in cases {
+            match (HookState::parse(input.as_bytes()), want) {
+                (Ok(s), Ok((pid, bundle))) => assert_eq!((s.pid, s.bundle.as_path()), (*pid, Path::new(bundle)), "{name}"),
+                (Err(e), Err(msg)) => assert!(e.to_string().contains(msg), "{name}: {e}"),
+                (got, _) => panic!("{name}: got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn state_too_large() {
+        let big = vec![b' '; MAX_STATE_BYTES as usize + 10];
+        assert!(matches!(HookState::read(&big[..]), Err(OciError::StateTooLarge)));
+    }
+}

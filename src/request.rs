@@ -1,0 +1,446 @@
+//! PURE: what a container asks for. From its env, mounts and privilege (a view of config.json)
+//! plus the toolkit config, build a [`Request`] — or decide it is not a GPU container.
+//!
+//! Semantics mirror the upstream toolkit (docs/COMPAT.md, "What the container asks for"). No
+//! I/O here; nothing about the host is known yet (ids are checked against the inventory by
+//! the planner).
+
+use crate::config::Config;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// Where volume-mount device lists live (upstream spelling).
+pub const VOLUME_MOUNT_DIR: &str = "/var/run/nvidia-container-devices";
+/// A device list longer than this is refused: no host has that many GPUs.
+pub const MAX_DEVICE_IDS: usize = 4096;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("{var} contains a NUL byte; remove it from the container's environment")]
+    NulByte { var: String },
+    #[error("{var}={value:?}: {why}")]
+    BadValue { var: String, value: String, why: String },
+    #[error("NVIDIA_DRIVER_CAPABILITIES: unknown capability {0:?} (known: compute, compat32, graphics, utility, video, display, ngx, all)")]
+    UnknownCapability(String),
+    #[error("NVIDIA_DRIVER_CAPABILITIES: capability {0:?} is not in supported-driver-capabilities of the toolkit config")]
+    UnsupportedCapability(String),
+    #[error("NVIDIA_DRIVER_CAPABILITIES: capability {0:?} is not implemented by this toolkit yet; remove it from the container's NVIDIA_DRIVER_CAPABILITIES")]
+    UnimplementedCapability(String),
+    #[error("{var} is only honoured for privileged containers (CAP_SYS_ADMIN); run the container privileged or unset {var}")]
+    NeedsPrivilege { var: String },
+    #[error("{count} device ids requested in {var}; at most {MAX_DEVICE_IDS} are accepted")]
+    TooManyIds { var: String, count: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    Compute,
+    Compat32,
+    Display,
+    Graphics,
+    Ngx,
+    Utility,
+    Video,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 7] = [
+        Capability::Compute,
+        Capability::Compat32,
+        Capability::Display,
+        Capability::Graphics,
+        Capability::Ngx,
+        Capability::Utility,
+        Capability::Video,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Compute => "compute",
+            Capability::Compat32 => "compat32",
+            Capability::Display => "display",
+            Capability::Graphics => "graphics",
+            Capability::Ngx => "ngx",
+            Capability::Utility => "utility",
+            Capability::Video => "video",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What this version can inject. compat32 (32-bit libraries) is not implemented yet.
+    pub fn implemented(self) -> bool {
+        self != Capability::Compat32
+    }
+}
+
+/// One device id as written by the user; checked against the host by the planner.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum DeviceId {
+    /// `0`
+    Index(u32),
+    /// `0:1`: MIG device 1 of GPU 0.
+    MigIndex(u32, u32),
+    /// `GPU-…` or `MIG-…`
+    Uuid(String),
+    /// `0000:3b:00.0` (any domain width, any case)
+    BusId(String),
+}
+
+impl DeviceId {
+    pub fn parse(s: &str) -> Option<DeviceId> {
+        if let Ok(i) = s.parse::<u32>() {
+            return Some(DeviceId::Index(i));
+        }
+        if let Some((g, m)) = s.split_once(':') {
+            if let (Ok(g), Ok(m)) = (g.parse(), m.parse()) {
+                return Some(DeviceId::MigIndex(g, m));
+            }
+        }
+        if (s.starts_with("GPU-") || s.starts_with("MIG-")) && s.len() > 4 {
+            return Some(DeviceId::Uuid(s.to_string()));
+        }
+        normalize_bus_id(s).map(DeviceId::BusId)
+    }
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceId::Index(i) => write!(f, "{i}"),
+            DeviceId::MigIndex(g, m) => write!(f, "{g}:{m}"),
+            DeviceId::Uuid(u) | DeviceId::BusId(u) => f.write_str(u),
+        }
+    }
+}
+
+/// PCI bus id in the kernel's form: lowercase, 4-digit domain (`0000:3b:00.0`). NVML writes
+/// `00000000:3B:00.0`; users write either.
+pub fn normalize_bus_id(s: &str) -> Option<String> {
+    let (domain, rest) = match s.matches(':').count() {
+        2 => s.split_once(':')?,
+        1 => ("0", s),
+        _ => return None,
+    };
+    let (bus, dev_fn) = rest.split_once(':')?;
+    let (dev, func) = dev_fn.split_once('.')?;
+    let hex = |x: &str, max: usize| !x.is_empty() && x.len() <= max && x.chars().all(|c| c.is_ascii_hexdigit());
+    if !(hex(domain, 8) && hex(bus, 2) && hex(dev, 2) && hex(func, 1)) {
+        return None;
+    }
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    let [bus, dev, func] = [bus, dev, func].map(|x| u8::from_str_radix(x, 16).unwrap_or(0));
+    if domain > 0xffff {
+        return None;
+    }
+    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Devices {
+    /// `none`: driver files only, no GPU device nodes.
+    None,
+    All,
+    List(Vec<DeviceId>),
+}
+
+/// What a GPU container asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Request {
+    pub devices: Devices,
+    pub capabilities: BTreeSet<Capability>,
+    /// `NVIDIA_REQUIRE_*` expressions (evaluated by the planner against the driver).
+    pub requirements: Vec<String>,
+    pub mig_config: Option<Devices>,
+    pub mig_monitor: Option<Devices>,
+}
+
+/// The parts of config.json a request depends on.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerView {
+    /// `process.env` entries, `KEY=VALUE`.
+    pub env: Vec<String>,
+    /// `(source, destination)` of each mount.
+    pub mounts: Vec<(PathBuf, PathBuf)>,
+    pub privileged: bool,
+}
+
+/// The result: a request (or none: not a GPU container) and notes worth logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub request: Option<Request>,
+    pub notes: Vec<String>,
+}
+
+impl ContainerView {
+    /// Last definition wins, as with a Go map built from the list.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.env.iter().rev().find_map(|e| e.strip_prefix(key)?.strip_prefix('='))
+    }
+
+    fn get_checked(&self, key: &str) -> Result<Option<&str>, RequestError> {
+        match self.get(key) {
+            Some(v) if v.contains('\0') => Err(RequestError::NulByte { var: key.into() }),
+            other => Ok(other),
+        }
+    }
+}
+
+pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, RequestError> {
+    let mut notes = Vec::new();
+    let legacy_cuda_image = view.get_checked("CUDA_VERSION")?.is_some()
+        && view.get_checked("NVIDIA_REQUIRE_CUDA")?.is_none();
+
+    let from_env = match view.get_checked("NVIDIA_VISIBLE_DEVICES")? {
+        None if legacy_cuda_image => Some("all"),
+        other => other,
+    };
+    let from_env = if from_env.is_some()
+        && !view.privileged
+        && !config.accept_nvidia_visible_devices_envvar_when_unprivileged
+    {
+        notes.push("ignoring NVIDIA_VISIBLE_DEVICES of an unprivileged container \
+                    (accept-nvidia-visible-devices-envvar-when-unprivileged = false)".into());
+        None
+    } else {
+        from_env
+    };
+    let from_mounts = if config.accept_nvidia_visible_devices_as_volume_mounts {
+        volume_mount_list(&view.mounts)
+    } else {
+        None
+    };
+    let (var, list) = match (&from_mounts, from_env) {
+        (Some(m), _) => ("volume mounts", m.as_str()),
+        (None, Some(e)) => ("NVIDIA_VISIBLE_DEVICES", e),
+        (None, None) => return Ok(Resolved { request: None, notes }),
+    };
+    let Some(devices) = parse_devices(var, list)? else {
+        return Ok(Resolved { request: None, notes });
+    };
+
+    let capabilities = parse_capabilities(view.get_checked("NVIDIA_DRIVER_CAPABILITIES")?, legacy_cuda_image, config)?;
+    let mut requirements = Vec::new();
+    if !config.disable_require && view.get_checked("NVIDIA_DISABLE_REQUIRE")? != Some("true") {
+        let mut vars: Vec<&str> = view.env.iter().filter(|e| e.starts_with("NVIDIA_REQUIRE_")).map(|e| e.as_str()).collect();
+        vars.sort();
+        for entry in vars {
+            let (k, v) = entry.split_once('=').unwrap_or((entry, ""));
+            if k.contains("_JETPACK") || v.trim().is_empty() || view.get(k) != Some(v) {
+                continue;
+            }
+            if v.contains('\0') {
+                return Err(RequestError::NulByte { var: k.into() });
+            }
+            requirements.push(v.trim().to_string());
+        }
+        if legacy_cuda_image {
+            if let Some(mm) = view.get("CUDA_VERSION").and_then(major_minor) {
+                requirements.push(format!("cuda>={mm}"));
+            }
+        }
+    }
+    let privileged_only = |var: &str| -> Result<Option<Devices>, RequestError> {
+        match view.get_checked(var)? {
+            None => Ok(None),
+            Some(_) if !view.privileged => Err(RequestError::NeedsPrivilege { var: var.into() }),
+            Some(v) => parse_devices(var, v),
+        }
+    };
+    let mig_config = privileged_only("NVIDIA_MIG_CONFIG_DEVICES")?;
+    let mig_monitor = privileged_only("NVIDIA_MIG_MONITOR_DEVICES")?;
+    Ok(Resolved { request: Some(Request { devices, capabilities, requirements, mig_config, mig_monitor }), notes })
+}
+
+/// `None` means "not a GPU container" (empty or `void`).
+pub fn parse_devices(var: &str, value: &str) -> Result<Option<Devices>, RequestError> {
+    let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if items.len() > MAX_DEVICE_IDS {
+        return Err(RequestError::TooManyIds { var: var.into(), count: items.len() });
+    }
+    if items.is_empty() || items.contains(&"void") {
+        return Ok(None);
+    }
+    if items.contains(&"all") {
+        return Ok(Some(Devices::All));
+    }
+    if items.contains(&"none") {
+        return Ok(Some(Devices::None));
+    }
+    let mut ids = Vec::with_capacity(items.len());
+    for item in items {
+        let id = DeviceId::parse(item).ok_or_else(|| RequestError::BadValue {
+            var: var.into(),
+            value: item.into(),
+            why: "not a device id (expected an index like 0, a MIG index like 0:1, a GPU-/MIG- UUID, \
+                  a PCI bus id like 0000:3b:00.0, or one of all, none, void)"
+                .into(),
+        })?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(Some(Devices::List(ids)))
+}
+
+fn volume_mount_list(mounts: &[(PathBuf, PathBuf)]) -> Option<String> {
+    let ids: Vec<String> = mounts
+        .iter()
+        .filter(|(src, _)| src.as_os_str() == "/dev/null")
+        .filter_map(|(_, dst)| dst.strip_prefix(VOLUME_MOUNT_DIR).ok())
+        .filter_map(|rest| rest.to_str().map(str::to_string))
+        .filter(|rest| !rest.is_empty() && !rest.contains('/'))
+        .collect();
+    (!ids.is_empty()).then(|| ids.join(","))
+}
+
+fn parse_capabilities(value: Option<&str>, legacy_cuda_image: bool, config: &Config) -> Result<BTreeSet<Capability>, RequestError> {
+    let supported: BTreeSet<&str> = config.supported_driver_capabilities.split(',').map(str::trim).collect();
+    let value = match value.map(str::trim) {
+        None | Some("") if legacy_cuda_image => "all",
+        None | Some("") => "utility,compute",
+        Some(v) => v,
+    };
+    let mut caps = BTreeSet::new();
+    for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "all" {
+            caps.extend(Capability::ALL.into_iter().filter(|c| c.implemented() && supported.contains(c.name())));
+            continue;
+        }
+        let cap = Capability::from_name(name).ok_or_else(|| RequestError::UnknownCapability(name.into()))?;
+        if !supported.contains(name) {
+            return Err(RequestError::UnsupportedCapability(name.into()));
+        }
+        if !cap.implemented() {
+            return Err(RequestError::UnimplementedCapability(name.into()));
+        }
+        caps.insert(cap);
+    }
+    Ok(caps)
+}
+
+fn major_minor(version: &str) -> Option<String> {
+    let mut parts = version.split('.');
+    let (major, minor) = (parts.next()?, parts.next().unwrap_or("0"));
+    (major.parse::<u32>().is_ok() && minor.parse::<u32>().is_ok()).then(|| format!("{major}.{minor}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Capability::*;
+
+    fn view(env: &[&str]) -> ContainerView {
+        ContainerView { env: env.iter().map(|s| s.to_string()).collect(), mounts: vec![], privileged: false }
+    }
+
+    fn req(devices: Devices, caps: &[Capability]) -> Request {
+        Request {
+            devices,
+            capabilities: caps.iter().copied().collect(),
+            requirements: vec![],
+            mig_config: None,
+            mig_monitor: None,
+        }
+    }
+
+    #[test]
+    fn resolve_cases() {
+        let all_caps = [Compute, Display, Graphics, Ngx, Utility, Video];
+        let ids = |v: Vec<DeviceId>| Devices::List(v);
+        let cases: Vec<(&str, Vec<&str>, Result<Option<Request>, RequestError>)> = vec![
+            ("unset", vec![], Ok(None)),
+            ("empty", vec!["NVIDIA_VISIBLE_DEVICES="], Ok(None)),
+            ("void", vec!["NVIDIA_VISIBLE_DEVICES=void"], Ok(None)),
+            ("none", vec!["NVIDIA_VISIBLE_DEVICES=none"], Ok(Some(req(Devices::None, &[Compute, Utility])))),
+            ("all", vec!["NVIDIA_VISIBLE_DEVICES=all"], Ok(Some(req(Devices::All, &[Compute, Utility])))),
+            ("indices trimmed", vec!["NVIDIA_VISIBLE_DEVICES= 0, 2 ,"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0), DeviceId::Index(2)]), &[Compute, Utility])))),
+            ("duplicates dropped", vec!["NVIDIA_VISIBLE_DEVICES=1,1"],
+                Ok(Some(req(ids(vec![DeviceId::Index(1)]), &[Compute, Utility])))),
+            ("mixed ids", vec!["NVIDIA_VISIBLE_DEVICES=GPU-abc,0:1,00000000:3B:00.0,MIG-x"],
+                Ok(Some(req(ids(vec![
+                    DeviceId::Uuid("GPU-abc".into()), DeviceId::MigIndex(0, 1),
+                    DeviceId::BusId("0000:3b:00.0".into()), DeviceId::Uuid("MIG-x".into())]), &[Compute, Utility])))),
+            ("last definition wins", vec!["NVIDIA_VISIBLE_DEVICES=1", "NVIDIA_VISIBLE_DEVICES=void"], Ok(None)),
+            ("garbage id", vec!["NVIDIA_VISIBLE_DEVICES=0,gpu0"], Err(RequestError::BadValue {
+                var: "NVIDIA_VISIBLE_DEVICES".into(), value: "gpu0".into(),
+                why: "not a device id (expected an index like 0, a MIG index like 0:1, a GPU-/MIG- UUID, a PCI bus id like 0000:3b:00.0, or one of all, none, void)".into() })),
+            ("nul byte", vec!["NVIDIA_VISIBLE_DEVICES=0\u{0}1"], Err(RequestError::NulByte { var: "NVIDIA_VISIBLE_DEVICES".into() })),
+            ("legacy cuda image", vec!["CUDA_VERSION=11.8.0"],
+                Ok(Some(Request { requirements: vec!["cuda>=11.8".into()], ..req(Devices::All, &all_caps) }))),
+            ("modern cuda image without devices", vec!["CUDA_VERSION=12.4.0", "NVIDIA_REQUIRE_CUDA=cuda>=12.4"], Ok(None)),
+            ("requirements collected", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=12.0 brand=tesla", "NVIDIA_REQUIRE_JETPACK=csv"],
+                Ok(Some(Request { requirements: vec!["cuda>=12.0 brand=tesla".into()], ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
+            ("requirements disabled", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_DISABLE_REQUIRE=true"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility])))),
+            ("capabilities", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Utility])))),
+            ("capabilities all", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=all"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &all_caps)))),
+            ("unknown capability", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,teleport"],
+                Err(RequestError::UnknownCapability("teleport".into()))),
+            ("compat32 not silently accepted", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compat32"],
+                Err(RequestError::UnimplementedCapability("compat32".into()))),
+            ("mig config unprivileged", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_MIG_CONFIG_DEVICES=all"],
+                Err(RequestError::NeedsPrivilege { var: "NVIDIA_MIG_CONFIG_DEVICES".into() })),
+        ];
+        let config = Config::default();
+        for (name, env, want) in cases {
+            let got = resolve(&view(&env), &config).map(|r| r.request);
+            assert_eq!(got, want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn policy_cases() {
+        let mut config = Config::default();
+        config.accept_nvidia_visible_devices_envvar_when_unprivileged = false;
+        let v = view(&["NVIDIA_VISIBLE_DEVICES=0"]);
+        let r = resolve(&v, &config).unwrap();
+        assert_eq!(r.request, None, "unprivileged env request ignored");
+        assert_eq!(r.notes.len(), 1);
+        let privileged = ContainerView { privileged: true, ..v.clone() };
+        assert!(resolve(&privileged, &config).unwrap().request.is_some(), "privileged env request honoured");
+
+        config.accept_nvidia_visible_devices_as_volume_mounts = true;
+        let mounted = ContainerView {
+            mounts: vec![
+                ("/dev/null".into(), "/var/run/nvidia-container-devices/GPU-1".into()),
+                ("/dev/null".into(), "/var/run/nvidia-container-devices/3".into()),
+                ("/etc/x".into(), "/var/run/nvidia-container-devices/4".into()),
+            ],
+            ..v
+        };
+        let r = resolve(&mounted, &config).unwrap().request.unwrap();
+        assert_eq!(r.devices, Devices::List(vec![DeviceId::Uuid("GPU-1".into()), DeviceId::Index(3)]));
+    }
+
+    #[test]
+    fn huge_and_hostile_lists() {
+        let many = (0..100_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        assert_eq!(parse_devices("NVIDIA_VISIBLE_DEVICES", &many),
+            Err(RequestError::TooManyIds { var: "NVIDIA_VISIBLE_DEVICES".into(), count: 100_000 }));
+        for bad in ["../../etc", "0:x", "GPU-", "1:2:3:4", "zz:00.0", "-1"] {
+            assert!(parse_devices("V", bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn bus_ids() {
+        for (input, want) in [
+            ("00000000:3B:00.0", Some("0000:3b:00.0")),
+            ("0000:3b:00.0", Some("0000:3b:00.0")),
+            ("3b:00.0", Some("0000:3b:00.0")),
+            ("1:2:3.4", Some("0001:02:03.4")),
+            ("0000:3b:00", None),
+            ("123456789:3b:00.0", None),
+        ] {
+            assert_eq!(normalize_bus_id(input).as_deref(), want, "{input}");
+        }
+    }
+}
