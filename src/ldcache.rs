@@ -1,9 +1,1036 @@
-//! (temporary stub; replaced by the real parser from branch ldcache)
+//! Reader for glibc's `ld.so.cache`: turns the bytes of the cache file into a list of
+//! [`Entry`] values (soname → path, with the cache's flags).
+//!
+//! This module owns the *format* only. It is a pure parser plus one bounded file read:
+//! it does no lookup policy (which entry wins, architecture preference, hwcaps ordering,
+//! path rewriting into a driver root); callers filter the entries themselves, e.g. with
+//! [`is_x86_64`].
+//!
+//! Formats understood (all little-endian):
+//!
+//! * **new** (`ldconfig -c new`, the default since glibc 2.32): a 48-byte header
+//!   `"glibc-ld.so.cache1.1"`, `u32 nlibs`, `u32 len_strings`, `u8 flags`, 3 padding bytes,
+//!   `u32 extension_offset`, 3 × `u32` unused; then `nlibs` 24-byte entries
+//!   `{i32 flags, u32 key, u32 value, u32 osversion, u64 hwcap}`. String offsets are
+//!   relative to the start of this header.
+//! * **compat** (`ldconfig -c compat`): an old-format block followed by a new-format
+//!   block, the latter at the next 8-byte boundary after the old entry table. Only the
+//!   new-format block is read (it is the complete one: it also holds the hwcaps entries),
+//!   as glibc's loader does.
+//! * **old** (`ldconfig -c old`): `"ld.so-1.7.0\0"`, `u32 nlibs`, then `nlibs` 12-byte
+//!   entries `{i32 flags, u32 key, u32 value}`. String offsets are relative to the end of
+//!   the entry table (where the string table starts).
+//!
+//! The file may be hostile: every count and offset is bounds-checked with checked
+//! arithmetic, strings must be NUL-terminated inside the file and at most
+//! [`MAX_STRING_LEN`] bytes, sonames must be UTF-8, and the total output is bounded by a
+//! small multiple of the input size. Nothing here panics.
+
+use serde::Serialize;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Entry { pub flags: i32, pub soname: String, pub path: PathBuf }
+
+/// Largest cache file [`read`] accepts (real caches are well under 1 MiB).
+pub const MAX_CACHE_SIZE: u64 = 64 * 1024 * 1024;
+
+/// Longest string (soname or path, without its NUL) accepted; glibc's `PATH_MAX`.
+pub const MAX_STRING_LEN: usize = 4096;
+
+/// `flags & FLAG_TYPE_MASK`: the library type.
+pub const FLAG_TYPE_MASK: i32 = 0x00ff;
+/// Library type of glibc (libc6) ELF libraries.
+pub const FLAG_ELF_LIBC6: i32 = 0x0003;
+/// `flags & FLAG_ARCH_MASK`: the architecture / ABI (glibc's `FLAG_REQUIRED_MASK`).
+pub const FLAG_ARCH_MASK: i32 = 0xff00;
+/// Architecture bits of x86-64 64-bit libraries.
+pub const FLAG_X8664_LIB64: i32 = 0x0300;
+/// Architecture bits of AArch64 64-bit libraries.
+pub const FLAG_AARCH64_LIB64: i32 = 0x0a00;
+
+const OLD_MAGIC: &[u8] = b"ld.so-1.7.0\0";
+const OLD_HEADER_LEN: usize = 16; // magic (12) + nlibs (4)
+const OLD_ENTRY_LEN: usize = 12;
+
+const NEW_MAGIC: &[u8] = b"glibc-ld.so.cache";
+const NEW_VERSION: &[u8] = b"1.1";
+const NEW_HEADER_LEN: usize = 48;
+const NEW_ENTRY_LEN: usize = 24;
+/// Alignment of the new-format header inside a compat file (`__alignof__` of the header,
+/// which holds a `uint64_t` in its entries).
+const NEW_ALIGN: usize = 8;
+
+/// Byte-order bits of the new header's `flags` byte (glibc ≥ 2.33).
+const ENDIAN_MASK: u8 = 0b11;
+const ENDIAN_UNSET: u8 = 0;
+const ENDIAN_LITTLE: u8 = 2;
+
+/// One library in the cache: `soname` (the cache key) resolves to `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// Type and architecture bits, e.g. `0x0303` for x86-64 libc6 (see [`is_x86_64`]).
+    pub flags: i32,
+    /// The key, e.g. `libcuda.so.1`.
+    pub soname: String,
+    /// The value, e.g. `/usr/lib/x86_64-linux-gnu/libcuda.so.1`.
+    pub path: PathBuf,
+}
+
+/// Whether `flags` mark a 64-bit x86-64 glibc library (`0x0303`).
+pub fn is_x86_64(flags: i32) -> bool {
+    flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_X8664_LIB64
+}
+
+/// Whether `flags` mark a 64-bit AArch64 glibc library (`0x0a03`).
+pub fn is_aarch64(flags: i32) -> bool {
+    flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_AARCH64_LIB64
+}
+
+/// What is wrong with a cache's bytes. Offsets are from the start of the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("file is empty")]
+    Empty,
+    #[error("unknown magic (neither `glibc-ld.so.cache` nor `ld.so-1.7.0`)")]
+    BadMagic,
+    #[error("unsupported new-format version {version:?} (expected \"1.1\")")]
+    UnsupportedVersion { version: String },
+    #[error(
+        "unsupported byte order (header flags {flags:#04x}); only little-endian caches are read"
+    )]
+    UnsupportedByteOrder { flags: u8 },
+    #[error("truncated: {what} at offset {offset} needs {needed} bytes, file has {size}")]
+    Truncated {
+        what: &'static str,
+        offset: usize,
+        needed: usize,
+        size: usize,
+    },
+    #[error("{nlibs} entries of {entry_len} bytes at offset {offset} do not fit in the {size}-byte file")]
+    TooManyEntries {
+        nlibs: u32,
+        entry_len: usize,
+        offset: usize,
+        size: usize,
+    },
+    #[error("entry {entry}: {field} string offset {offset} is outside the file")]
+    StringOutOfRange {
+        entry: usize,
+        field: &'static str,
+        offset: u64,
+    },
+    #[error("entry {entry}: {field} string at offset {offset} has no NUL terminator within {MAX_STRING_LEN} bytes or before the end of the file")]
+    UnterminatedString {
+        entry: usize,
+        field: &'static str,
+        offset: usize,
+    },
+    #[error("entry {entry}: soname at offset {offset} is not UTF-8")]
+    NonUtf8Soname { entry: usize, offset: usize },
+    #[error("decoded strings exceed {limit} bytes (a small multiple of the file size)")]
+    OutputTooLarge { limit: usize },
+}
+
+/// Errors of [`parse`] and [`read`].
 #[derive(Debug, thiserror::Error)]
-#[error("ldcache stub")]
-pub struct LdCacheError;
-pub fn read(_path: &Path) -> Result<Vec<Entry>, LdCacheError> { Err(LdCacheError) }
-pub fn is_x86_64(flags: i32) -> bool { flags == 0x0303 }
+pub enum LdCacheError {
+    /// The file could not be opened or read.
+    #[error("cannot read ld.so cache {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file is larger than [`MAX_CACHE_SIZE`].
+    #[error("ld.so cache {} is larger than the {limit}-byte limit", path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
+    /// [`read`]: the file's bytes are not a valid cache.
+    #[error("malformed ld.so cache {}: {error}", path.display())]
+    Malformed { path: PathBuf, error: FormatError },
+    /// [`parse`]: the bytes are not a valid cache.
+    #[error("malformed ld.so cache: {0}")]
+    Format(#[from] FormatError),
+}
+
+impl LdCacheError {
+    /// The format problem, if this error is one.
+    pub fn format_error(&self) -> Option<&FormatError> {
+        match self {
+            LdCacheError::Malformed { error, .. } | LdCacheError::Format(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Reads and parses the cache at `path` (at most [`MAX_CACHE_SIZE`] bytes).
+pub fn read(path: &Path) -> Result<Vec<Entry>, LdCacheError> {
+    let io_err = |error| LdCacheError::Read {
+        path: path.to_path_buf(),
+        error,
+    };
+    let file = std::fs::File::open(path).map_err(io_err)?;
+    let mut bytes = Vec::new();
+    // Read one byte past the limit to detect an oversized file without trusting metadata
+    // (which may lie for special files).
+    file.take(MAX_CACHE_SIZE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if bytes.len() as u64 > MAX_CACHE_SIZE {
+        return Err(LdCacheError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_CACHE_SIZE,
+        });
+    }
+    parse(&bytes).map_err(|e| match e {
+        LdCacheError::Format(error) => LdCacheError::Malformed {
+            path: path.to_path_buf(),
+            error,
+        },
+        other => other,
+    })
+}
+
+/// Parses the bytes of an `ld.so.cache` (new, compat or old format) into its entries, in
+/// file order. hwcaps entries (from `glibc-hwcaps/` subdirectories) are included like any
+/// other.
+pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, LdCacheError> {
+    Ok(parse_inner(bytes)?)
+}
+
+fn parse_inner(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
+    if bytes.is_empty() {
+        return Err(FormatError::Empty);
+    }
+    if bytes.starts_with(NEW_MAGIC) {
+        return parse_new(bytes, 0);
+    }
+    if !bytes.starts_with(OLD_MAGIC) {
+        // A file shorter than either magic that is a prefix of one is truncated, not foreign.
+        if NEW_MAGIC.starts_with(bytes) || OLD_MAGIC.starts_with(bytes) {
+            return Err(FormatError::Truncated {
+                what: "magic",
+                offset: 0,
+                needed: OLD_MAGIC.len().min(NEW_MAGIC.len()),
+                size: bytes.len(),
+            });
+        }
+        return Err(FormatError::BadMagic);
+    }
+    let nlibs = read_u32(bytes, OLD_MAGIC.len(), "old-format header")?;
+    let table_end = table_end(bytes, OLD_HEADER_LEN, nlibs, OLD_ENTRY_LEN)?;
+    // compat: a new-format block follows at the next aligned offset (glibc's loader checks
+    // exactly this position and otherwise falls back to the old entries).
+    if let Some(new_start) = table_end.checked_next_multiple_of(NEW_ALIGN) {
+        if bytes
+            .get(new_start..)
+            .is_some_and(|rest| rest.starts_with(NEW_MAGIC))
+        {
+            return parse_new(bytes, new_start);
+        }
+    }
+    let mut out = Output::new(bytes.len());
+    let mut entries = Vec::with_capacity(nlibs as usize);
+    for i in 0..nlibs as usize {
+        // In bounds: table_end() checked the whole table.
+        let at = OLD_HEADER_LEN + i * OLD_ENTRY_LEN;
+        let flags = read_u32(bytes, at, "old-format entry")? as i32;
+        let key = read_u32(bytes, at + 4, "old-format entry")?;
+        let value = read_u32(bytes, at + 8, "old-format entry")?;
+        entries.push(out.entry(bytes, table_end, i, flags, key, value)?);
+    }
+    Ok(entries)
+}
+
+/// Parses the new-format block whose header starts at `start`.
+fn parse_new(bytes: &[u8], start: usize) -> Result<Vec<Entry>, FormatError> {
+    let header = start
+        .checked_add(NEW_HEADER_LEN)
+        .and_then(|end| bytes.get(start..end))
+        .ok_or(FormatError::Truncated {
+            what: "new-format header",
+            offset: start,
+            needed: NEW_HEADER_LEN,
+            size: bytes.len(),
+        })?;
+    let version = &header[NEW_MAGIC.len()..NEW_MAGIC.len() + NEW_VERSION.len()];
+    if version != NEW_VERSION {
+        return Err(FormatError::UnsupportedVersion {
+            version: String::from_utf8_lossy(version).into_owned(),
+        });
+    }
+    let nlibs = read_u32(header, 20, "new-format header")?;
+    // header[24..28] is len_strings: not needed, strings are bounded by the file itself.
+    let flags = header[28];
+    match flags & ENDIAN_MASK {
+        ENDIAN_UNSET | ENDIAN_LITTLE => {}
+        _ => return Err(FormatError::UnsupportedByteOrder { flags }),
+    }
+    let table_start = start + NEW_HEADER_LEN; // cannot overflow: header slice exists
+    table_end(bytes, table_start, nlibs, NEW_ENTRY_LEN)?;
+    let mut out = Output::new(bytes.len());
+    let mut entries = Vec::with_capacity(nlibs as usize);
+    for i in 0..nlibs as usize {
+        let at = table_start + i * NEW_ENTRY_LEN;
+        let flags = read_u32(bytes, at, "new-format entry")? as i32;
+        let key = read_u32(bytes, at + 4, "new-format entry")?;
+        let value = read_u32(bytes, at + 8, "new-format entry")?;
+        // osversion (u32) and hwcap (u64) are not exposed.
+        entries.push(out.entry(bytes, start, i, flags, key, value)?);
+    }
+    Ok(entries)
+}
+
+/// End offset of a table of `nlibs` entries of `entry_len` bytes at `start`, if it fits.
+fn table_end(
+    bytes: &[u8],
+    start: usize,
+    nlibs: u32,
+    entry_len: usize,
+) -> Result<usize, FormatError> {
+    usize::try_from(nlibs)
+        .ok()
+        .and_then(|n| n.checked_mul(entry_len))
+        .and_then(|len| len.checked_add(start))
+        .filter(|&end| end <= bytes.len())
+        .ok_or(FormatError::TooManyEntries {
+            nlibs,
+            entry_len,
+            offset: start,
+            size: bytes.len(),
+        })
+}
+
+fn read_u32(bytes: &[u8], at: usize, what: &'static str) -> Result<u32, FormatError> {
+    at.checked_add(4)
+        .and_then(|end| bytes.get(at..end))
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_le_bytes)
+        .ok_or(FormatError::Truncated {
+            what,
+            offset: at,
+            needed: 4,
+            size: bytes.len(),
+        })
+}
+
+/// Builds entries while keeping the decoded output proportional to the input: many
+/// entries may legitimately share one string, but a crafted file could point millions of
+/// entries at the same long string.
+struct Output {
+    used: usize,
+    limit: usize,
+}
+
+impl Output {
+    fn new(file_len: usize) -> Self {
+        Output {
+            used: 0,
+            limit: file_len.saturating_mul(4).saturating_add(1 << 20),
+        }
+    }
+
+    fn entry(
+        &mut self,
+        bytes: &[u8],
+        base: usize,
+        entry: usize,
+        flags: i32,
+        key: u32,
+        value: u32,
+    ) -> Result<Entry, FormatError> {
+        let soname = c_string(bytes, base, key, entry, "soname")?;
+        let path = c_string(bytes, base, value, entry, "path")?;
+        self.used = self
+            .used
+            .saturating_add(soname.len())
+            .saturating_add(path.len());
+        if self.used > self.limit {
+            return Err(FormatError::OutputTooLarge { limit: self.limit });
+        }
+        let soname_at = base + key as usize; // checked in c_string
+        let soname = std::str::from_utf8(soname)
+            .map_err(|_| FormatError::NonUtf8Soname {
+                entry,
+                offset: soname_at,
+            })?
+            .to_owned();
+        Ok(Entry {
+            flags,
+            soname,
+            path: PathBuf::from(OsStr::from_bytes(path)),
+        })
+    }
+}
+
+/// The NUL-terminated string at `base + offset` (without its NUL).
+fn c_string<'a>(
+    bytes: &'a [u8],
+    base: usize,
+    offset: u32,
+    entry: usize,
+    field: &'static str,
+) -> Result<&'a [u8], FormatError> {
+    let start = usize::try_from(offset)
+        .ok()
+        .and_then(|o| o.checked_add(base))
+        .filter(|&s| s < bytes.len())
+        .ok_or(FormatError::StringOutOfRange {
+            entry,
+            field,
+            offset: base as u64 + u64::from(offset),
+        })?;
+    let rest = &bytes[start..];
+    let window = &rest[..rest.len().min(MAX_STRING_LEN + 1)];
+    let nul = window
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or(FormatError::UnterminatedString {
+            entry,
+            field,
+            offset: start,
+        })?;
+    Ok(&rest[..nul])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[cfg(target_arch = "x86_64")]
+    const HOST_FLAGS: i32 = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64;
+    #[cfg(target_arch = "aarch64")]
+    const HOST_FLAGS: i32 = FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64;
+    #[cfg(target_arch = "x86_64")]
+    const HWCAPS_SUBDIR: &str = "x86-64-v2";
+    #[cfg(target_arch = "aarch64")]
+    const HWCAPS_SUBDIR: &str = "power10"; // never matched on aarch64; see real_caches
+
+    fn ldconfig() -> PathBuf {
+        ["/sbin/ldconfig", "/usr/sbin/ldconfig"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .or_else(|| which::which("ldconfig").ok())
+            .expect(
+                "ldconfig not found: these tests need glibc's ldconfig (apt-get install libc-bin)",
+            )
+    }
+
+    fn gcc() -> PathBuf {
+        which::which("gcc").expect("gcc not found: these tests need gcc to build shared objects")
+    }
+
+    fn run(cmd: &mut Command) -> std::process::Output {
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cmd:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Compiles a shared object with `soname` into `dir/file`.
+    fn build_lib(dir: &Path, file: &str, soname: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        let src = dir.join(format!("{file}.c"));
+        std::fs::write(
+            &src,
+            format!("int f_{}(void) {{ return 1; }}\n", file.len()),
+        )
+        .unwrap();
+        run(Command::new(gcc())
+            .arg("-shared")
+            .arg("-fPIC")
+            .arg(format!("-Wl,-soname,{soname}"))
+            .arg("-o")
+            .arg(dir.join(file))
+            .arg(&src));
+        std::fs::remove_file(src).unwrap();
+    }
+
+    /// A root with `/lib/libfoo.so.1.2.3` (soname libfoo.so.1), `/lib/libbar.so.2`,
+    /// optionally `/lib/libbaz.so.3` and a glibc-hwcaps copy of libfoo.
+    fn make_root(extra_lib: bool, hwcaps: bool) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let lib = root.join("lib");
+        build_lib(&lib, "libfoo.so.1.2.3", "libfoo.so.1");
+        build_lib(&lib, "libbar.so.2", "libbar.so.2");
+        if extra_lib {
+            build_lib(&lib, "libbaz.so.3", "libbaz.so.3");
+        }
+        if hwcaps {
+            build_lib(
+                &lib.join("glibc-hwcaps").join(HWCAPS_SUBDIR),
+                "libfoo.so.1.2.3",
+                "libfoo.so.1",
+            );
+        }
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/ld.so.conf"), "/lib\n").unwrap();
+        tmp
+    }
+
+    /// Runs the real ldconfig on `root` writing `root/etc/ld.so.cache` in `format`.
+    fn make_cache(root: &Path, format: &str) -> Vec<u8> {
+        run(Command::new(ldconfig()).arg("-r").arg(root).args([
+            "-c",
+            format,
+            "-C",
+            "/etc/ld.so.cache",
+            "-f",
+            "/etc/ld.so.conf",
+            "-X",
+        ]));
+        std::fs::read(root.join("etc/ld.so.cache")).unwrap()
+    }
+
+    /// (soname, path) pairs as `ldconfig -p` prints them, in its order.
+    fn ldconfig_print(cache: &Path) -> Vec<(String, PathBuf)> {
+        let out = run(Command::new(ldconfig()).arg("-p").arg("-C").arg(cache));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix('\t'))
+            .map(|l| {
+                let (soname, _) = l.split_once(" (").unwrap();
+                let (_, path) = l.rsplit_once(" => ").unwrap();
+                (soname.to_owned(), PathBuf::from(path))
+            })
+            .collect()
+    }
+
+    fn e(soname: &str, path: &str) -> Entry {
+        Entry {
+            flags: HOST_FLAGS,
+            soname: soname.into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn real_caches() {
+        let hw_path = format!("/lib/glibc-hwcaps/{HWCAPS_SUBDIR}/libfoo.so.1.2.3");
+        let foo = e("libfoo.so.1", "/lib/libfoo.so.1");
+        let bar = e("libbar.so.2", "/lib/libbar.so.2");
+        let baz = e("libbaz.so.3", "/lib/libbaz.so.3");
+        let hw = e("libfoo.so.1", &hw_path);
+        let hwcaps_known = cfg!(target_arch = "x86_64");
+        // (name, ldconfig -c format, extra lib, hwcaps dir, expected entries)
+        let cases: Vec<(&str, &str, bool, bool, Vec<Entry>)> = vec![
+            (
+                "new, two libs",
+                "new",
+                false,
+                false,
+                vec![foo.clone(), bar.clone()],
+            ),
+            (
+                "compat, two libs",
+                "compat",
+                false,
+                false,
+                vec![foo.clone(), bar.clone()],
+            ),
+            (
+                "old, two libs",
+                "old",
+                false,
+                false,
+                vec![foo.clone(), bar.clone()],
+            ),
+            (
+                "new, three libs",
+                "new",
+                true,
+                false,
+                vec![foo.clone(), baz.clone(), bar.clone()],
+            ),
+            // Odd old-entry count: ldconfig pads the old table (duplicating an entry) so the
+            // new header stays 8-aligned; only the new block is read.
+            (
+                "compat, three libs",
+                "compat",
+                true,
+                false,
+                vec![foo.clone(), baz.clone(), bar.clone()],
+            ),
+            (
+                "old, three libs",
+                "old",
+                true,
+                false,
+                vec![foo.clone(), baz.clone(), bar.clone()],
+            ),
+            (
+                "new, hwcaps",
+                "new",
+                false,
+                hwcaps_known,
+                if hwcaps_known {
+                    vec![hw.clone(), foo.clone(), bar.clone()]
+                } else {
+                    vec![foo.clone(), bar.clone()]
+                },
+            ),
+            (
+                "compat, hwcaps",
+                "compat",
+                true,
+                hwcaps_known,
+                if hwcaps_known {
+                    vec![hw.clone(), foo.clone(), baz.clone(), bar.clone()]
+                } else {
+                    vec![foo.clone(), baz.clone(), bar.clone()]
+                },
+            ),
+            // The old format has no hwcap field, but ldconfig still lists the hwcaps copy
+            // as an ordinary entry there.
+            (
+                "old, hwcaps",
+                "old",
+                false,
+                hwcaps_known,
+                if hwcaps_known {
+                    vec![hw.clone(), foo.clone(), bar.clone()]
+                } else {
+                    vec![foo.clone(), bar.clone()]
+                },
+            ),
+        ];
+        for (name, format, extra, hwcaps, want) in cases {
+            let root = make_root(extra, hwcaps);
+            let bytes = make_cache(root.path(), format);
+            let magic: &[u8] = if format == "new" {
+                NEW_MAGIC
+            } else {
+                OLD_MAGIC
+            };
+            assert!(
+                bytes.starts_with(magic),
+                "{name}: ldconfig wrote an unexpected format"
+            );
+            let got = parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got, want, "{name}");
+            let cache = root.path().join("etc/ld.so.cache");
+            assert_eq!(read(&cache).unwrap(), want, "{name}: read()");
+            let oracle = ldconfig_print(&cache);
+            let ours: Vec<_> = got
+                .iter()
+                .map(|e| (e.soname.clone(), e.path.clone()))
+                .collect();
+            assert_eq!(ours, oracle, "{name}: differs from `ldconfig -p`");
+            assert!(got.iter().all(|e| e.flags == HOST_FLAGS), "{name}");
+        }
+    }
+
+    /// Every prefix and many single-byte corruptions of a real compat cache: no panics.
+    #[test]
+    fn real_cache_mutations_do_not_panic() {
+        let root = make_root(true, cfg!(target_arch = "x86_64"));
+        for format in ["compat", "old"] {
+            let bytes = make_cache(root.path(), format);
+            assert!(parse(&bytes).is_ok());
+            for len in 0..bytes.len() {
+                let _ = parse(&bytes[..len]);
+            }
+            let mut m = bytes.clone();
+            for i in 0..m.len() {
+                for v in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                    let old = m[i];
+                    m[i] = v;
+                    let _ = parse(&m);
+                    m[i] = old;
+                }
+            }
+        }
+    }
+
+    fn new_header(nlibs: u32, flags: u8) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(NEW_MAGIC);
+        b.extend_from_slice(NEW_VERSION);
+        b.extend_from_slice(&nlibs.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes()); // len_strings
+        b.extend_from_slice(&[flags, 0, 0, 0]);
+        b.extend_from_slice(&[0; 16]); // extension_offset + 3 unused
+        assert_eq!(b.len(), NEW_HEADER_LEN);
+        b
+    }
+
+    /// A new-format cache with entries `(flags, key, value)`; offsets are from the header.
+    fn new_cache(entries: &[(i32, u32, u32)], strings: &[u8]) -> Vec<u8> {
+        let mut b = new_header(entries.len() as u32, ENDIAN_LITTLE);
+        for &(flags, key, value) in entries {
+            b.extend_from_slice(&flags.to_le_bytes());
+            b.extend_from_slice(&key.to_le_bytes());
+            b.extend_from_slice(&value.to_le_bytes());
+            b.extend_from_slice(&[0; 12]); // osversion, hwcap
+        }
+        b.extend_from_slice(strings);
+        b
+    }
+
+    /// Offset of `strings` in a [`new_cache`] with `n` entries.
+    fn str_base(n: u32) -> u32 {
+        (NEW_HEADER_LEN + n as usize * NEW_ENTRY_LEN) as u32
+    }
+
+    fn old_cache(entries: &[(i32, u32, u32)], strings: &[u8]) -> Vec<u8> {
+        let mut b = OLD_MAGIC.to_vec();
+        b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        for &(flags, key, value) in entries {
+            b.extend_from_slice(&flags.to_le_bytes());
+            b.extend_from_slice(&key.to_le_bytes());
+            b.extend_from_slice(&value.to_le_bytes());
+        }
+        b.extend_from_slice(strings);
+        b
+    }
+
+    #[test]
+    fn crafted_ok() {
+        let b1 = str_base(1);
+        let strings = b"/lib/libx.so.1\0";
+        let x = Entry {
+            flags: 0x0303,
+            soname: "libx.so.1".into(),
+            path: "/lib/libx.so.1".into(),
+        };
+        // compat with ONE old entry: 16 + 12 = 28, so the new header sits at 32 (aligned),
+        // and the old block's offsets are relative to its end (28).
+        let mut compat = old_cache(&[(0x0303, 9, 4)], &[0; 4]);
+        let new_at = compat.len() as u32;
+        assert_eq!(new_at, 32);
+        compat.extend(new_cache(&[(0x0303, b1 + 5, b1)], strings));
+        // Same, but the new block is not at the aligned offset: glibc falls back to old.
+        let mut misaligned = old_cache(&[(0x0303, 5, 0)], strings);
+        misaligned.extend(new_cache(&[(0x0a03, b1 + 5, b1)], strings));
+        let mut non_utf8_path = b"/lib/\xffx.so\0".to_vec();
+        non_utf8_path.extend_from_slice(b"libx.so.1\0");
+        let cases: Vec<(&str, Vec<u8>, Vec<Entry>)> = vec![
+            ("new, no entries", new_cache(&[], b""), vec![]),
+            (
+                "new, shared suffix",
+                new_cache(&[(0x0303, b1 + 5, b1)], strings),
+                vec![x.clone()],
+            ),
+            (
+                "endian unset (glibc < 2.33)",
+                {
+                    let mut b = new_cache(&[(0x0303, b1 + 5, b1)], strings);
+                    b[28] = ENDIAN_UNSET;
+                    b
+                },
+                vec![x.clone()],
+            ),
+            (
+                "old only",
+                old_cache(&[(0x0303, 5, 0)], strings),
+                vec![x.clone()],
+            ),
+            ("old, no entries", old_cache(&[], b""), vec![]),
+            ("compat, aligned new block", compat, vec![x.clone()]),
+            (
+                "compat, misaligned new block is ignored",
+                misaligned,
+                vec![x.clone()],
+            ),
+            (
+                "non-UTF-8 path kept byte-exact",
+                new_cache(&[(0x0303, b1 + 11, b1)], &non_utf8_path),
+                vec![Entry {
+                    flags: 0x0303,
+                    soname: "libx.so.1".into(),
+                    path: PathBuf::from(OsStr::from_bytes(b"/lib/\xffx.so")),
+                }],
+            ),
+        ];
+        for (name, bytes, want) in cases {
+            assert_eq!(
+                parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}")),
+                want,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn crafted_errors() {
+        let b1 = str_base(1);
+        let strings = b"/lib/libx.so.1\0";
+        let long = {
+            let mut s = vec![b'a'; MAX_STRING_LEN + 10];
+            s.push(0);
+            s
+        };
+        let mut amplify = Vec::new();
+        let n = 20_000u32;
+        let long_at = str_base(n);
+        for _ in 0..n {
+            amplify.push((0x0303, long_at, long_at));
+        }
+        let mut just_long = vec![b'a'; MAX_STRING_LEN];
+        just_long.push(0);
+        let cases: Vec<(&str, Vec<u8>, FormatError)> = vec![
+            ("empty", vec![], FormatError::Empty),
+            (
+                "wrong magic",
+                b"this is not an ld.so.cache at all".to_vec(),
+                FormatError::BadMagic,
+            ),
+            ("one foreign byte", b"x".to_vec(), FormatError::BadMagic),
+            (
+                "truncated magic",
+                b"glibc-ld".to_vec(),
+                FormatError::Truncated {
+                    what: "magic",
+                    offset: 0,
+                    needed: 12,
+                    size: 8,
+                },
+            ),
+            (
+                "truncated new header",
+                new_header(0, ENDIAN_LITTLE)[..30].to_vec(),
+                FormatError::Truncated {
+                    what: "new-format header",
+                    offset: 0,
+                    needed: 48,
+                    size: 30,
+                },
+            ),
+            (
+                "truncated old header",
+                b"ld.so-1.7.0\0\x01\x00".to_vec(),
+                FormatError::Truncated {
+                    what: "old-format header",
+                    offset: 12,
+                    needed: 4,
+                    size: 14,
+                },
+            ),
+            (
+                "unsupported version",
+                {
+                    let mut b = new_header(0, ENDIAN_LITTLE);
+                    b[17..20].copy_from_slice(b"2.0");
+                    b
+                },
+                FormatError::UnsupportedVersion {
+                    version: "2.0".into(),
+                },
+            ),
+            (
+                "big-endian cache",
+                new_header(0, 3),
+                FormatError::UnsupportedByteOrder { flags: 3 },
+            ),
+            (
+                "new nlibs huge",
+                new_header(u32::MAX, ENDIAN_LITTLE),
+                FormatError::TooManyEntries {
+                    nlibs: u32::MAX,
+                    entry_len: 24,
+                    offset: 48,
+                    size: 48,
+                },
+            ),
+            (
+                "new table one byte short",
+                {
+                    let mut b = new_cache(&[(0x0303, 0, 0)], b"");
+                    b.pop();
+                    b
+                },
+                FormatError::TooManyEntries {
+                    nlibs: 1,
+                    entry_len: 24,
+                    offset: 48,
+                    size: 71,
+                },
+            ),
+            (
+                "old nlibs huge",
+                {
+                    let mut b = OLD_MAGIC.to_vec();
+                    b.extend_from_slice(&u32::MAX.to_le_bytes());
+                    b
+                },
+                FormatError::TooManyEntries {
+                    nlibs: u32::MAX,
+                    entry_len: 12,
+                    offset: 16,
+                    size: 16,
+                },
+            ),
+            (
+                "compat old nlibs huge",
+                {
+                    let mut b = old_cache(&[], b"");
+                    b[12..16].copy_from_slice(&0x4000_0000u32.to_le_bytes());
+                    b.extend(new_cache(&[], b""));
+                    b
+                },
+                FormatError::TooManyEntries {
+                    nlibs: 0x4000_0000,
+                    entry_len: 12,
+                    offset: 16,
+                    size: 64,
+                },
+            ),
+            (
+                "key offset past end",
+                new_cache(&[(0x0303, b1 + 1000, b1)], strings),
+                FormatError::StringOutOfRange {
+                    entry: 0,
+                    field: "soname",
+                    offset: u64::from(b1) + 1000,
+                },
+            ),
+            (
+                "value offset exactly at end",
+                new_cache(&[(0x0303, b1 + 5, b1 + 15)], strings),
+                FormatError::StringOutOfRange {
+                    entry: 0,
+                    field: "path",
+                    offset: u64::from(b1) + 15,
+                },
+            ),
+            (
+                "offset u32::MAX",
+                new_cache(&[(0x0303, u32::MAX, b1)], strings),
+                FormatError::StringOutOfRange {
+                    entry: 0,
+                    field: "soname",
+                    offset: u64::from(u32::MAX),
+                },
+            ),
+            (
+                "old-format offset past end",
+                old_cache(&[(0x0303, 5, 100)], strings),
+                FormatError::StringOutOfRange {
+                    entry: 0,
+                    field: "path",
+                    offset: 28 + 100,
+                },
+            ),
+            (
+                "missing NUL",
+                new_cache(&[(0x0303, b1 + 5, b1)], b"/lib/libx.so.1"),
+                FormatError::UnterminatedString {
+                    entry: 0,
+                    field: "soname",
+                    offset: b1 as usize + 5,
+                },
+            ),
+            (
+                "string longer than MAX_STRING_LEN",
+                new_cache(&[(0x0303, b1, b1)], &long),
+                FormatError::UnterminatedString {
+                    entry: 0,
+                    field: "soname",
+                    offset: b1 as usize,
+                },
+            ),
+            (
+                "non-UTF-8 soname",
+                new_cache(&[(0x0303, b1, b1)], b"lib\xc3x.so\0"),
+                FormatError::NonUtf8Soname {
+                    entry: 0,
+                    offset: b1 as usize,
+                },
+            ),
+            (
+                "second entry bad",
+                new_cache(
+                    &[
+                        (0x0303, str_base(2) + 5, str_base(2)),
+                        (0x0303, 0xffff, str_base(2)),
+                    ],
+                    strings,
+                ),
+                FormatError::StringOutOfRange {
+                    entry: 1,
+                    field: "soname",
+                    offset: 0xffff,
+                },
+            ),
+            (
+                "many entries sharing one long string",
+                new_cache(&amplify, &just_long),
+                FormatError::OutputTooLarge {
+                    limit: (str_base(n) as usize + just_long.len()) * 4 + (1 << 20),
+                },
+            ),
+        ];
+        for (name, bytes, want) in cases {
+            match parse(&bytes) {
+                Err(LdCacheError::Format(got)) => assert_eq!(got, want, "{name}"),
+                other => panic!("{name}: expected {want:?}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn read_errors_name_the_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("missing");
+        let bad = tmp.path().join("bad");
+        std::fs::write(&bad, b"not a cache").unwrap();
+        let huge = tmp.path().join("huge");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(MAX_CACHE_SIZE + 1)
+            .unwrap();
+        let cases: Vec<(&str, &Path)> = vec![
+            ("missing", &missing),
+            ("malformed", &bad),
+            ("too large", &huge),
+        ];
+        for (name, path) in cases {
+            let err = read(path).unwrap_err();
+            match (name, &err) {
+                ("missing", LdCacheError::Read { path: p, error }) => {
+                    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+                    assert_eq!(p, path);
+                }
+                ("malformed", LdCacheError::Malformed { path: p, error }) => {
+                    assert_eq!(error, &FormatError::BadMagic);
+                    assert_eq!(err.format_error(), Some(&FormatError::BadMagic));
+                    assert_eq!(p, path);
+                }
+                ("too large", LdCacheError::TooLarge { path: p, limit }) => {
+                    assert_eq!(*limit, MAX_CACHE_SIZE);
+                    assert_eq!(p, path);
+                }
+                _ => panic!("{name}: unexpected {err:?}"),
+            }
+            assert!(
+                err.to_string().contains(&path.display().to_string()),
+                "{name}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn arch_flags() {
+        let cases = [
+            ("x86-64 libc6", 0x0303, true, false),
+            ("aarch64 libc6", 0x0a03, false, true),
+            ("i386 libc6", 0x0003, false, false),
+            ("x32", 0x0803, false, false),
+            ("x86-64 libc5", 0x0302, false, false),
+            ("negative", -1, false, false),
+        ];
+        for (name, flags, x86, arm) in cases {
+            assert_eq!(is_x86_64(flags), x86, "{name}");
+            assert_eq!(is_aarch64(flags), arm, "{name}");
+        }
+    }
+}
