@@ -1,1 +1,244 @@
-//! (placeholder: plan)
+//! PURE: (Request, Inventory, container layout) → [`Plan`], the complete list of what a GPU
+//! container gets. Every output (the hook's apply, the shim's spec edit, a CDI spec) is
+//! computed from this one value. Order is deterministic; nothing here touches the system.
+
+use crate::devices::{self, DeviceNode};
+use crate::discover::{Gpu, Inventory};
+use crate::driver::{self, FileKind};
+use crate::request::{Capability, DeviceId, Devices, Request};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("unknown device {id:?} requested: this host has {count} GPU(s) (indices 0..{count}); check NVIDIA_VISIBLE_DEVICES")]
+    UnknownDevice { id: String, count: usize },
+    #[error("device {id:?} is a MIG device but MIG is not enabled on GPU {gpu}")]
+    MigNotEnabled { id: String, gpu: u32 },
+    #[error("driver device node {0} is missing on the host; is the NVIDIA driver loaded (nvidia-modprobe) and dev-root right?")]
+    MissingNode(String),
+    #[error("MIG capability {0:?} is not in /proc/driver/nvidia-caps/mig-minors")]
+    MissingMigCap(String),
+    #[error("requirement {expr:?} is not met by this host ({facts})")]
+    Unsatisfied { expr: String, facts: String },
+    #[error("cannot parse requirement {0:?} (expected terms like cuda>=12.0 or driver>=470, comma = and, space = or)")]
+    BadRequirement(String),
+}
+
+/// The container-side layout the plan depends on, probed from the rootfs by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Where libraries go: `/usr/lib/x86_64-linux-gnu` on Debian-like images, else `/usr/lib64`.
+    pub lib_dir: PathBuf,
+}
+
+/// A read-only bind mount of a host file or directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct FileMount {
+    pub host_path: PathBuf,
+    pub container_path: PathBuf,
+    pub kind: FileKind,
+}
+
+/// One device cgroup rule: `c MAJOR:MINOR rw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CgroupRule {
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// What the container sees at `/proc/driver/nvidia`: a tmpfs holding these files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcMask {
+    /// Paths relative to `/proc/driver/nvidia`, with contents.
+    pub files: Vec<(PathBuf, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub device_nodes: Vec<DeviceNode>,
+    pub mounts: Vec<FileMount>,
+    pub cgroup_rules: Vec<CgroupRule>,
+    pub ldcache_dirs: Vec<PathBuf>,
+    pub proc_mask: Option<ProcMask>,
+    /// Notes for the log (requirements not evaluated, optional nodes missing, …).
+    pub notes: Vec<String>,
+}
+
+pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, PlanError> {
+    let mut notes = Vec::new();
+    for expr in &req.requirements {
+        check_requirement(expr, inv, &mut notes)?;
+    }
+    let selected = select(&req.devices, inv)?;
+    let caps = &req.capabilities;
+
+    let mut wanted: Vec<(String, bool)> = vec![("/dev/nvidiactl".into(), true)];
+    if caps.contains(&Capability::Compute) {
+        wanted.push(("/dev/nvidia-uvm".into(), false));
+        wanted.push(("/dev/nvidia-uvm-tools".into(), false));
+    }
+    if caps.contains(&Capability::Display) {
+        wanted.push(("/dev/nvidia-modeset".into(), false));
+    }
+    for (gpu, mig) in &selected {
+        wanted.push((format!("/dev/nvidia{}", gpu.minor), true));
+        if let Some(m) = mig {
+            for cap in [format!("gpu{}/gi{}/access", gpu.minor, m.gi), format!("gpu{}/gi{}/ci{}/access", gpu.minor, m.gi, m.ci)] {
+                wanted.push((mig_cap_node(inv, &cap)?, true));
+            }
+        }
+    }
+    for (devices, cap) in [(&req.mig_config, "config"), (&req.mig_monitor, "monitor")] {
+        if devices.is_some() {
+            wanted.push((mig_cap_node(inv, cap)?, true));
+        }
+    }
+    let mut device_nodes: Vec<DeviceNode> = Vec::new();
+    for (path, required) in wanted {
+        match inv.nodes.iter().find(|n| n.path == Path::new(&path)) {
+            Some(n) if !device_nodes.contains(n) => device_nodes.push(n.clone()),
+            Some(_) => {}
+            None if required => return Err(PlanError::MissingNode(path)),
+            None => notes.push(format!("optional device node {path} is not present on the host")),
+        }
+    }
+    device_nodes.sort();
+    let cgroup_rules = device_nodes.iter().map(|n| CgroupRule { major: n.major, minor: n.minor }).collect();
+
+    let families: BTreeSet<&str> = caps.iter().flat_map(|c| driver::libraries_for(*c)).copied().collect();
+    let binaries: BTreeSet<&str> = caps.iter().flat_map(|c| driver::binaries_for(*c)).copied().collect();
+    let ipc: BTreeSet<&str> = caps.iter().flat_map(|c| driver::ipc_for(*c)).copied().collect();
+    let mut mounts = Vec::new();
+    for f in &inv.files {
+        let file_name = f.driver_path.file_name().map(PathBuf::from).unwrap_or_default();
+        let container_path = match f.kind {
+            FileKind::Library if families.contains(f.name.as_str()) => layout.lib_dir.join(file_name),
+            FileKind::Binary if binaries.contains(f.name.as_str()) => Path::new("/usr/bin").join(file_name),
+            FileKind::Firmware if !caps.is_empty() => f.driver_path.clone(),
+            FileKind::Ipc if ipc.contains(f.name.as_str()) => f.driver_path.clone(),
+            _ => continue,
+        };
+        mounts.push(FileMount { host_path: f.host_path.clone(), container_path, kind: f.kind });
+    }
+    mounts.sort();
+    let ldcache_dirs = if mounts.iter().any(|m| m.kind == FileKind::Library) { vec![layout.lib_dir.clone()] } else { vec![] };
+
+    let proc_mask = inv.proc_driver.as_ref().map(|pd| {
+        let mut files = vec![
+            (PathBuf::from("params"), devices::params_without_device_modification(&pd.params)),
+            (PathBuf::from("registry"), pd.registry.clone()),
+            (PathBuf::from("version"), pd.version.clone()),
+        ];
+        for (gpu, _) in &selected {
+            for (name, text) in pd.gpu_files.get(&gpu.bus_id).into_iter().flatten() {
+                files.push((Path::new("gpus").join(&gpu.bus_id).join(name), text.clone()));
+            }
+        }
+        files.sort();
+        files.dedup();
+        ProcMask { files }
+    });
+    Ok(Plan { device_nodes, mounts, cgroup_rules, ldcache_dirs, proc_mask, notes })
+}
+
+/// The GPUs (and MIG devices) a request names, in request order, each once.
+fn select<'a>(devices: &Devices, inv: &'a Inventory) -> Result<Vec<(&'a Gpu, Option<&'a crate::discover::MigDevice>)>, PlanError> {
+    let ids = match devices {
+        Devices::None => return Ok(vec![]),
+        Devices::All => return Ok(inv.gpus.iter().map(|g| (g, None)).collect()),
+        Devices::List(ids) => ids,
+    };
+    let unknown = |id: &DeviceId| PlanError::UnknownDevice { id: id.to_string(), count: inv.gpus.len() };
+    let mut out: Vec<(&Gpu, Option<&crate::discover::MigDevice>)> = Vec::new();
+    for id in ids {
+        let found = match id {
+            DeviceId::Index(i) => inv.gpus.iter().find(|g| g.index == *i).map(|g| (g, None)),
+            DeviceId::BusId(b) => inv.gpus.iter().find(|g| &g.bus_id == b).map(|g| (g, None)),
+            DeviceId::Uuid(u) => inv.gpus.iter().find(|g| &g.uuid == u).map(|g| (g, None)).or_else(|| {
+                inv.gpus.iter().find_map(|g| g.migs.iter().find(|m| &m.uuid == u).map(|m| (g, Some(m))))
+            }),
+            DeviceId::MigIndex(gi, mi) => {
+                let gpu = inv.gpus.iter().find(|g| g.index == *gi).ok_or_else(|| unknown(id))?;
+                if !gpu.mig_enabled {
+                    return Err(PlanError::MigNotEnabled { id: id.to_string(), gpu: *gi });
+                }
+                gpu.migs.iter().find(|m| m.index == *mi).map(|m| (gpu, Some(m)))
+            }
+        };
+        let found = found.ok_or_else(|| unknown(id))?;
+        if !out.iter().any(|(g, m)| g.index == found.0.index && *m == found.1) {
+            out.push(found);
+        }
+    }
+    Ok(out)
+}
+
+fn mig_cap_node(inv: &Inventory, name: &str) -> Result<String, PlanError> {
+    let minor = inv.mig_minors.get(name).ok_or_else(|| PlanError::MissingMigCap(name.into()))?;
+    Ok(format!("/dev/nvidia-caps/nvidia-cap{minor}"))
+}
+
+/// `NVIDIA_REQUIRE_*`: space-separated alternatives, each a comma-separated conjunction of
+/// `key op version` terms. `cuda` and `driver` are checked when known; `arch` and `brand`
+/// are not known to this discovery yet and are noted, not enforced.
+fn check_requirement(expr: &str, inv: &Inventory, notes: &mut Vec<String>) -> Result<(), PlanError> {
+    let mut any = false;
+    for alternative in expr.split_whitespace() {
+        let mut all = true;
+        for term in alternative.split(',').filter(|t| !t.is_empty()) {
+            let (key, op, want) = parse_term(term).ok_or_else(|| PlanError::BadRequirement(expr.into()))?;
+            let have = match key {
+                "cuda" => inv.cuda_version.as_deref(),
+                "driver" => Some(inv.driver_version.as_str()),
+                _ => None,
+            };
+            match have {
+                Some(have) => all &= op_holds(op, compare_versions(have, want)),
+                None => notes.push(format!("requirement term {term:?} not evaluated: {key} is not known on this host")),
+            }
+        }
+        any |= all;
+    }
+    if any {
+        Ok(())
+    } else {
+        let facts = format!("driver {}, cuda {}", inv.driver_version, inv.cuda_version.as_deref().unwrap_or("unknown"));
+        Err(PlanError::Unsatisfied { expr: expr.into(), facts })
+    }
+}
+
+fn parse_term(term: &str) -> Option<(&str, &str, &str)> {
+    let at = term.find(['<', '>', '=', '!'])?;
+    let (key, rest) = term.split_at(at);
+    let op_len = rest.chars().take_while(|c| "<>=!".contains(*c)).count();
+    let (op, value) = rest.split_at(op_len);
+    let known_key = ["cuda", "driver", "arch", "brand"].contains(&key);
+    let known_op = ["=", "==", "!=", "<", "<=", ">", ">="].contains(&op);
+    (known_key && known_op && !value.is_empty()).then_some((key, op, value))
+}
+
+fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    let parts = |s: &str| s.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    let (mut pa, mut pb) = (parts(a), parts(b));
+    let n = pa.len().max(pb.len());
+    pa.resize(n, 0);
+    pb.resize(n, 0);
+    pa.cmp(&pb)
+}
+
+fn op_holds(op: &str, ord: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        "=" | "==" => ord == Equal,
+        "!=" => ord != Equal,
+        "<" => ord == Less,
+        "<=" => ord != Greater,
+        ">" => ord == Greater,
+        _ => ord != Less,
+    }
+}
+
+#[cfg(test)]
+mod tests;
