@@ -1,1 +1,191 @@
-//! (placeholder: rootfs)
+//! The one gate for paths inside a container rootfs. The rootfs is hostile: any component of
+//! a path may be a symlink to `/`, `../../..`, or a `/proc` magic link. Every lookup here is an
+//! `openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)` relative to the rootfs directory fd, so
+//! symlinks resolve as if the rootfs were `/`, and the result is a file descriptor: callers
+//! mount onto or write through that fd and never walk a path string again.
+//!
+//! No other module may join a path onto a container rootfs.
+
+use crate::sys;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsError {
+    #[error("cannot open container rootfs {path}: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("container path {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("container path {path} is {what}; refusing to use it as a mount target")]
+    BadTarget { path: PathBuf, what: &'static str },
+    #[error("container path {path} is not absolute and clean")]
+    BadPath { path: PathBuf },
+}
+
+/// What a mount target must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A regular file or a character device (created empty if missing).
+    File,
+    /// A directory (created if missing).
+    Dir,
+}
+
+pub struct Rootfs {
+    dir: OwnedFd,
+    path: PathBuf,
+}
+
+const RESOLVE: u64 = sys::RESOLVE_IN_ROOT | sys::RESOLVE_NO_MAGICLINKS;
+
+impl Rootfs {
+    /// Opens the rootfs directory. `path` is a host path written by the engine (trusted).
+    pub fn open(path: &Path) -> Result<Rootfs, RootfsError> {
+        let dir = sys::openat2(cwd(), path, libc::O_PATH | libc::O_DIRECTORY, 0, 0)
+            .map_err(|source| RootfsError::Open { path: path.to_path_buf(), source })?;
+        Ok(Rootfs { dir, path: path.to_path_buf() })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// The host path this rootfs was opened at (for messages only).
+    pub fn host_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Resolves an absolute container path inside the rootfs with `flags` (O_PATH by default).
+    pub fn resolve(&self, path: &Path, flags: i32) -> Result<OwnedFd, RootfsError> {
+        let rel = relative(path)?;
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel.as_path() };
+        sys::openat2(self.fd(), rel, flags, 0, RESOLVE).map_err(|source| RootfsError::Io { path: path.to_path_buf(), source })
+    }
+
+    /// Whether `path` resolves (inside the rootfs) to a directory.
+    pub fn is_dir(&self, path: &Path) -> bool {
+        self.resolve(path, libc::O_PATH | libc::O_DIRECTORY).is_ok()
+    }
+
+    /// Resolves `path` as a directory, creating missing components (0755) one at a time.
+    pub fn mkdir_all(&self, path: &Path) -> Result<OwnedFd, RootfsError> {
+        let rel = relative(path)?;
+        let mut prefix = PathBuf::from("/");
+        let mut dir = self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY)?;
+        for name in rel.components() {
+            prefix.push(name);
+            dir = match self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY) {
+                Ok(fd) => fd,
+                Err(RootfsError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+                    match sys::mkdirat(dir.as_fd(), Path::new(name.as_os_str()), 0o755) {
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                        Err(source) => return Err(RootfsError::Io { path: prefix, source }),
+                    }
+                    self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY).map_err(|_| RootfsError::BadTarget {
+                        path: prefix.clone(),
+                        what: "a symlink that points nowhere inside the container",
+                    })?
+                }
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(dir)
+    }
+
+    /// An fd for the object at `path` to mount onto, creating it (and its parents) if
+    /// missing. An existing symlink, or an object of the wrong type, is refused.
+    pub fn mount_target(&self, path: &Path, kind: Target) -> Result<OwnedFd, RootfsError> {
+        if kind == Target::Dir {
+            return self.mkdir_all(path);
+        }
+        let (parent, name) = split(path)?;
+        let dir = self.mkdir_all(&parent)?;
+        let io_err = |source| RootfsError::Io { path: path.to_path_buf(), source };
+        match sys::openat(dir.as_fd(), &name, libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o644) {
+            Ok(fd) => return Ok(fd),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(e) => return Err(io_err(e)),
+        }
+        let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0).map_err(io_err)?;
+        let mode = sys::fstat(fd.as_fd()).map_err(io_err)?.st_mode & libc::S_IFMT;
+        match mode {
+            libc::S_IFREG | libc::S_IFCHR => Ok(fd),
+            libc::S_IFLNK => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a symlink" }),
+            libc::S_IFDIR => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a directory" }),
+            _ => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a special file" }),
+        }
+    }
+}
+
+fn cwd() -> BorrowedFd<'static> {
+    // SAFETY: AT_FDCWD is a valid "fd" for *at calls for the life of the process.
+    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+}
+
+/// `/a/b` → `a/b`; anything not absolute, or with `.`/`..`, is refused: the plan only
+/// produces clean absolute paths.
+fn relative(path: &Path) -> Result<PathBuf, RootfsError> {
+    let mut out = PathBuf::new();
+    let mut comps = path.components();
+    if comps.next() != Some(Component::RootDir) {
+        return Err(RootfsError::BadPath { path: path.to_path_buf() });
+    }
+    for c in comps {
+        match c {
+            Component::Normal(n) => out.push(n),
+            _ => return Err(RootfsError::BadPath { path: path.to_path_buf() }),
+        }
+    }
+    Ok(out)
+}
+
+fn split(path: &Path) -> Result<(PathBuf, PathBuf), RootfsError> {
+    let bad = || RootfsError::BadPath { path: path.to_path_buf() };
+    relative(path)?;
+    let name = path.file_name().ok_or_else(bad)?;
+    let parent = path.parent().ok_or_else(bad)?;
+    Ok((parent.to_path_buf(), PathBuf::from(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn symlinks_stay_inside_the_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("rootfs");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("usr")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        symlink(&outside, root.join("usr/lib64")).unwrap(); // absolute, to the host dir
+        symlink("../../../../../..", root.join("usr/up")).unwrap();
+        symlink("/proc/self/root/tmp", root.join("magic")).unwrap();
+        let r = Rootfs::open(&root).unwrap();
+
+        // An absolute symlink to a host dir dangles inside the root: refused, nothing created.
+        let err = r.mount_target(Path::new("/usr/lib64/libcuda.so.1"), Target::File).unwrap_err();
+        assert!(err.to_string().contains("points nowhere inside the container"), "{err}");
+        assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing created outside the root");
+        // The same link resolves inside the root once its target exists there.
+        std::fs::create_dir_all(root.join(outside.strip_prefix("/").unwrap())).unwrap();
+        r.mount_target(Path::new("/usr/lib64/libcuda.so.1"), Target::File).unwrap();
+        assert!(root.join(outside.strip_prefix("/").unwrap()).join("libcuda.so.1").exists());
+        assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing created outside the root");
+
+        r.mount_target(Path::new("/usr/up/x"), Target::File).unwrap();
+        assert!(root.join("x").exists(), "../ chains stop at the root");
+
+        let err = r.mount_target(Path::new("/magic/y"), Target::File).unwrap_err();
+        assert!(err.to_string().contains("/magic"), "magic links refused: {err}");
+
+        symlink("/etc/passwd", root.join("usr/link")).unwrap();
+        let err = r.mount_target(Path::new("/usr/link"), Target::File).unwrap_err();
+        assert!(err.to_string().contains("is a symlink"), "{err}");
+        assert!(matches!(r.resolve(Path::new("usr/x"), libc::O_PATH), Err(RootfsError::BadPath { .. })));
+        assert!(matches!(r.resolve(Path::new("/usr/../x"), libc::O_PATH), Err(RootfsError::BadPath { .. })));
+    }
+}

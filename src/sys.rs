@@ -1,1 +1,248 @@
-//! (placeholder: sys)
+//! Thin, safe wrappers over the privileged Linux calls the project makes: openat2, the new
+//! mount API (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3,
+//! execveat. This is the only module besides `nvml.rs` with `unsafe`. No policy here: callers
+//! decide what to mount where (`apply.rs`) and which paths are allowed (`rootfs.rs`).
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+pub const RESOLVE_IN_ROOT: u64 = 0x10;
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+const OPEN_TREE_CLONE: u32 = 1;
+const AT_RECURSIVE: u32 = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+const FSCONFIG_SET_STRING: u32 = 1;
+const FSCONFIG_CMD_CREATE: u32 = 6;
+const FSMOUNT_CLOEXEC: u32 = 1;
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+pub fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+}
+
+fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
+    // SAFETY: `ret` is a new file descriptor returned by the kernel that nothing else owns.
+    check(ret).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// openat2(2) relative to `dir`.
+pub fn openat2(dir: BorrowedFd, path: &Path, flags: i32, mode: u32, resolve: u64) -> io::Result<OwnedFd> {
+    let c = cstring(path)?;
+    let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: mode as u64, resolve };
+    // SAFETY: `c` and `how` outlive the call; the kernel reads `size_of::<OpenHow>()` bytes.
+    owned(unsafe { libc::syscall(libc::SYS_openat2, dir.as_raw_fd(), c.as_ptr(), &how, std::mem::size_of::<OpenHow>()) })
+}
+
+/// openat(2) relative to `dir` (used for single names, never for paths).
+pub fn openat(dir: BorrowedFd, name: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    let c = cstring(name)?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    owned(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC, mode) } as libc::c_long)
+}
+
+pub fn mkdirat(dir: BorrowedFd, name: &Path, mode: u32) -> io::Result<()> {
+    let c = cstring(name)?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) } as libc::c_long).map(drop)
+}
+
+pub fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value; the kernel fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } as libc::c_long)?;
+    Ok(st)
+}
+
+pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
+    // SAFETY: an all-zero `statfs` is a valid value; the kernel fills it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer.
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } as libc::c_long)?;
+    Ok(st.f_type as i64)
+}
+
+/// A detached copy of the mount at `path` (open_tree(2) with OPEN_TREE_CLONE), with
+/// `set`/`clear` mount attributes applied before it is attached anywhere.
+pub fn clone_mount(path: &Path, set: u64, clear: u64) -> io::Result<OwnedFd> {
+    let c = cstring(path)?;
+    // SAFETY: `c` is valid for the call; flags are plain integers.
+    let fd = owned(unsafe {
+        libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as u32)
+    })?;
+    set_mount_attr(fd.as_fd(), set, clear)?;
+    Ok(fd)
+}
+
+pub fn set_mount_attr(mount: BorrowedFd, set: u64, clear: u64) -> io::Result<()> {
+    let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
+    let empty = c"";
+    // SAFETY: `attr` and `empty` outlive the call; size matches the struct.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mount.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH as u32 | AT_RECURSIVE,
+            &attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// Attaches the detached mount `mount` onto the object `target` refers to (no path walk).
+pub fn move_mount(mount: BorrowedFd, target: BorrowedFd) -> io::Result<()> {
+    let empty = c"";
+    // SAFETY: both fds are valid for the call; empty paths with the *_EMPTY_PATH flags.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mount.as_raw_fd(),
+            empty.as_ptr(),
+            target.as_raw_fd(),
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// A new, detached tmpfs (fsopen/fsconfig/fsmount); returns the fd of its root.
+pub fn new_tmpfs(options: &[(&CStr, &CStr)]) -> io::Result<OwnedFd> {
+    // SAFETY: constant C string; flags 0.
+    let fs = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), 0u32) })?;
+    for (k, v) in options {
+        // SAFETY: `k` and `v` are valid C strings for the call.
+        check(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_SET_STRING, k.as_ptr(), v.as_ptr(), 0) })?;
+    }
+    // SAFETY: plain fsconfig command without pointers.
+    check(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_CMD_CREATE, 0usize, 0usize, 0) })?;
+    // SAFETY: `fs` is a configured filesystem context.
+    owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0u32) })
+}
+
+/// setns(2) into the namespace `ns` refers to.
+pub fn setns(ns: BorrowedFd, nstype: i32) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid fd.
+    check(unsafe { libc::setns(ns.as_raw_fd(), nstype) } as libc::c_long).map(drop)
+}
+
+/// fork(2). Returns 0 in the child. The child must only do simple work and `_exit`.
+pub fn fork() -> io::Result<libc::pid_t> {
+    // SAFETY: the caller's child only runs code that is safe after fork (see apply.rs).
+    check(unsafe { libc::fork() } as libc::c_long).map(|p| p as libc::pid_t)
+}
+
+/// clone3(2) as a fork into new namespaces `flags` (CLONE_NEW*). Returns 0 in the child.
+pub fn fork_into_new_namespaces(flags: u64) -> io::Result<libc::pid_t> {
+    let args = CloneArgs { flags, exit_signal: libc::SIGCHLD as u64, ..Default::default() };
+    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` outlives the call.
+    check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) }).map(|p| p as libc::pid_t)
+}
+
+/// Waits for `pid`; returns its exit code, or 128+signal.
+pub fn wait(pid: libc::pid_t) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r >= 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) })
+}
+
+/// execveat(fd, "", argv, envp, AT_EMPTY_PATH): runs the program `fd` refers to. Only returns
+/// on error.
+pub fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: argv/envp are NUL-terminated arrays of valid C strings that outlive the call.
+    unsafe { libc::syscall(libc::SYS_execveat, fd.as_raw_fd(), c"".as_ptr(), a.as_ptr(), e.as_ptr(), libc::AT_EMPTY_PATH) };
+    io::Error::last_os_error()
+}
+
+/// chroot into the directory `dir` refers to, and chdir to the new root.
+pub fn chroot_fd(dir: BorrowedFd) -> io::Result<()> {
+    // SAFETY: plain syscalls on a valid fd / constant strings.
+    unsafe {
+        check(libc::fchdir(dir.as_raw_fd()) as libc::c_long)?;
+        check(libc::chroot(c".".as_ptr()) as libc::c_long)?;
+        check(libc::chdir(c"/".as_ptr()) as libc::c_long)?;
+    }
+    Ok(())
+}
+
+/// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE): nothing done later in this mount namespace
+/// propagates anywhere.
+pub fn make_mounts_private() -> io::Result<()> {
+    // SAFETY: constant strings, null data.
+    check(unsafe {
+        libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+    } as libc::c_long)
+    .map(drop)
+}
+
+/// umount2(path, MNT_DETACH).
+pub fn detach(path: &CStr) -> io::Result<()> {
+    // SAFETY: valid C string.
+    check(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } as libc::c_long).map(drop)
+}
+
+/// Exits the (forked) process at once, without running Rust or libc atexit handlers.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
