@@ -95,7 +95,9 @@ struct State {
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 fn lock() -> MutexGuard<'static, Option<State>> {
-    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs one entry point; a panic becomes `NVML_ERROR_UNKNOWN` instead of unwinding into C.
@@ -133,7 +135,9 @@ impl Handle {
         let gpu_config = state.config.gpus.get(gpu)?;
         match value & 0xff {
             0 => Some(Handle::Gpu(gpu)),
-            j if j <= gpu_config.migs.len() && gpu_config.mig_enabled => Some(Handle::Mig(gpu, j - 1)),
+            j if j <= gpu_config.migs.len() && gpu_config.mig_enabled => {
+                Some(Handle::Mig(gpu, j - 1))
+            }
             _ => None,
         }
     }
@@ -146,7 +150,10 @@ impl Handle {
 }
 
 /// Decodes `device` and runs `f` on it; invalid handles get `NVML_ERROR_INVALID_ARGUMENT`.
-fn with_device(device: Device, f: impl FnOnce(&State, Handle) -> NvmlReturn + UnwindSafe) -> NvmlReturn {
+fn with_device(
+    device: Device,
+    f: impl FnOnce(&State, Handle) -> NvmlReturn + UnwindSafe,
+) -> NvmlReturn {
     with_state(move |state| match Handle::decode(state, device) {
         Some(handle) => f(state, handle),
         None => ERROR_INVALID_ARGUMENT,
@@ -187,7 +194,10 @@ fn get_str(ptr: *const c_char) -> Option<String> {
         return None;
     }
     // SAFETY: non-null and, per the NVML contract, NUL-terminated.
-    unsafe { CStr::from_ptr(ptr) }.to_str().ok().map(str::to_owned)
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .ok()
+        .map(str::to_owned)
 }
 
 /// Parses `DDDDDDDD:BB:DD.F` (any domain width, any case).
@@ -220,7 +230,9 @@ fn config_path() -> Option<PathBuf> {
     }
     // SAFETY: dladdr succeeded, so `dli_fname` is a NUL-terminated path owned by the loader.
     let lib = unsafe { CStr::from_ptr(info.dli_fname) };
-    let lib = PathBuf::from(std::ffi::OsStr::new(std::str::from_utf8(lib.to_bytes()).ok()?));
+    let lib = PathBuf::from(std::ffi::OsStr::new(
+        std::str::from_utf8(lib.to_bytes()).ok()?,
+    ));
     Some(lib.parent()?.join("fake-nvml.json"))
 }
 
@@ -238,7 +250,11 @@ fn load() -> Result<State, NvmlReturn> {
         }
         pci.push(parse_bus_id(&gpu.bus_id).ok_or(ERROR_UNKNOWN)?);
     }
-    Ok(State { config, pci, refs: 0 })
+    Ok(State {
+        config,
+        pci,
+        refs: 0,
+    })
 }
 
 fn init() -> NvmlReturn {
@@ -309,7 +325,11 @@ pub extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uin
 pub extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> NvmlReturn {
     with_state(move |s| {
         let major = s.config.cuda_version / 1000;
-        put_str(version, length, &format!("{major}.{}", s.config.driver_version))
+        put_str(
+            version,
+            length,
+            &format!("{major}.{}", s.config.driver_version),
+        )
     })
 }
 
@@ -339,7 +359,10 @@ pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut Devi
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut Device) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut Device,
+) -> NvmlReturn {
     with_state(move |s| {
         let Some(uuid) = get_str(uuid) else {
             return ERROR_INVALID_ARGUMENT;
@@ -348,7 +371,12 @@ pub extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut De
             if gpu.uuid == uuid {
                 return put(device, Handle::Gpu(i).encode());
             }
-            if let Some(j) = gpu.migs.iter().position(|m| m.uuid == uuid).filter(|_| gpu.mig_enabled) {
+            if let Some(j) = gpu
+                .migs
+                .iter()
+                .position(|m| m.uuid == uuid)
+                .filter(|_| gpu.mig_enabled)
+            {
                 return put(device, Handle::Mig(i, j).encode());
             }
         }
@@ -357,13 +385,17 @@ pub extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut De
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(bus_id: *const c_char, device: *mut Device) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    bus_id: *const c_char,
+    device: *mut Device,
+) -> NvmlReturn {
     with_state(move |s| {
         let Some(wanted) = get_str(bus_id).as_deref().and_then(parse_bus_id) else {
             return ERROR_INVALID_ARGUMENT;
         };
         let found = s.pci.iter().position(|p| {
-            (p.domain, p.bus, p.device, p.function) == (wanted.domain, wanted.bus, wanted.device, wanted.function)
+            (p.domain, p.bus, p.device, p.function)
+                == (wanted.domain, wanted.bus, wanted.device, wanted.function)
         });
         match found {
             Some(i) => put(device, Handle::Gpu(i).encode()),
@@ -373,7 +405,11 @@ pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(bus_id: *const c_char, device
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetUUID(device: Device, uuid: *mut c_char, length: c_uint) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetUUID(
+    device: Device,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
     with_device(device, move |s, handle| {
         let text = match handle {
             Handle::Gpu(i) => &s.config.gpus[i].uuid,
@@ -384,7 +420,11 @@ pub extern "C" fn nvmlDeviceGetUUID(device: Device, uuid: *mut c_char, length: c
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetName(device: Device, name: *mut c_char, length: c_uint) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetName(
+    device: Device,
+    name: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
     with_device(device, move |s, handle| {
         let text = match handle {
             Handle::Gpu(i) => s.config.gpus[i].name.clone(),
@@ -486,7 +526,14 @@ fn memory_of(s: &State, handle: Handle) -> (c_ulonglong, c_ulonglong, c_ulonglon
 pub extern "C" fn nvmlDeviceGetMemoryInfo(device: Device, memory: *mut Memory) -> NvmlReturn {
     with_device(device, move |s, handle| {
         let (total, reserved, used) = memory_of(s, handle);
-        put(memory, Memory { total, free: total - reserved - used, used: reserved + used })
+        put(
+            memory,
+            Memory {
+                total,
+                free: total - reserved - used,
+                used: reserved + used,
+            },
+        )
     })
 }
 
@@ -502,12 +549,25 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: Device, memory: *mut Memory
             return ERROR_ARGUMENT_VERSION_MISMATCH;
         }
         let (total, reserved, used) = memory_of(s, handle);
-        put(memory, MemoryV2 { version, total, reserved, free: total - reserved - used, used })
+        put(
+            memory,
+            MemoryV2 {
+                version,
+                total,
+                reserved,
+                free: total - reserved - used,
+                used,
+            },
+        )
     })
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetMigMode(device: Device, current: *mut c_uint, pending: *mut c_uint) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetMigMode(
+    device: Device,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
     with_device(device, move |s, handle| match handle {
         Handle::Gpu(i) => {
             if current.is_null() || pending.is_null() {
@@ -530,7 +590,11 @@ pub extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: Device, count: *mut c_u
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(device: Device, index: c_uint, mig: *mut Device) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: Device,
+    index: c_uint,
+    mig: *mut Device,
+) -> NvmlReturn {
     with_device(device, move |s, handle| {
         let Handle::Gpu(i) = handle else {
             return ERROR_INVALID_ARGUMENT;
@@ -548,7 +612,9 @@ pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(device: Device, index: c_u
 
 #[no_mangle]
 pub extern "C" fn nvmlDeviceIsMigDeviceHandle(device: Device, is_mig: *mut c_uint) -> NvmlReturn {
-    with_device(device, move |_, handle| put(is_mig, matches!(handle, Handle::Mig(..)) as c_uint))
+    with_device(device, move |_, handle| {
+        put(is_mig, matches!(handle, Handle::Mig(..)) as c_uint)
+    })
 }
 
 #[no_mangle]
@@ -568,7 +634,10 @@ pub extern "C" fn nvmlDeviceGetComputeInstanceId(device: Device, id: *mut c_uint
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig: Device, device: *mut Device) -> NvmlReturn {
+pub extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+    mig: Device,
+    device: *mut Device,
+) -> NvmlReturn {
     with_device(mig, move |_, handle| match handle {
         Handle::Mig(i, _) => put(device, Handle::Gpu(i).encode()),
         Handle::Gpu(_) => ERROR_INVALID_ARGUMENT,

@@ -1,7 +1,248 @@
-//! (temporary stub; replaced by branch nvml)
+//! NVML discovery: the crate's only FFI and only `unsafe`.
+//!
+//! Owns: loading `libnvidia-ml.so.1` from a path the caller names (through `nvml-wrapper`),
+//! reading driver/CUDA versions and the GPUs with their MIG devices into plain data, and closing
+//! the library again. Must not: look for the library anywhere else, keep NVML open past one call,
+//! or mount, write or exec anything.
+//!
+//! Pitfall: a real `libnvidia-ml` starts threads when it is initialised, and `setns(CLONE_NEWNS)`
+//! fails with `EINVAL` in a multi-threaded process. A process that calls [`discover_gpus`] must
+//! therefore not enter a container's mount namespace afterwards; do the namespace work in a fresh
+//! child, or answer from `/proc/driver/nvidia` without NVML.
+
+use crate::discover::{Gpu, MigDevice};
+use nvml_wrapper::error::NvmlError as WrapperError;
+use nvml_wrapper::{Device, Nvml};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// What NVML reports about a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NvmlHost {
+    /// Kernel driver version, e.g. `550.54.15`.
+    pub driver_version: String,
+    /// CUDA driver API version, e.g. `12.4`; `None` when NVML cannot tell.
+    pub cuda_version: Option<String>,
+    /// Physical GPUs sorted by NVML index.
+    pub gpus: Vec<Gpu>,
+}
+
+/// A failure to load or query NVML; every variant names the library.
 #[derive(Debug, thiserror::Error)]
-#[error("nvml stub {0}")]
-pub struct NvmlError(PathBuf);
-pub struct NvmlHost { pub driver_version: String, pub cuda_version: Option<String>, pub gpus: Vec<crate::discover::Gpu> }
-pub fn discover_gpus(lib: &Path) -> Result<NvmlHost, NvmlError> { Err(NvmlError(lib.into())) }
+pub enum NvmlError {
+    #[error("cannot load and initialise NVML from {}: {source}", lib.display())]
+    Init {
+        lib: PathBuf,
+        #[source]
+        source: WrapperError,
+    },
+    #[error("NVML query `{what}` failed (library {}): {source}", lib.display())]
+    Query {
+        lib: PathBuf,
+        what: String,
+        #[source]
+        source: WrapperError,
+    },
+    #[error("NVML (library {}) reported {what} with an unparsable PCI bus id {bus_id:?}", lib.display())]
+    BusId {
+        lib: PathBuf,
+        what: String,
+        bus_id: String,
+    },
+}
+
+/// Loads NVML from `lib` and reads the driver version, CUDA version and every GPU with its MIG
+/// devices. See the module doc for why the calling process must not `setns` afterwards.
+pub fn discover_gpus(lib: &Path) -> Result<NvmlHost, NvmlError> {
+    let nvml = Nvml::builder()
+        .lib_path(lib.as_os_str())
+        .init()
+        .map_err(|source| NvmlError::Init {
+            lib: lib.to_owned(),
+            source,
+        })?;
+    let query = |what: &str| {
+        let what = what.to_owned();
+        move |source| NvmlError::Query {
+            lib: lib.to_owned(),
+            what,
+            source,
+        }
+    };
+
+    let driver_version = nvml.sys_driver_version().map_err(query("driver version"))?;
+    let cuda_version = nvml
+        .sys_cuda_driver_version()
+        .ok()
+        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
+
+    let count = nvml.device_count().map_err(query("device count"))?;
+    let mut gpus = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let device = nvml
+            .device_by_index(i)
+            .map_err(query(&format!("device {i}: handle")))?;
+        gpus.push(read_gpu(&nvml, &device, i, lib)?);
+    }
+    gpus.sort_by_key(|gpu| gpu.index);
+    Ok(NvmlHost {
+        driver_version,
+        cuda_version,
+        gpus,
+    })
+}
+
+fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, NvmlError> {
+    let query = |what: &str| {
+        let what = format!("device {i}: {what}");
+        move |source| NvmlError::Query {
+            lib: lib.to_owned(),
+            what,
+            source,
+        }
+    };
+    let pci = device.pci_info().map_err(query("PCI info"))?;
+    let bus_id = normalize_bus_id(&pci.bus_id).ok_or_else(|| NvmlError::BusId {
+        lib: lib.to_owned(),
+        what: format!("device {i}"),
+        bus_id: pci.bus_id.clone(),
+    })?;
+    // GPUs without MIG support answer NotSupported: that is "MIG off", not a failure.
+    let mig_enabled = match device.mig_mode() {
+        Ok(mode) => mode.current == 1,
+        Err(WrapperError::NotSupported) => false,
+        Err(e) => return Err(query("MIG mode")(e)),
+    };
+    let migs = if mig_enabled {
+        read_migs(nvml, device, i, lib)?
+    } else {
+        Vec::new()
+    };
+    Ok(Gpu {
+        index: device.index().map_err(query("index"))?,
+        minor: device.minor_number().map_err(query("minor number"))?,
+        uuid: device.uuid().map_err(query("UUID"))?,
+        bus_id,
+        model: device.name().map_err(query("name"))?,
+        mig_enabled,
+        migs,
+    })
+}
+
+/// Lists the MIG devices of one GPU. Slots `0..max` may be sparse; empty ones answer NotFound.
+fn read_migs(
+    nvml: &Nvml,
+    device: &Device,
+    i: u32,
+    lib: &Path,
+) -> Result<Vec<MigDevice>, NvmlError> {
+    let query = |what: String| {
+        move |source| NvmlError::Query {
+            lib: lib.to_owned(),
+            what,
+            source,
+        }
+    };
+    let max = device
+        .mig_device_count()
+        .map_err(query(format!("device {i}: MIG device count")))?;
+    let mut migs = Vec::new();
+    for j in 0..max {
+        let mig = match device.mig_device_by_index(j) {
+            Ok(mig) => mig,
+            Err(WrapperError::NotFound) => continue,
+            Err(e) => return Err(query(format!("device {i}: MIG device {j}"))(e)),
+        };
+        migs.push(MigDevice {
+            index: j,
+            gi: instance_id(nvml, &mig, Instance::Gpu)
+                .map_err(query(format!("MIG device {i}:{j}: GPU instance id")))?,
+            ci: instance_id(nvml, &mig, Instance::Compute)
+                .map_err(query(format!("MIG device {i}:{j}: compute instance id")))?,
+            uuid: mig
+                .uuid()
+                .map_err(query(format!("MIG device {i}:{j}: UUID")))?,
+        });
+    }
+    Ok(migs)
+}
+
+enum Instance {
+    Gpu,
+    Compute,
+}
+
+/// Reads a MIG device's GPU or compute instance id through the raw NVML entry points, which
+/// `nvml-wrapper` 0.13 does not wrap.
+fn instance_id(nvml: &Nvml, mig: &Device, which: Instance) -> Result<u32, WrapperError> {
+    let lib = nvml.lib();
+    let function = match which {
+        Instance::Gpu => lib.nvmlDeviceGetGpuInstanceId.as_ref(),
+        Instance::Compute => lib.nvmlDeviceGetComputeInstanceId.as_ref(),
+    };
+    // A library without the symbol is too old for MIG.
+    let function = function.map_err(|_| WrapperError::FunctionNotFound)?;
+    let mut id: libc::c_uint = 0;
+    // SAFETY: `function` was resolved from the loaded NVML with the C signature
+    // `nvmlReturn_t (nvmlDevice_t, unsigned int *)`; `mig.handle()` is a live handle from the
+    // same `nvml` (which outlives this call), and `id` is a valid, writable `unsigned int`.
+    let code = unsafe { function(mig.handle(), &mut id) };
+    nvml_wrapper::error::nvml_try(code)?;
+    Ok(id)
+}
+
+/// Normalises an NVML bus id (`00000000:3B:00.0`) to the lowercase, 4-digit-domain form used
+/// in `/proc/driver/nvidia/gpus` and sysfs (`0000:3b:00.0`). `None` if it is not a bus id.
+pub fn normalize_bus_id(bus_id: &str) -> Option<String> {
+    let (rest, function) = bus_id.trim().rsplit_once('.')?;
+    let mut parts = rest.split(':');
+    let (domain, bus, device) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let hex = |s: &str, max: u32| {
+        u32::from_str_radix(s, 16)
+            .ok()
+            .filter(|v| *v <= max && !s.is_empty())
+    };
+    Some(format!(
+        "{:04x}:{:02x}:{:02x}.{:x}",
+        hex(domain, u32::MAX)?,
+        hex(bus, 0xff)?,
+        hex(device, 0x1f)?,
+        hex(function, 7)?
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_bus_id;
+
+    #[test]
+    fn bus_ids_normalise() {
+        let cases = [
+            (
+                "nvml 8-digit domain",
+                "00000000:3B:00.0",
+                Some("0000:3b:00.0"),
+            ),
+            (
+                "legacy 4-digit domain",
+                "0000:3B:00.0",
+                Some("0000:3b:00.0"),
+            ),
+            ("already normal", "0001:ab:1f.7", Some("0001:ab:1f.7")),
+            ("missing function", "0000:3b:00", None),
+            ("too many parts", "0:0000:3b:00.0", None),
+            ("not hex", "0000:zz:00.0", None),
+            ("device out of range", "0000:3b:20.0", None),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(
+                normalize_bus_id(input).as_deref(),
+                want,
+                "case {name}: {input:?}"
+            );
+        }
+    }
+}
