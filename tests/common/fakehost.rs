@@ -1,0 +1,655 @@
+//! `FakeHost`: builds a GPU host without a GPU, for tests and for `examples/fake_host.rs`.
+//!
+//! Owns: one directory laid out as a real NVIDIA host looks from the toolkit's side — a driver
+//! root (`DIR/driver`) with stub libraries that carry real SONAMEs, the fake NVML, an
+//! `etc/ld.so.cache` made by the host's real `ldconfig`, utility scripts, firmware and real
+//! character device nodes under `DIR/driver/dev`; a procfs copy (`DIR/proc`) in the real
+//! formats; and the fake NVML's topology (`DIR/fake-nvml.json`, also next to the library).
+//! Everything is derived from the GPU index, so two builds of the same shape are identical.
+//!
+//! Must not: touch anything outside DIR. Needs root (mknod), `gcc` and `/sbin/ldconfig`, and the
+//! fake NVML built by `cargo build --examples`; each missing piece is a clear error, never a skip.
+
+#![allow(dead_code)]
+
+use nvct::discover::{Gpu, MigDevice};
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Library directory inside the driver root (Debian multiarch layout).
+pub const LIB_DIR: &str = "usr/lib/x86_64-linux-gnu";
+pub const DEFAULT_DRIVER_VERSION: &str = "550.54.15";
+/// What the stub `cuDriverGetVersion` and the fake NVML report (CUDA 12.4).
+pub const CUDA_VERSION: i32 = 12040;
+pub const MODEL: &str = "NVIDIA H100 80GB HBM3";
+/// `pciDeviceId` of an H100 SXM5 80GB (device 0x2330, vendor 0x10de).
+const PCI_DEVICE_ID: u32 = 0x2330_10de;
+const MEMORY_TOTAL: u64 = 85_520_809_984;
+
+/// Character-device majors as `/proc/devices` of the fake host lists them.
+pub const NVIDIA_MAJOR: u32 = 195;
+pub const NVIDIA_UVM_MAJOR: u32 = 508;
+pub const NVIDIA_CAPS_MAJOR: u32 = 509;
+
+/// Stub driver libraries: (name, SONAME version). Files are `<name>.so.<driver version>`.
+const STUB_LIBS: &[(&str, &str)] = &[
+    ("libcuda", "1"),
+    ("libcudadebugger", "1"),
+    ("libnvidia-ptxjitcompiler", "1"),
+    ("libnvidia-nvvm", "1"),
+    ("libnvidia-opencl", "1"),
+    ("libnvidia-gpucomp", "1"),
+    ("libnvidia-allocator", "1"),
+    ("libnvidia-cfg", "1"),
+    ("libnvidia-nscq", "1"),
+    ("libnvidia-encode", "1"),
+    ("libnvcuvid", "1"),
+    ("libnvidia-eglcore", "1"),
+    ("libnvidia-glcore", "1"),
+    ("libGLX_nvidia", "0"),
+    ("libEGL_nvidia", "0"),
+];
+
+const BINARIES: &[&str] = &[
+    "nvidia-smi",
+    "nvidia-debugdump",
+    "nvidia-persistenced",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+];
+
+/// One device node the fake host created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceNode {
+    /// Absolute path on this machine, e.g. `DIR/driver/dev/nvidia0`.
+    pub path: PathBuf,
+    pub major: u32,
+    pub minor: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeHostBuilder {
+    gpus: u32,
+    mig: bool,
+    driver_version: String,
+}
+
+/// A built fake host; see the module doc for the layout.
+#[derive(Debug, Clone)]
+pub struct FakeHost {
+    dir: PathBuf,
+    driver_version: String,
+    gpus: Vec<Gpu>,
+    device_nodes: Vec<DeviceNode>,
+}
+
+impl FakeHost {
+    pub fn builder() -> FakeHostBuilder {
+        FakeHostBuilder {
+            gpus: 1,
+            mig: false,
+            driver_version: DEFAULT_DRIVER_VERSION.to_owned(),
+        }
+    }
+
+    /// The directory the host was built in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `DIR/driver`: where libraries, binaries and firmware live (the host's `/`).
+    pub fn driver_root(&self) -> PathBuf {
+        self.dir.join("driver")
+    }
+
+    /// The root under which `dev/` lives: the driver root, as on a host whose driver root is `/`.
+    pub fn dev_root(&self) -> PathBuf {
+        self.driver_root()
+    }
+
+    /// `DIR/proc`: the host's `/proc` (only the parts the toolkit reads).
+    pub fn proc_root(&self) -> PathBuf {
+        self.dir.join("proc")
+    }
+
+    /// `DIR/fake-nvml.json`: the fake NVML's topology.
+    pub fn nvml_config(&self) -> PathBuf {
+        self.dir.join("fake-nvml.json")
+    }
+
+    /// `DIR/driver/usr/lib/x86_64-linux-gnu`.
+    pub fn lib_dir(&self) -> PathBuf {
+        self.driver_root().join(LIB_DIR)
+    }
+
+    /// The fake NVML through its SONAME link: `<lib dir>/libnvidia-ml.so.1`.
+    pub fn nvml_lib(&self) -> PathBuf {
+        self.lib_dir().join("libnvidia-ml.so.1")
+    }
+
+    pub fn driver_version(&self) -> &str {
+        &self.driver_version
+    }
+
+    /// The GPUs, by index, exactly as NVML and `/proc/driver/nvidia` describe them.
+    pub fn gpus(&self) -> &[Gpu] {
+        &self.gpus
+    }
+
+    /// Every device node created, in creation order.
+    pub fn device_nodes(&self) -> &[DeviceNode] {
+        &self.device_nodes
+    }
+}
+
+impl FakeHostBuilder {
+    /// Number of GPUs, 1 to 64.
+    pub fn gpus(mut self, count: u32) -> Self {
+        self.gpus = count;
+        self
+    }
+
+    /// With MIG, GPU 0 has MIG enabled with two MIG devices (gi 1/ci 0 and gi 2/ci 0).
+    pub fn mig(mut self, enabled: bool) -> Self {
+        self.mig = enabled;
+        self
+    }
+
+    pub fn driver_version(mut self, version: &str) -> Self {
+        self.driver_version = version.to_owned();
+        self
+    }
+
+    /// Creates the host in `dir` (which may exist; it should be empty).
+    pub fn build(self, dir: &Path) -> io::Result<FakeHost> {
+        if !(1..=64).contains(&self.gpus) {
+            return Err(invalid(format!(
+                "FakeHost supports 1 to 64 GPUs, not {}",
+                self.gpus
+            )));
+        }
+        if self.driver_version.is_empty() || self.driver_version.contains('/') {
+            return Err(invalid(format!(
+                "bad driver version {:?}",
+                self.driver_version
+            )));
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "FakeHost must run as root: it creates device nodes with mknod",
+            ));
+        }
+        let fake_nvml = fake_nvml_library()?;
+        let mut host = FakeHost {
+            dir: dir.to_owned(),
+            driver_version: self.driver_version.clone(),
+            gpus: (0..self.gpus).map(|i| gpu(i, self.mig && i == 0)).collect(),
+            device_nodes: Vec::new(),
+        };
+        write_libraries(&host, &fake_nvml)?;
+        write_binaries_and_firmware(&host)?;
+        write_device_nodes(&mut host)?;
+        write_proc(&host)?;
+        let config = nvml_config_json(&host);
+        write(&host.nvml_config(), &config)?;
+        write(&host.lib_dir().join("fake-nvml.json"), &config)?;
+        run_ldconfig(&host.driver_root())?;
+        Ok(host)
+    }
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Adds what failed and on which path to an I/O error.
+fn context(what: &str, path: &Path) -> impl FnOnce(io::Error) -> io::Error {
+    let message = format!("{what} {}", path.display());
+    move |e| io::Error::new(e.kind(), format!("{message}: {e}"))
+}
+
+fn write(path: &Path, contents: &str) -> io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(context("cannot create directory", parent))?;
+    }
+    std::fs::write(path, contents).map_err(context("cannot write", path))
+}
+
+/// A deterministic 64-bit mix (splitmix64), so identifiers look random but never change.
+fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn uuid_body(seed: u64) -> String {
+    let (a, b) = (mix(seed), mix(seed ^ 0x5555_aaaa_5555_aaaa));
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// PCI bus number of GPU `index`: increasing with the index, as NVML orders by PCI.
+fn pci_bus(index: u32) -> u32 {
+    0x18 + 3 * index
+}
+
+/// GPU `index`: minor = index, bus ids and UUIDs derived from the index.
+fn gpu(index: u32, mig_enabled: bool) -> Gpu {
+    let migs = if mig_enabled {
+        (0..2u32)
+            .map(|j| MigDevice {
+                index: j,
+                gi: j + 1,
+                ci: 0,
+                uuid: format!(
+                    "MIG-{}",
+                    uuid_body(0x1_0000 + u64::from(index) * 16 + u64::from(j))
+                ),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Gpu {
+        index,
+        minor: index,
+        uuid: format!("GPU-{}", uuid_body(u64::from(index))),
+        bus_id: format!("0000:{:02x}:00.0", pci_bus(index)),
+        model: MODEL.to_owned(),
+        mig_enabled,
+        migs,
+    }
+}
+
+/// Cap minors in `/proc/driver/nvidia-caps/mig-minors`: per GPU minor, 15 GPU instances of
+/// one `access` minor plus 8 compute instances each, after `config 1` and `monitor 2`.
+fn gi_cap_minor(gpu_minor: u32, gi: u32) -> u32 {
+    3 + gpu_minor * 15 * 9 + gi * 9
+}
+
+fn ci_cap_minor(gpu_minor: u32, gi: u32, ci: u32) -> u32 {
+    gi_cap_minor(gpu_minor, gi) + 1 + ci
+}
+
+/// `target/debug/examples/libfake_nvml.so`, found from the running executable
+/// (`target/debug/deps/<test>` or `target/debug/examples/<example>`).
+fn fake_nvml_library() -> io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    for dir in exe.ancestors().skip(1).take(2) {
+        for candidate in [
+            dir.join("libfake_nvml.so"),
+            dir.join("examples/libfake_nvml.so"),
+        ] {
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "the fake NVML (libfake_nvml.so) is not built next to {}: run `cargo build --examples` first",
+            exe.display()
+        ),
+    ))
+}
+
+/// Compiles every stub library in parallel with gcc, then copies the fake NVML.
+fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
+    let lib_dir = host.lib_dir();
+    std::fs::create_dir_all(&lib_dir).map_err(context("cannot create directory", &lib_dir))?;
+    write(
+        &host.driver_root().join("etc/ld.so.conf"),
+        &format!("/{LIB_DIR}\n"),
+    )?;
+
+    let mut builds = Vec::new();
+    for (name, soname_version) in STUB_LIBS {
+        let output = lib_dir.join(format!("{name}.so.{}", host.driver_version));
+        let soname = format!("{name}.so.{soname_version}");
+        let source = if *name == "libcuda" {
+            format!("int cuDriverGetVersion(int *v) {{ if (!v) return 1; *v = {CUDA_VERSION}; return 0; }}\nint cuInit(unsigned flags) {{ (void)flags; return 0; }}\n")
+        } else {
+            format!(
+                "int nvct_stub_{}(void) {{ return 0; }}\n",
+                name.replace('-', "_")
+            )
+        };
+        let mut child = Command::new("gcc")
+            .args(["-x", "c", "-", "-shared", "-fPIC", "-o"])
+            .arg(&output)
+            .arg(format!("-Wl,-soname,{soname}"))
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot run gcc (is it installed?) to build {}: {e}",
+                        output.display()
+                    ),
+                )
+            })?;
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(source.as_bytes())?;
+        builds.push((output, child));
+    }
+    for (output, child) in builds {
+        let result = child.wait_with_output()?;
+        if !result.status.success() {
+            return Err(io::Error::other(format!(
+                "gcc failed ({}) building {}: {}",
+                result.status,
+                output.display(),
+                String::from_utf8_lossy(&result.stderr)
+            )));
+        }
+    }
+
+    let nvml = lib_dir.join(format!("libnvidia-ml.so.{}", host.driver_version));
+    std::fs::copy(fake_nvml, &nvml).map_err(context(
+        &format!("cannot copy {} to", fake_nvml.display()),
+        &nvml,
+    ))?;
+    Ok(())
+}
+
+fn write_binaries_and_firmware(host: &FakeHost) -> io::Result<()> {
+    let bin = host.driver_root().join("usr/bin");
+    for name in BINARIES {
+        let script = if *name == "nvidia-smi" {
+            let list: String = host
+                .gpus
+                .iter()
+                .map(|g| format!("GPU {}: {} (UUID: {})\n", g.index, g.model, g.uuid))
+                .collect();
+            format!(
+                "#!/bin/sh\n# fake nvidia-smi written by FakeHost\nif [ \"$1\" = \"-L\" ]; then\ncat <<'EOF'\n{list}EOF\nexit 0\nfi\necho 'NVIDIA-SMI fake {ver}    Driver Version: {ver}    CUDA Version: 12.4'\n",
+                ver = host.driver_version
+            )
+        } else {
+            format!(
+                "#!/bin/sh\n# fake {name} written by FakeHost\necho '{name} fake {}'\n",
+                host.driver_version
+            )
+        };
+        let path = bin.join(name);
+        write(&path, &script)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(context("cannot chmod", &path))?;
+    }
+    let firmware = host
+        .driver_root()
+        .join("lib/firmware/nvidia")
+        .join(&host.driver_version);
+    for name in ["gsp_ga10x.bin", "gsp_tu10x.bin"] {
+        write(&firmware.join(name), "fake GSP firmware\n")?;
+    }
+    Ok(())
+}
+
+fn mknod(path: &Path, major: u32, minor: u32) -> io::Result<()> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| invalid(format!("NUL in {}", path.display())))?;
+    // SAFETY: `c_path` is a valid NUL-terminated path; mknod only reads it.
+    let rc = unsafe {
+        libc::mknod(
+            c_path.as_ptr(),
+            libc::S_IFCHR | 0o666,
+            libc::makedev(major, minor),
+        )
+    };
+    if rc != 0 {
+        return Err(context(&format!("cannot mknod {major}:{minor} at"), path)(
+            io::Error::last_os_error(),
+        ));
+    }
+    // mknod's mode is filtered by the umask; set the real one.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .map_err(context("cannot chmod", path))
+}
+
+fn write_device_nodes(host: &mut FakeHost) -> io::Result<()> {
+    let dev = host.dev_root().join("dev");
+    let mut nodes: Vec<(PathBuf, u32, u32)> = Vec::new();
+    for gpu in &host.gpus {
+        nodes.push((
+            dev.join(format!("nvidia{}", gpu.minor)),
+            NVIDIA_MAJOR,
+            gpu.minor,
+        ));
+    }
+    nodes.push((dev.join("nvidiactl"), NVIDIA_MAJOR, 255));
+    nodes.push((dev.join("nvidia-modeset"), NVIDIA_MAJOR, 254));
+    nodes.push((dev.join("nvidia-uvm"), NVIDIA_UVM_MAJOR, 0));
+    nodes.push((dev.join("nvidia-uvm-tools"), NVIDIA_UVM_MAJOR, 1));
+    if host.gpus.iter().any(|g| g.mig_enabled) {
+        let caps = dev.join("nvidia-caps");
+        nodes.push((caps.join("nvidia-cap1"), NVIDIA_CAPS_MAJOR, 1));
+        nodes.push((caps.join("nvidia-cap2"), NVIDIA_CAPS_MAJOR, 2));
+        for gpu in &host.gpus {
+            for mig in &gpu.migs {
+                for minor in [
+                    gi_cap_minor(gpu.minor, mig.gi),
+                    ci_cap_minor(gpu.minor, mig.gi, mig.ci),
+                ] {
+                    nodes.push((
+                        caps.join(format!("nvidia-cap{minor}")),
+                        NVIDIA_CAPS_MAJOR,
+                        minor,
+                    ));
+                }
+            }
+        }
+    }
+    for (path, major, minor) in nodes {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(context("cannot create directory", parent))?;
+        }
+        mknod(&path, major, minor)?;
+        host.device_nodes.push(DeviceNode { path, major, minor });
+    }
+    Ok(())
+}
+
+const PARAMS: &str = "ResmanDebugLevel: 4294967295
+RmLogonRC: 1
+ModifyDeviceFiles: 1
+DeviceFileUID: 0
+DeviceFileGID: 0
+DeviceFileMode: 438
+InitializeSystemMemoryAllocations: 1
+UsePageAttributeTable: 4294967295
+EnableMSI: 1
+EnablePCIeGen3: 0
+MemoryPoolSize: 0
+KMallocHeapMaxSize: 0
+VMallocHeapMaxSize: 0
+IgnoreMMIOCheck: 0
+TCEBypassMode: 0
+EnableStreamMemOPs: 0
+EnableUserNUMAManagement: 1
+NvLinkDisable: 0
+RmProfilingAdminOnly: 1
+PreserveVideoMemoryAllocations: 0
+EnableS0ixPowerManagement: 0
+S0ixPowerManagementVideoMemoryThreshold: 256
+DynamicPowerManagement: 3
+DynamicPowerManagementVideoMemoryThreshold: 200
+RegisterPCIDriver: 1
+EnablePCIERelaxedOrderingMode: 0
+EnableResizableBar: 0
+EnableGpuFirmware: 18
+EnableGpuFirmwareLogs: 2
+RmNvlinkBandwidth: \"\"
+EnableDbgBreakpoint: 0
+OpenRmEnableUnsupportedGpus: 1
+DmaRemapPeerMmio: 1
+RegistryDwords: \"\"
+RegistryDwordsPerDevice: \"\"
+RmMsg: \"\"
+GpuBlacklist: \"\"
+TemporaryFilePath: \"\"
+ExcludedGpus: \"\"
+";
+
+const DEVICES: &str = "Character devices:
+  1 mem
+  4 /dev/vc/0
+  4 tty
+  4 ttyS
+  5 /dev/tty
+  5 /dev/console
+  5 /dev/ptmx
+  7 vcs
+ 10 misc
+ 13 input
+ 29 fb
+ 89 i2c
+128 ptm
+136 pts
+180 usb
+189 usb_device
+195 nvidia-frontend
+226 drm
+242 aux
+243 cec
+244 lirc
+245 hidraw
+246 nvme-generic
+247 nvme
+248 bsg
+249 watchdog
+250 ptp
+251 pps
+252 rtc
+253 dma_heap
+254 gpiochip
+508 nvidia-uvm
+509 nvidia-caps
+
+Block devices:
+  7 loop
+  8 sd
+  9 md
+ 11 sr
+ 65 sd
+253 device-mapper
+254 mdp
+259 blkext
+";
+
+fn write_proc(host: &FakeHost) -> io::Result<()> {
+    let proc = host.proc_root();
+    let nvidia = proc.join("driver/nvidia");
+    let ver = &host.driver_version;
+    write(
+        &nvidia.join("version"),
+        &format!(
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {ver}  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"
+        ),
+    )?;
+    write(&nvidia.join("params"), PARAMS)?;
+    write(&nvidia.join("registry"), "Binary: \"\"\n")?;
+    for gpu in &host.gpus {
+        let info = format!(
+            "Model: \t\t {}\nIRQ:   \t\t None\nGPU UUID: \t {}\nVideo BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t {}\nDevice Minor: \t {}\nGPU Firmware: \t {ver}\nGPU Excluded:\t No\n",
+            gpu.model, gpu.uuid, gpu.bus_id, gpu.minor
+        );
+        write(
+            &nvidia.join("gpus").join(&gpu.bus_id).join("information"),
+            &info,
+        )?;
+    }
+    write(&proc.join("devices"), DEVICES)?;
+    if host.gpus.iter().any(|g| g.mig_enabled) {
+        let mut minors = String::from("config 1\nmonitor 2\n");
+        for gpu in &host.gpus {
+            for gi in 0..15 {
+                minors += &format!(
+                    "gpu{}/gi{gi}/access {}\n",
+                    gpu.minor,
+                    gi_cap_minor(gpu.minor, gi)
+                );
+                for ci in 0..8 {
+                    minors += &format!(
+                        "gpu{}/gi{gi}/ci{ci}/access {}\n",
+                        gpu.minor,
+                        ci_cap_minor(gpu.minor, gi, ci)
+                    );
+                }
+            }
+        }
+        write(&proc.join("driver/nvidia-caps/mig-minors"), &minors)?;
+    }
+    Ok(())
+}
+
+/// The fake NVML's topology; see `examples/fake_nvml.rs` for the format.
+fn nvml_config_json(host: &FakeHost) -> String {
+    let gpus: Vec<serde_json::Value> = host
+        .gpus
+        .iter()
+        .map(|g| {
+            serde_json::json!({
+                "uuid": g.uuid,
+                "name": g.model,
+                "minor": g.minor,
+                "bus_id": format!("00000000:{:02X}:00.0", pci_bus(g.index)),
+                "pci_device_id": PCI_DEVICE_ID,
+                "memory_total": MEMORY_TOTAL,
+                "mig_enabled": g.mig_enabled,
+                "migs": g.migs.iter().map(|m| serde_json::json!({"gi": m.gi, "ci": m.ci, "uuid": m.uuid})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let config = serde_json::json!({
+        "driver_version": host.driver_version,
+        "cuda_version": CUDA_VERSION,
+        "gpus": gpus,
+    });
+    serde_json::to_string_pretty(&config).expect("a JSON value always serialises") + "\n"
+}
+
+/// Runs the host's real ldconfig on the driver root: SONAME links plus `etc/ld.so.cache`.
+fn run_ldconfig(driver_root: &Path) -> io::Result<()> {
+    let output = Command::new("/sbin/ldconfig")
+        .arg("-r")
+        .arg(driver_root)
+        .output()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot run /sbin/ldconfig -r {} (is libc-bin installed?): {e}",
+                    driver_root.display()
+                ),
+            )
+        })?;
+    if !output.status.success() {
+        return Err(io::Error::other(format!(
+            "/sbin/ldconfig -r {} failed ({}): {}",
+            driver_root.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(())
+}

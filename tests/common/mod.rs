@@ -1,0 +1,3 @@
+//! Shared helpers for the integration tests: the [`fakehost::FakeHost`] builder.
+
+pub mod fakehost;

@@ -1,0 +1,509 @@
+//! Tests of the fake GPU host (`tests/common/fakehost.rs`), the fake NVML
+//! (`examples/fake_nvml.rs`) and NVML discovery (`nvct::nvml`) against it.
+//!
+//! Needs root, gcc and /sbin/ldconfig, and `cargo build --examples` first; a missing piece fails
+//! the test with a message saying so, never skips it.
+
+mod common;
+
+use common::fakehost::{
+    FakeHost, CUDA_VERSION, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_MAJOR, NVIDIA_UVM_MAJOR,
+};
+use nvct::nvml::{discover_gpus, NvmlHost};
+use nvml_wrapper::Nvml;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::process::Command;
+use tempfile::TempDir;
+
+fn build(gpus: u32, mig: bool) -> (TempDir, FakeHost) {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let host = FakeHost::builder()
+        .gpus(gpus)
+        .mig(mig)
+        .build(dir.path())
+        .unwrap_or_else(|e| {
+            panic!(
+                "building a fake host with {gpus} GPUs (mig {mig}) in {}: {e}",
+                dir.path().display()
+            )
+        });
+    (dir, host)
+}
+
+/// Runs a command and returns its stdout; panics with full context unless it succeeds.
+fn run(command: &mut Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?} (is it installed?): {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({})\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn assert_nvml_sees_the_host(host: &FakeHost) {
+    let found = discover_gpus(&host.nvml_lib()).unwrap_or_else(|e| panic!("discover_gpus: {e}"));
+    let want = NvmlHost {
+        driver_version: host.driver_version().to_owned(),
+        cuda_version: Some("12.4".to_owned()),
+        gpus: host.gpus().to_vec(),
+    };
+    assert_eq!(found, want);
+}
+
+#[test]
+fn nvml_discovers_eight_gpus() {
+    let (_dir, host) = build(8, false);
+    assert_eq!(host.gpus().len(), 8);
+    assert!(host
+        .gpus()
+        .iter()
+        .all(|g| !g.mig_enabled && g.migs.is_empty()));
+    assert_nvml_sees_the_host(&host);
+}
+
+#[test]
+fn nvml_discovers_sixty_four_gpus() {
+    let (_dir, host) = build(64, false);
+    assert_eq!(host.gpus().len(), 64);
+    assert_nvml_sees_the_host(&host);
+}
+
+#[test]
+fn nvml_discovers_mig_devices_on_gpu_zero() {
+    let (_dir, host) = build(2, true);
+    assert_nvml_sees_the_host(&host);
+    let found = discover_gpus(&host.nvml_lib()).expect("discover_gpus");
+    let migs: Vec<(u32, u32, u32)> = found.gpus[0]
+        .migs
+        .iter()
+        .map(|m| (m.index, m.gi, m.ci))
+        .collect();
+    assert_eq!(migs, [(0, 1, 0), (1, 2, 0)]);
+    assert!(found.gpus[0]
+        .migs
+        .iter()
+        .all(|m| m.uuid.starts_with("MIG-")));
+    assert!(found.gpus[0].mig_enabled);
+    assert!(!found.gpus[1].mig_enabled && found.gpus[1].migs.is_empty());
+}
+
+#[test]
+fn identities_follow_the_index() {
+    let (_dir, host) = build(2, false);
+    let gpu0 = &host.gpus()[0];
+    assert_eq!(
+        (gpu0.index, gpu0.minor, gpu0.bus_id.as_str()),
+        (0, 0, "0000:18:00.0")
+    );
+    assert_eq!(host.gpus()[1].bus_id, "0000:1b:00.0");
+    assert!(
+        gpu0.uuid.starts_with("GPU-") && gpu0.uuid.len() == 40,
+        "{}",
+        gpu0.uuid
+    );
+    // Deterministic: a second host of the same shape is identical.
+    let (_other_dir, other) = build(2, false);
+    assert_eq!(host.gpus(), other.gpus());
+}
+
+#[test]
+fn device_nodes_are_char_devices_with_the_right_numbers() {
+    let (_dir, host) = build(2, true);
+    let dev = host.dev_root().join("dev");
+    let expected = [
+        ("nvidia0", NVIDIA_MAJOR, 0),
+        ("nvidia1", NVIDIA_MAJOR, 1),
+        ("nvidiactl", NVIDIA_MAJOR, 255),
+        ("nvidia-modeset", NVIDIA_MAJOR, 254),
+        ("nvidia-uvm", NVIDIA_UVM_MAJOR, 0),
+        ("nvidia-uvm-tools", NVIDIA_UVM_MAJOR, 1),
+        ("nvidia-caps/nvidia-cap1", NVIDIA_CAPS_MAJOR, 1),
+        ("nvidia-caps/nvidia-cap2", NVIDIA_CAPS_MAJOR, 2),
+        // gpu0/gi1/access, gpu0/gi1/ci0/access, gpu0/gi2/access, gpu0/gi2/ci0/access
+        ("nvidia-caps/nvidia-cap12", NVIDIA_CAPS_MAJOR, 12),
+        ("nvidia-caps/nvidia-cap13", NVIDIA_CAPS_MAJOR, 13),
+        ("nvidia-caps/nvidia-cap21", NVIDIA_CAPS_MAJOR, 21),
+        ("nvidia-caps/nvidia-cap22", NVIDIA_CAPS_MAJOR, 22),
+    ];
+    let listed: Vec<(String, u32, u32)> = host
+        .device_nodes()
+        .iter()
+        .map(|n| {
+            (
+                n.path.strip_prefix(&dev).unwrap().display().to_string(),
+                n.major,
+                n.minor,
+            )
+        })
+        .collect();
+    let want: Vec<(String, u32, u32)> = expected
+        .iter()
+        .map(|(p, ma, mi)| (p.to_string(), *ma, *mi))
+        .collect();
+    assert_eq!(listed, want);
+    for (name, major, minor) in expected {
+        let path = dev.join(name);
+        let meta = std::fs::symlink_metadata(&path)
+            .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()));
+        assert!(
+            meta.file_type().is_char_device(),
+            "{} is not a character device",
+            path.display()
+        );
+        assert_eq!(
+            (libc::major(meta.rdev()), libc::minor(meta.rdev())),
+            (major, minor),
+            "{}",
+            path.display()
+        );
+        assert_eq!(meta.mode() & 0o7777, 0o666, "{}", path.display());
+    }
+    let minors =
+        std::fs::read_to_string(host.proc_root().join("driver/nvidia-caps/mig-minors")).unwrap();
+    for line in [
+        "config 1",
+        "monitor 2",
+        "gpu0/gi1/access 12",
+        "gpu0/gi1/ci0/access 13",
+        "gpu0/gi2/ci0/access 22",
+    ] {
+        assert!(
+            minors.lines().any(|l| l == line),
+            "mig-minors lacks {line:?}"
+        );
+    }
+}
+
+#[test]
+fn proc_files_describe_the_same_gpus() {
+    let (_dir, host) = build(8, false);
+    let nvidia = host.proc_root().join("driver/nvidia");
+    let version = std::fs::read_to_string(nvidia.join("version")).unwrap();
+    assert!(
+        version.starts_with("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  "),
+        "{version}"
+    );
+    let params = std::fs::read_to_string(nvidia.join("params")).unwrap();
+    assert!(
+        params.lines().any(|l| l == "ModifyDeviceFiles: 1"),
+        "{params}"
+    );
+    for gpu in host.gpus() {
+        let path = nvidia.join("gpus").join(&gpu.bus_id).join("information");
+        let info = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let field = |key: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
+                .unwrap_or_else(|| panic!("{} lacks {key}", path.display()))
+        };
+        assert_eq!(field("Model:"), gpu.model);
+        assert_eq!(field("GPU UUID:"), gpu.uuid);
+        assert_eq!(field("Bus Location:"), gpu.bus_id);
+        assert_eq!(field("Device Minor:"), gpu.minor.to_string());
+    }
+    let devices = std::fs::read_to_string(host.proc_root().join("devices")).unwrap();
+    for line in [
+        "  1 mem",
+        "195 nvidia-frontend",
+        "508 nvidia-uvm",
+        "509 nvidia-caps",
+    ] {
+        assert!(
+            devices.lines().any(|l| l == line),
+            "/proc/devices lacks {line:?}"
+        );
+    }
+    assert!(
+        !host.proc_root().join("driver/nvidia-caps").exists(),
+        "mig-minors without MIG"
+    );
+}
+
+#[test]
+fn libraries_carry_their_sonames() {
+    let (_dir, host) = build(1, false);
+    let lib_dir = host.lib_dir();
+    let cases = [
+        ("libcuda.so.550.54.15", "libcuda.so.1"),
+        ("libnvidia-ml.so.550.54.15", "libnvidia-ml.so.1"),
+        ("libGLX_nvidia.so.550.54.15", "libGLX_nvidia.so.0"),
+        ("libEGL_nvidia.so.550.54.15", "libEGL_nvidia.so.0"),
+        (
+            "libnvidia-ptxjitcompiler.so.550.54.15",
+            "libnvidia-ptxjitcompiler.so.1",
+        ),
+    ];
+    for (file, soname) in cases {
+        let dynamic = run(Command::new("readelf").arg("-d").arg(lib_dir.join(file)));
+        assert!(
+            dynamic.contains(&format!("Library soname: [{soname}]")),
+            "{file}:\n{dynamic}"
+        );
+        let link = std::fs::read_link(lib_dir.join(soname))
+            .unwrap_or_else(|e| panic!("{soname} is not a link: {e}"));
+        assert_eq!(link, Path::new(file), "{soname} points elsewhere");
+    }
+}
+
+#[test]
+fn ld_cache_lists_the_driver_libraries() {
+    let (_dir, host) = build(1, false);
+    let cache = host.driver_root().join("etc/ld.so.cache");
+    assert!(cache.is_file(), "{} missing", cache.display());
+    let listing = run(Command::new("/sbin/ldconfig")
+        .arg("-p")
+        .arg("-C")
+        .arg(&cache));
+    for soname in ["libcuda.so.1", "libnvidia-ml.so.1", "libGLX_nvidia.so.0"] {
+        let want = format!("{soname} (libc6,x86-64) => /{LIB_DIR}/{soname}");
+        assert!(
+            listing.lines().any(|l| l.trim() == want),
+            "cache lacks {want:?}:\n{listing}"
+        );
+    }
+}
+
+#[test]
+fn libcuda_stub_answers_cu_driver_get_version() {
+    let (dir, host) = build(1, false);
+    let source = dir.path().join("cuda-version.c");
+    let program = dir.path().join("cuda-version");
+    std::fs::write(
+        &source,
+        r#"#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    int (*get)(int *) = (int (*)(int *))dlsym(lib, "cuDriverGetVersion");
+    int version = 0;
+    if (!get || get(&version) != 0) return 1;
+    printf("%d\n", version);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    run(Command::new("gcc")
+        .arg(&source)
+        .arg("-o")
+        .arg(&program)
+        .arg("-ldl"));
+    let out = run(Command::new(&program).arg(host.lib_dir().join("libcuda.so.1")));
+    assert_eq!(out.trim(), CUDA_VERSION.to_string());
+}
+
+#[test]
+fn binaries_and_firmware_exist() {
+    let (_dir, host) = build(2, false);
+    let smi = run(&mut Command::new(
+        host.driver_root().join("usr/bin/nvidia-smi"),
+    ));
+    assert!(smi.contains("NVIDIA-SMI fake 550.54.15"), "{smi}");
+    let list = run(Command::new(host.driver_root().join("usr/bin/nvidia-smi")).arg("-L"));
+    assert!(list.contains(&host.gpus()[1].uuid), "{list}");
+    for name in ["gsp_ga10x.bin", "gsp_tu10x.bin"] {
+        assert!(
+            host.driver_root()
+                .join("lib/firmware/nvidia/550.54.15")
+                .join(name)
+                .is_file(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn driver_version_is_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = FakeHost::builder()
+        .gpus(1)
+        .driver_version("535.161.08")
+        .build(dir.path())
+        .expect("build");
+    assert!(host.lib_dir().join("libcuda.so.535.161.08").is_file());
+    assert_eq!(
+        discover_gpus(&host.nvml_lib())
+            .expect("discover_gpus")
+            .driver_version,
+        "535.161.08"
+    );
+}
+
+/// What the fake NVML answers to bad requests, through nvml-wrapper (Debug of its error) and,
+/// where the wrapper cannot express the request, through the raw entry points (return codes).
+#[test]
+fn fake_nvml_rejects_bad_requests() {
+    let (_dir, host) = build(2, true);
+    let nvml = Nvml::builder()
+        .lib_path(host.nvml_lib().as_os_str())
+        .init()
+        .expect("init fake NVML");
+    let gpu0 = nvml.device_by_index(0).expect("GPU 0");
+    let gpu1 = nvml.device_by_index(1).expect("GPU 1");
+    let mig = gpu0.mig_device_by_index(0).expect("MIG 0:0");
+    let err = |r: Result<nvml_wrapper::Device, nvml_wrapper::error::NvmlError>| {
+        r.err().map(|e| format!("{e:?}"))
+    };
+
+    let wrapped: Vec<(&str, Option<String>, &str)> = vec![
+        (
+            "handle index out of range",
+            err(nvml.device_by_index(2)),
+            "InvalidArg",
+        ),
+        (
+            "unknown UUID",
+            err(nvml.device_by_uuid("GPU-00000000-0000-0000-0000-000000000000")),
+            "NotFound",
+        ),
+        (
+            "unknown bus id",
+            err(nvml.device_by_pci_bus_id("00000000:FF:00.0")),
+            "NotFound",
+        ),
+        (
+            "malformed bus id",
+            err(nvml.device_by_pci_bus_id("not a bus id")),
+            "InvalidArg",
+        ),
+        (
+            "MIG index beyond the maximum",
+            err(gpu0.mig_device_by_index(7)),
+            "InvalidArg",
+        ),
+        (
+            "empty MIG slot",
+            err(gpu0.mig_device_by_index(2)),
+            "NotFound",
+        ),
+        (
+            "MIG on a GPU without MIG",
+            err(gpu1.mig_device_by_index(0)),
+            "NotFound",
+        ),
+        (
+            "MIG parent of a physical GPU",
+            err(gpu0.mig_parent_device()),
+            "InvalidArg",
+        ),
+        (
+            "minor number of a MIG device",
+            mig.minor_number().err().map(|e| format!("{e:?}")),
+            "NotSupported",
+        ),
+        (
+            "MIG mode of a MIG device",
+            mig.mig_mode().err().map(|e| format!("{e:?}")),
+            "NotSupported",
+        ),
+    ];
+    for (name, got, want) in wrapped {
+        assert_eq!(got.as_deref(), Some(want), "case {name}");
+    }
+    assert_eq!(
+        nvml.device_by_pci_bus_id("0000:1b:00.0")
+            .expect("legacy bus id form")
+            .index()
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        mig.mig_parent_device().expect("MIG parent").uuid().unwrap(),
+        host.gpus()[0].uuid
+    );
+
+    let lib = nvml.lib();
+    let get_uuid = *lib.nvmlDeviceGetUUID.as_ref().expect("nvmlDeviceGetUUID");
+    let driver_version = *lib
+        .nvmlSystemGetDriverVersion
+        .as_ref()
+        .expect("nvmlSystemGetDriverVersion");
+    let get_count = *lib
+        .nvmlDeviceGetCount_v2
+        .as_ref()
+        .expect("nvmlDeviceGetCount_v2");
+    let mut buffer = [0 as std::ffi::c_char; 96];
+    // SAFETY: each call passes either a valid buffer of the stated length, or a null/bogus
+    // argument the fake must reject without dereferencing it.
+    let raw: Vec<(&str, u32, u32)> = unsafe {
+        vec![
+            (
+                "UUID of a bogus handle",
+                get_uuid(0xdead_0000usize as _, buffer.as_mut_ptr(), 96),
+                2,
+            ),
+            (
+                "UUID of a null handle",
+                get_uuid(std::ptr::null_mut(), buffer.as_mut_ptr(), 96),
+                2,
+            ),
+            (
+                "UUID into a null buffer",
+                get_uuid(gpu0.handle(), std::ptr::null_mut(), 96),
+                2,
+            ),
+            (
+                "UUID into a short buffer",
+                get_uuid(gpu0.handle(), buffer.as_mut_ptr(), 10),
+                7,
+            ),
+            (
+                "driver version into a short buffer",
+                driver_version(buffer.as_mut_ptr(), 4),
+                7,
+            ),
+            (
+                "count into a null pointer",
+                get_count(std::ptr::null_mut()),
+                2,
+            ),
+            (
+                "UUID with room to spare",
+                get_uuid(mig.handle(), buffer.as_mut_ptr(), 96),
+                0,
+            ),
+        ]
+    };
+    for (name, got, want) in raw {
+        assert_eq!(got, want, "case {name}: NVML return code");
+    }
+    // SAFETY: the last case above filled `buffer` with a NUL-terminated string.
+    let uuid = unsafe { std::ffi::CStr::from_ptr(buffer.as_ptr()) };
+    assert_eq!(uuid.to_str().unwrap(), host.gpus()[0].migs[0].uuid);
+}
+
+#[test]
+fn fake_nvml_without_topology_fails_to_initialise() {
+    let (dir, host) = build(1, false);
+    let lonely = dir.path().join("lonely");
+    std::fs::create_dir(&lonely).unwrap();
+    let lib = lonely.join("libnvidia-ml.so.1");
+    std::fs::copy(host.lib_dir().join("libnvidia-ml.so.550.54.15"), &lib).unwrap();
+    let err = discover_gpus(&lib).expect_err("NVML without fake-nvml.json must not initialise");
+    let message = err.to_string();
+    assert!(
+        message.contains(&lib.display().to_string()),
+        "error does not name the library: {message}"
+    );
+    assert!(format!("{err:?}").contains("LibraryNotFound"), "{err:?}");
+}
+
+#[test]
+fn missing_library_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libnvidia-ml.so.1");
+    let err = discover_gpus(&lib).expect_err("no library there");
+    assert!(
+        err.to_string().contains(&lib.display().to_string()),
+        "{err}"
+    );
+}
