@@ -16,7 +16,7 @@
 //! ```json
 //! {"driver_version": "550.54.15", "cuda_version": 12040,
 //!  "gpus": [{"uuid": "GPU-…", "name": "NVIDIA H100 80GB HBM3", "minor": 0,
-//!            "bus_id": "00000000:3B:00.0", "pci_device_id": 590418142,
+//!            "bus_id": "00000000:3B:00.0", "pci_device_id": 590352606,
 //!            "memory_total": 85520809984, "mig_enabled": true,
 //!            "migs": [{"gi": 1, "ci": 0, "uuid": "MIG-…"}]}]}
 //! ```
