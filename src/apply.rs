@@ -1,1 +1,256 @@
-//! (placeholder: apply)
+//! Plan → a container that is being created: the ONLY code that mounts into a container.
+//!
+//! Called by the prestart hook, after runc has set up the container's mounts and before
+//! pivot_root. In this (host) process: clone every source as a detached read-only mount
+//! (open_tree), allow the device nodes in the container's device cgroup, open the container's
+//! mount namespace and the host ldconfig. Then in a forked child (single-threaded, so setns
+//! works even if NVML started threads in the parent): enter the container's mount namespace,
+//! resolve every target through the rootfs gate to an fd, attach the mounts onto those fds
+//! (move_mount: no path is walked twice), mask `/proc/driver/nvidia`, and refresh the ld cache
+//! with the host ldconfig run in fresh namespaces, chrooted into the rootfs, with an empty
+//! environment. Everything mounted lives in the container's mount namespace only: a failure
+//! leaves nothing on the host.
+
+use crate::plan::{CgroupRule, Plan};
+use crate::rootfs::{Rootfs, RootfsError, Target};
+use crate::sys;
+use std::ffi::CString;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("cannot prepare a mount of {path}: {source}")]
+    Source { path: PathBuf, source: io::Error },
+    #[error("cannot open {path}: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("device cgroup: {0}")]
+    Cgroup(String),
+    #[error("cannot start a child process: {0}")]
+    Fork(io::Error),
+    #[error("in the container's mount namespace: {0}")]
+    Child(String),
+}
+
+/// What apply needs besides the plan.
+pub struct ContainerTarget {
+    /// The container's init process (from the hook state).
+    pub pid: u32,
+    /// The container's rootfs as a host path.
+    pub rootfs: PathBuf,
+    /// The host ldconfig binary.
+    pub ldconfig: PathBuf,
+    /// Skip the device cgroup (config `no-cgroups`).
+    pub no_cgroups: bool,
+}
+
+struct Prepared {
+    mount: OwnedFd,
+    container_path: PathBuf,
+}
+
+pub fn apply(plan: &Plan, target: &ContainerTarget) -> Result<(), ApplyError> {
+    let mut prepared = Vec::new();
+    for n in &plan.device_nodes {
+        let mount = sys::clone_mount(&n.host_path, sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC, sys::MOUNT_ATTR_NODEV)
+            .map_err(|source| ApplyError::Source { path: n.host_path.clone(), source })?;
+        prepared.push(Prepared { mount, container_path: n.path.clone() });
+    }
+    for m in &plan.mounts {
+        let mount = sys::clone_mount(&m.host_path, sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV, 0)
+            .map_err(|source| ApplyError::Source { path: m.host_path.clone(), source })?;
+        prepared.push(Prepared { mount, container_path: m.container_path.clone() });
+    }
+    let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
+    let ns = open(&ns_path, libc::O_RDONLY)?;
+    let ldconfig = if plan.ldcache_dirs.is_empty() { None } else { Some(open(&target.ldconfig, libc::O_RDONLY)?) };
+    if !target.no_cgroups {
+        allow_devices(target.pid, &plan.cgroup_rules)?;
+    }
+
+    let (mut rx, tx) = pipe()?;
+    let pid = sys::fork().map_err(ApplyError::Fork)?;
+    if pid == 0 {
+        drop(rx);
+        let result = in_container(plan, target, &prepared, &ns, ldconfig.as_ref());
+        let code = match result {
+            Ok(()) => 0,
+            Err(msg) => {
+                let mut tx = std::fs::File::from(tx);
+                let _ = tx.write_all(msg.as_bytes());
+                1
+            }
+        };
+        sys::exit_now(code);
+    }
+    drop(tx);
+    let mut msg = String::new();
+    let _ = rx.read_to_string(&mut msg);
+    let code = sys::wait(pid).map_err(ApplyError::Fork)?;
+    match code {
+        0 => Ok(()),
+        _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
+        c => Err(ApplyError::Child(format!("child exited with status {c}"))),
+    }
+}
+
+fn open(path: &Path, flags: i32) -> Result<OwnedFd, ApplyError> {
+    std::fs::OpenOptions::new()
+        .read(flags & libc::O_ACCMODE == libc::O_RDONLY)
+        .write(flags & libc::O_ACCMODE == libc::O_WRONLY)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|source| ApplyError::Open { path: path.to_path_buf(), source })
+}
+
+fn pipe() -> Result<(std::fs::File, OwnedFd), ApplyError> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(ApplyError::Fork(io::Error::last_os_error()));
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    unsafe {
+        use std::os::fd::FromRawFd;
+        Ok((std::fs::File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+    }
+}
+
+/// Runs in the forked child. Returns a message on failure.
+fn in_container(plan: &Plan, target: &ContainerTarget, prepared: &[Prepared], ns: &OwnedFd, ldconfig: Option<&OwnedFd>) -> Result<(), String> {
+    sys::setns(ns.as_fd(), libc::CLONE_NEWNS).map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
+    let root = Rootfs::open(&target.rootfs).map_err(|e| e.to_string())?;
+    for p in prepared {
+        let kind = if is_dir_mount(&p.mount) { Target::Dir } else { Target::File };
+        let fd = root.mount_target(&p.container_path, kind).map_err(|e| e.to_string())?;
+        sys::move_mount(p.mount.as_fd(), fd.as_fd()).map_err(|e| format!("mount onto {}: {e}", p.container_path.display()))?;
+    }
+    if let Some(mask) = &plan.proc_mask {
+        mask_proc(&root, &mask.files)?;
+    }
+    if let Some(ldconfig) = ldconfig {
+        run_ldconfig(&root, ldconfig, &plan.ldcache_dirs)?;
+    }
+    Ok(())
+}
+
+fn is_dir_mount(fd: &OwnedFd) -> bool {
+    sys::fstat(fd.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// Mounts a read-only tmpfs with the plan's files over the container's `/proc/driver/nvidia`.
+/// Without a driver in this kernel (a simulated host) that directory does not exist in procfs
+/// and cannot be created; then the tmpfs goes over `/proc/driver` and holds `nvidia/`.
+fn mask_proc(root: &Rootfs, files: &[(PathBuf, String)]) -> Result<(), String> {
+    let (target, base) = match root.resolve(Path::new("/proc/driver/nvidia"), libc::O_PATH | libc::O_DIRECTORY) {
+        Ok(fd) => (fd, PathBuf::new()),
+        Err(RootfsError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+            let fd = root.resolve(Path::new("/proc/driver"), libc::O_PATH | libc::O_DIRECTORY).map_err(|e| e.to_string())?;
+            (fd, PathBuf::from("nvidia"))
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    if sys::fstatfs_type(target.as_fd()).map_err(|e| format!("statfs /proc/driver: {e}"))? != PROC_SUPER_MAGIC {
+        return Err("the container's /proc/driver is not on procfs; refusing to mask it".into());
+    }
+    let tmpfs = sys::new_tmpfs(&[(c"mode", c"0555"), (c"size", c"1m")]).map_err(|e| format!("tmpfs for /proc/driver/nvidia: {e}"))?;
+    for (rel, text) in files {
+        let path = base.join(rel);
+        let mut dir = sys::openat(tmpfs.as_fd(), Path::new("."), libc::O_PATH | libc::O_DIRECTORY, 0).map_err(|e| e.to_string())?;
+        if let Some(parent) = path.parent() {
+            for c in parent.components() {
+                let name = Path::new(c.as_os_str());
+                match sys::mkdirat(dir.as_fd(), name, 0o555) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                    Err(e) => return Err(format!("tmpfs mkdir {}: {e}", name.display())),
+                }
+                dir = sys::openat(dir.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0).map_err(|e| e.to_string())?;
+            }
+        }
+        let name = Path::new(path.file_name().unwrap_or_default());
+        let fd = sys::openat(dir.as_fd(), name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o444)
+            .map_err(|e| format!("tmpfs file {}: {e}", path.display()))?;
+        std::fs::File::from(fd).write_all(text.as_bytes()).map_err(|e| format!("tmpfs file {}: {e}", path.display()))?;
+    }
+    sys::set_mount_attr(tmpfs.as_fd(), sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC, 0)
+        .map_err(|e| format!("read-only /proc/driver/nvidia: {e}"))?;
+    sys::move_mount(tmpfs.as_fd(), target.as_fd()).map_err(|e| format!("mask /proc/driver/nvidia: {e}"))
+}
+
+/// The host ldconfig, from an fd opened on the host, in new mount/pid/ipc/uts/net namespaces,
+/// chrooted into the rootfs with the container's /proc and /sys detached, empty environment.
+fn run_ldconfig(root: &Rootfs, ldconfig: &OwnedFd, dirs: &[PathBuf]) -> Result<(), String> {
+    root.mkdir_all(Path::new("/etc")).map_err(|e| e.to_string())?;
+    let mut argv = vec![CString::new("ldconfig").unwrap_or_default()];
+    for d in dirs {
+        argv.push(CString::new(d.as_os_str().as_bytes()).map_err(|_| format!("ld cache dir {} has a NUL byte", d.display()))?);
+    }
+    let flags = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET) as u64;
+    let pid = sys::fork_into_new_namespaces(flags).map_err(|e| format!("ldconfig: clone3: {e}"))?;
+    if pid == 0 {
+        let err = (|| -> io::Result<io::Error> {
+            sys::make_mounts_private()?;
+            sys::chroot_fd(root.fd())?;
+            let _ = sys::detach(c"/proc");
+            let _ = sys::detach(c"/sys");
+            Ok(sys::exec_fd(ldconfig.as_fd(), &argv, &[]))
+        })();
+        let e = match err {
+            Ok(e) | Err(e) => e,
+        };
+        eprintln!("nvidia-container-runtime-hook: cannot run the host ldconfig in {}: {e}", root.host_path().display());
+        sys::exit_now(127);
+    }
+    match sys::wait(pid) {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(format!("the host ldconfig failed for {} (exit status {code})", root.host_path().display())),
+        Err(e) => Err(format!("ldconfig: wait: {e}")),
+    }
+}
+
+/// cgroup v1: `c MAJ:MIN rw` into the container's `devices.allow`. cgroup v2 has no such file
+/// (the runtime must add the rules to the spec, or CDI mode be used): refused with a message.
+fn allow_devices(pid: u32, rules: &[CgroupRule]) -> Result<(), ApplyError> {
+    let cgroup_file = format!("/proc/{pid}/cgroup");
+    let text = std::fs::read_to_string(&cgroup_file).map_err(|e| ApplyError::Cgroup(format!("read {cgroup_file}: {e}")))?;
+    let Some(path) = text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == "devices").then(|| path.to_string())
+    }) else {
+        return Err(ApplyError::Cgroup(format!(
+            "{cgroup_file} has no cgroup v1 devices controller (cgroup v2?): this hook can only allow devices \
+             on cgroup v1; use the nvidia runtime in cdi mode, or set nvidia-container-cli.no-cgroups = true \
+             and let the runtime's spec allow the devices"
+        )));
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| ApplyError::Cgroup(format!("read /proc/self/mountinfo: {e}")))?;
+    let (mount_root, mount_point) = mountinfo
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let mut r = right.split(' ');
+            let (fstype, _, opts) = (r.next()?, r.next()?, r.next()?);
+            (fstype == "cgroup" && opts.split(',').any(|o| o == "devices")).then_some(())?;
+            let f: Vec<&str> = left.split(' ').collect();
+            Some((f.get(3)?.to_string(), f.get(4)?.to_string()))
+        })
+        .ok_or_else(|| ApplyError::Cgroup("no cgroup v1 devices hierarchy is mounted on this host".into()))?;
+    let rel = Path::new(&path).strip_prefix(&mount_root).unwrap_or(Path::new(&path));
+    let rel = rel.strip_prefix("/").unwrap_or(rel);
+    if rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+        return Err(ApplyError::Cgroup(format!("unexpected cgroup path {path:?} in {cgroup_file}")));
+    }
+    let allow = Path::new(&mount_point).join(rel).join("devices.allow");
+    let mut file = std::fs::OpenOptions::new().write(true).open(&allow).map_err(|e| ApplyError::Cgroup(format!("open {}: {e}", allow.display())))?;
+    for r in rules {
+        file.write_all(format!("c {}:{} rw", r.major, r.minor).as_bytes())
+            .map_err(|e| ApplyError::Cgroup(format!("write c {}:{} rw to {}: {e}", r.major, r.minor, allow.display())))?;
+    }
+    Ok(())
+}

@@ -10,6 +10,7 @@
 //! therefore not enter a container's mount namespace afterwards; do the namespace work in a fresh
 //! child, or answer from `/proc/driver/nvidia` without NVML.
 
+use crate::request::normalize_bus_id;
 use crate::discover::{Gpu, MigDevice};
 use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
@@ -189,60 +190,4 @@ fn instance_id(nvml: &Nvml, mig: &Device, which: Instance) -> Result<u32, Wrappe
     let code = unsafe { function(mig.handle(), &mut id) };
     nvml_wrapper::error::nvml_try(code)?;
     Ok(id)
-}
-
-/// Normalises an NVML bus id (`00000000:3B:00.0`) to the lowercase, 4-digit-domain form used
-/// in `/proc/driver/nvidia/gpus` and sysfs (`0000:3b:00.0`). `None` if it is not a bus id.
-pub fn normalize_bus_id(bus_id: &str) -> Option<String> {
-    let (rest, function) = bus_id.trim().rsplit_once('.')?;
-    let mut parts = rest.split(':');
-    let (domain, bus, device) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let hex = |s: &str, max: u32| {
-        u32::from_str_radix(s, 16)
-            .ok()
-            .filter(|v| *v <= max && !s.is_empty())
-    };
-    Some(format!(
-        "{:04x}:{:02x}:{:02x}.{:x}",
-        hex(domain, u32::MAX)?,
-        hex(bus, 0xff)?,
-        hex(device, 0x1f)?,
-        hex(function, 7)?
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::normalize_bus_id;
-
-    #[test]
-    fn bus_ids_normalise() {
-        let cases = [
-            (
-                "nvml 8-digit domain",
-                "00000000:3B:00.0",
-                Some("0000:3b:00.0"),
-            ),
-            (
-                "legacy 4-digit domain",
-                "0000:3B:00.0",
-                Some("0000:3b:00.0"),
-            ),
-            ("already normal", "0001:ab:1f.7", Some("0001:ab:1f.7")),
-            ("missing function", "0000:3b:00", None),
-            ("too many parts", "0:0000:3b:00.0", None),
-            ("not hex", "0000:zz:00.0", None),
-            ("device out of range", "0000:3b:20.0", None),
-        ];
-        for (name, input, want) in cases {
-            assert_eq!(
-                normalize_bus_id(input).as_deref(),
-                want,
-                "case {name}: {input:?}"
-            );
-        }
-    }
 }

@@ -1,1 +1,155 @@
-fn main(){}
+//! `nvidia-container-runtime-hook`: the OCI prestart hook. Reads the hook state on stdin,
+//! works out what the container asked for, discovers the driver, plans, and applies the plan
+//! inside the container. `poststart` and `poststop` do nothing. Command line as upstream:
+//! `[-config FILE] [-debug] [-version] prestart|poststart|poststop`.
+
+use anyhow::{Context, Result};
+use nvct::apply::{self, ContainerTarget};
+use nvct::config::{self, Config};
+use nvct::discover;
+use nvct::oci::{self, HookState};
+use nvct::plan::{self, Layout};
+use nvct::request::{self, ContainerView};
+use nvct::root::DriverRoot;
+use nvct::rootfs::Rootfs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: nvidia-container-runtime-hook [-config FILE] [-debug] [-version] prestart|poststart|poststop";
+
+struct Args {
+    config: Option<PathBuf>,
+    debug: bool,
+    version: bool,
+    command: Option<String>,
+}
+
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut out = Args { config: None, debug: false, version: false, command: None };
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        let flag = arg.trim_start_matches('-');
+        let is_flag = arg.starts_with('-');
+        match (is_flag, flag.split_once('=')) {
+            (true, Some(("config", v))) => out.config = Some(v.into()),
+            (true, None) if flag == "config" => {
+                out.config = Some(args.next().ok_or("-config needs a file name")?.into());
+            }
+            (true, None) if flag == "debug" => out.debug = true,
+            (true, None) if flag == "version" => out.version = true,
+            (true, _) => return Err(format!("unknown flag {arg}")),
+            (false, _) if out.command.is_none() => out.command = Some(arg),
+            (false, _) => return Err(format!("unexpected argument {arg}")),
+        }
+    }
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    // Hooks are hostile-input programs: never let the container's loader variables reach
+    // anything we start.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("LD_") || k == "GCONV_PATH" {
+            std::env::remove_var(k);
+        }
+    }
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nvidia-container-runtime-hook: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.version {
+        println!("nvidia-container-runtime-hook version {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    match args.command.as_deref() {
+        Some("prestart") => match prestart(args.config, args.debug) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("nvidia-container-runtime-hook: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Some("poststart") | Some("poststop") => ExitCode::SUCCESS,
+        Some(other) => {
+            eprintln!("nvidia-container-runtime-hook: unknown command {other:?}\n{USAGE}");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Debug log: stderr with `-debug`, and the config's `nvidia-container-cli.debug` file.
+struct Log {
+    stderr: bool,
+    file: Option<std::fs::File>,
+}
+
+impl Log {
+    fn line(&mut self, msg: &str) {
+        if self.stderr {
+            eprintln!("nvidia-container-runtime-hook: {msg}");
+        }
+        if let Some(f) = &mut self.file {
+            let _ = writeln!(f, "nvidia-container-runtime-hook[{}]: {msg}", std::process::id());
+        }
+    }
+}
+
+fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
+    let config_path = config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
+    let config = Config::load(&config_path)?;
+    let file = (!config.cli.debug.is_empty())
+        .then(|| std::fs::OpenOptions::new().create(true).append(true).open(&config.cli.debug).ok())
+        .flatten();
+    let mut log = Log { stderr: debug, file };
+
+    let state = HookState::read(std::io::stdin().lock())?;
+    let spec = oci::load_spec(&state.bundle)?;
+    let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
+    let resolved = request::resolve(&view, &config).context("the container's GPU request is not valid")?;
+    for n in &resolved.notes {
+        log.line(n);
+    }
+    let Some(req) = resolved.request else {
+        log.line(&format!("container {}: no GPU requested; nothing to do", state.id));
+        return Ok(());
+    };
+    log.line(&format!("container {}: request {req:?}", state.id));
+
+    let root = DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+    let inv = discover::discover(&root)?;
+    for n in &inv.notes {
+        log.line(n);
+    }
+    let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
+    let layout = probe_layout(&rootfs)?;
+    let plan = plan::plan(&req, &inv, &layout)?;
+    for n in &plan.notes {
+        log.line(n);
+    }
+    log.line(&format!(
+        "container {}: {} device nodes, {} mounts, ld cache dirs {:?}",
+        state.id,
+        plan.device_nodes.len(),
+        plan.mounts.len(),
+        plan.ldcache_dirs
+    ));
+    let target = ContainerTarget { pid: state.pid, rootfs, ldconfig: config.host_ldconfig(), no_cgroups: config.cli.no_cgroups };
+    apply::apply(&plan, &target)?;
+    Ok(())
+}
+
+/// Where libraries go in this image: the Debian multiarch dir if the image has it.
+fn probe_layout(rootfs: &Path) -> Result<Layout> {
+    let root = Rootfs::open(rootfs)?;
+    let debian = Path::new("/usr/lib/x86_64-linux-gnu");
+    let lib_dir = if root.is_dir(debian) { debian.to_path_buf() } else { PathBuf::from("/usr/lib64") };
+    Ok(Layout { lib_dir })
+}
