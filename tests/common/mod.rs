@@ -1,3 +1,4 @@
 //! Shared helpers for the integration tests: the [`fakehost::FakeHost`] builder.
 
+pub mod bundle;
 pub mod fakehost;

@@ -1,0 +1,173 @@
+//! OCI bundles for black-box tests: a busybox rootfs (static) or a small glibc rootfs, a
+//! config.json from `runc spec` edited for the test, the hook wired in with an explicit env,
+//! and `runc run` with the host mount table compared before and after.
+
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub const HOOK: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime-hook");
+
+/// Panics with a clear message when a tool the tests need is missing (never skips).
+pub fn require(tool: &str) -> PathBuf {
+    which::which(tool).unwrap_or_else(|_| {
+        panic!("{tool} is not installed: run scripts/install-deps.sh (as root) before the tests")
+    })
+}
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "these tests need root (they run real containers)");
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Image {
+    /// busybox-static only: no libc, libraries go to /usr/lib64.
+    Busybox,
+    /// busybox plus the host's glibc and a program that dlopens libcuda.so.1.
+    Glibc,
+}
+
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub id: String,
+    pub spec: Value,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Bundle {
+    /// A new bundle under `parent` with a fresh rootfs of `image`.
+    pub fn new(parent: &Path, image: Image) -> Bundle {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let id = format!("nvct-{}-{n}", std::process::id());
+        let dir = parent.join(&id);
+        let rootfs = dir.join("rootfs");
+        for d in ["bin", "etc", "proc", "dev", "sys", "tmp"] {
+            std::fs::create_dir_all(rootfs.join(d)).unwrap();
+        }
+        let busybox = require("busybox");
+        std::fs::copy(&busybox, rootfs.join("bin/busybox")).unwrap();
+        for applet in ["sh", "ls", "cat", "echo", "mknod", "grep", "mount", "readlink", "stat", "test", "wc"] {
+            std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
+        }
+        if image == Image::Glibc {
+            glibc_rootfs(&rootfs, &parent.join(format!("{id}-build")));
+        }
+        run_ok(Command::new(require("runc")).arg("spec").current_dir(&dir));
+        let spec: Value = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let mut b = Bundle { dir, id, spec };
+        b.spec["process"]["terminal"] = json!(false);
+        b
+    }
+
+    pub fn rootfs(&self) -> PathBuf {
+        self.dir.join("rootfs")
+    }
+
+    pub fn env(&mut self, kv: &str) -> &mut Self {
+        self.spec["process"]["env"].as_array_mut().unwrap().push(json!(kv));
+        self
+    }
+
+    pub fn add_capability(&mut self, cap: &str) -> &mut Self {
+        for set in ["bounding", "effective", "permitted"] {
+            self.spec["process"]["capabilities"][set].as_array_mut().unwrap().push(json!(cap));
+        }
+        self
+    }
+
+    /// Registers our hook as the prestart hook with `-config config`, with an explicit env.
+    pub fn hook(&mut self, config: &Path) -> &mut Self {
+        self.spec["hooks"] = json!({"prestart": [{
+            "path": HOOK,
+            "args": ["nvidia-container-runtime-hook", "-config", config, "prestart"],
+            "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+        }]});
+        self
+    }
+
+    /// `runc run` with `sh -c script`; returns the output. Asserts that the host's mount table
+    /// is exactly the same after the container exited as before it started.
+    pub fn run(&mut self, script: &str) -> Output {
+        self.spec["process"]["args"] = json!(["sh", "-c", script]);
+        std::fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.spec).unwrap()).unwrap();
+        let before = host_mounts();
+        let out = Command::new(require("runc"))
+            .args(["run", &self.id])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("runc run");
+        let _ = Command::new("runc").args(["delete", "-f", &self.id]).output();
+        let after = host_mounts();
+        assert_eq!(before, after, "the host mount table changed across the container's life");
+        out
+    }
+}
+
+/// Mount points of this (host) mount namespace, sorted, with their sources and options.
+pub fn host_mounts() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut v: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            format!("{} {} {}", f[4], f[3], f[5])
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+const DLCUDA_C: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+int main(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) { printf("dlopen failed: %s\n", dlerror()); return 1; }
+    int (*get)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
+    if (!get) { printf("dlsym failed: %s\n", dlerror()); return 1; }
+    int v = 0;
+    int rc = get(&v);
+    printf("cuDriverGetVersion rc=%d version=%d\n", rc, v);
+    return rc;
+}
+"#;
+
+/// The host's glibc (loader + libc) in the Debian layout, and /usr/bin/dlcuda.
+fn glibc_rootfs(rootfs: &Path, build: &Path) {
+    std::fs::create_dir_all(build).unwrap();
+    let multiarch = rootfs.join("usr/lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(&multiarch).unwrap();
+    std::fs::create_dir_all(rootfs.join("lib64")).unwrap();
+    std::fs::create_dir_all(rootfs.join("usr/bin")).unwrap();
+    std::os::unix::fs::symlink("usr/lib", rootfs.join("lib")).unwrap();
+    for lib in ["libc.so.6", "ld-linux-x86-64.so.2"] {
+        std::fs::copy(Path::new("/lib/x86_64-linux-gnu").join(lib), multiarch.join(lib)).unwrap();
+    }
+    std::os::unix::fs::symlink("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", rootfs.join("lib64/ld-linux-x86-64.so.2")).unwrap();
+    let src = build.join("dlcuda.c");
+    std::fs::write(&src, DLCUDA_C).unwrap();
+    run_ok(Command::new(require("gcc")).arg("-o").arg(rootfs.join("usr/bin/dlcuda")).arg(&src));
+}
+
+/// A toolkit config.toml for a fake host.
+pub fn write_config(dir: &Path, driver_root: &Path, proc_root: &Path, extra: &str) -> PathBuf {
+    let path = dir.join(format!("config-{}.toml", COUNTER.fetch_add(1, Ordering::SeqCst)));
+    let text = format!(
+        "{extra}\n[nvidia-container-cli]\nroot = {:?}\nproc-root = {:?}\n",
+        driver_root.display().to_string(),
+        proc_root.display().to_string()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}

@@ -1,0 +1,209 @@
+//! The prestart hook end to end: real `runc run` containers on a simulated 8-GPU host
+//! (tests/common/fakehost.rs), with the hook in config.json. Every run also checks that the
+//! host's mount table is the same after the container exited as before (Bundle::run).
+
+mod common;
+
+use common::bundle::{self, Bundle, Image, HOOK};
+use common::fakehost::FakeHost;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+struct Host {
+    host: FakeHost,
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+/// One simulated 8-GPU host shared by the tests of this binary.
+fn host() -> &'static Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| {
+        bundle::require_root();
+        bundle::require("runc");
+        let dir = tempfile::Builder::new().prefix("nvct-hook-").tempdir().unwrap().keep();
+        let host = FakeHost::builder().gpus(8).build(&dir.join("host")).expect("fake host");
+        let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
+        Host { host, dir, config }
+    })
+}
+
+fn out_text(out: &std::process::Output) -> String {
+    format!("status {}\n--- stdout\n{}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Lists `/dev/nvidia*` (name major:minor), and whether the control node and libraries are in.
+const SHOW: &str = "for f in /dev/nvidia*; do test -e $f && echo \"DEV $f $(stat -c '%t:%T' $f)\"; done; \
+                    test -e /usr/lib64/libnvidia-ml.so.550.54.15 && echo LIBS; true";
+
+fn devs(stdout: &str) -> Vec<String> {
+    stdout.lines().filter_map(|l| l.strip_prefix("DEV ")).map(String::from).collect()
+}
+
+#[test]
+fn visible_devices_cases() {
+    let h = host();
+    let uuid = |i: usize| h.host.gpus()[i].uuid.clone();
+    let bus = |i: usize| h.host.gpus()[i].bus_id.clone();
+    let base = ["/dev/nvidia-uvm 1fc:0", "/dev/nvidia-uvm-tools 1fc:1"];
+    let with = |gpus: &[u32]| -> Vec<String> {
+        let mut v: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        v.extend(gpus.iter().map(|g| format!("/dev/nvidia{g} c3:{g:x}")));
+        v.push("/dev/nvidiactl c3:ff".into());
+        v
+    };
+    let cases: Vec<(&str, Option<String>, Vec<String>, bool)> = vec![
+        ("indices", Some("0,2".into()), with(&[0, 2]), true),
+        ("uuids", Some(format!("{},{}", uuid(0), uuid(2))), with(&[0, 2]), true),
+        ("bus ids", Some(format!("{},{}", bus(2), bus(0))), with(&[0, 2]), true),
+        ("all", Some("all".into()), with(&[0, 1, 2, 3, 4, 5, 6, 7]), true),
+        ("none", Some("none".into()), with(&[]), true),
+        ("unset", None, vec![], false),
+        ("empty", Some(String::new()), vec![], false),
+        ("void", Some("void".into()), vec![], false),
+    ];
+    for (name, value, want_devs, want_libs) in cases {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&h.config);
+        if let Some(v) = value {
+            b.env(&format!("NVIDIA_VISIBLE_DEVICES={v}"));
+        }
+        let out = b.run(SHOW);
+        let text = out_text(&out);
+        assert!(out.status.success(), "case {name}: {text}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(devs(&stdout), want_devs, "case {name}: {text}");
+        assert_eq!(stdout.contains("LIBS"), want_libs, "case {name}: {text}");
+    }
+}
+
+#[test]
+fn unknown_device_refuses_the_container() {
+    let h = host();
+    for (name, value, needle) in [
+        ("index out of range", "9", "unknown device \"9\""),
+        ("unknown uuid", "GPU-00000000-0000-0000-0000-000000000000", "GPU-00000000-0000-0000-0000-000000000000"),
+        ("not an id", "0,gpu1", "\"gpu1\""),
+    ] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&h.config).env(&format!("NVIDIA_VISIBLE_DEVICES={value}"));
+        let out = b.run("echo STARTED");
+        // runc quotes the hook's stderr: unescape it to look for the message.
+        let text = out_text(&out).replace("\\\"", "\"");
+        assert!(!out.status.success(), "case {name}: container must not start: {text}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("STARTED"), "case {name}: {text}");
+        assert!(text.contains(needle), "case {name}: message must name the id: {text}");
+    }
+}
+
+#[test]
+fn device_cgroup_allows_only_injected_gpus() {
+    let h = host();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0,2").add_capability("CAP_MKNOD");
+    let out = b.run("cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
+                     mknod /dev/nvidia-x c 195 2 && cat /dev/nvidia-x; true");
+    let text = out_text(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(err.contains("can't open '/dev/nvidia0': No such device or address"), "nvidia0 allowed (ENXIO): {text}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MKNOD-OK"), "{text}");
+    assert!(err.contains("can't open '/dev/nvidia1': Operation not permitted"), "nvidia1 denied (EPERM): {text}");
+    assert!(err.contains("can't open '/dev/nvidia-x': No such device or address"), "195:2 allowed by rule: {text}");
+}
+
+#[test]
+fn libraries_binaries_and_ld_cache_in_a_glibc_image() {
+    let h = host();
+    let mut b = Bundle::new(&h.dir, Image::Glibc);
+    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0").env("NVIDIA_DRIVER_CAPABILITIES=utility,compute");
+    let out = b.run("grep -E 'libcuda|nvidia-smi|nvidia0 |driver' /proc/mounts; dlcuda; nvidia-smi; \
+                     grep -c libcuda.so.1 /etc/ld.so.cache; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
+                     cat /proc/driver/nvidia/params | grep ModifyDeviceFiles; ls /proc/driver/nvidia/gpus; \
+                     echo x > /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 || echo RO");
+    let text = out_text(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let mount_line = |target: &str| stdout.lines().find(|l| l.split(' ').nth(1) == Some(target)).map(String::from);
+    let lib = mount_line("/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15").unwrap_or_else(|| panic!("libcuda not mounted: {text}"));
+    assert!(lib.contains(" ro,") && lib.contains("nosuid") && lib.contains("nodev"), "libcuda ro,nosuid,nodev: {lib}");
+    let smi = mount_line("/usr/bin/nvidia-smi").unwrap_or_else(|| panic!("nvidia-smi not mounted: {text}"));
+    assert!(smi.contains(" ro,"), "{smi}");
+    let dev = mount_line("/dev/nvidia0").unwrap_or_else(|| panic!("nvidia0 not mounted: {text}"));
+    assert!(dev.contains("noexec") && dev.contains("nosuid") && !dev.contains("nodev"), "device: {dev}");
+    assert!(stdout.contains("cuDriverGetVersion rc=0 version=12040"), "dlopen through the ld cache: {text}");
+    assert!(stdout.contains("NVIDIA-SMI fake 550.54.15"), "{text}");
+    assert!(stdout.contains("libcuda.so.550.54.15"), "SONAME link made by the host ldconfig: {text}");
+    assert!(stdout.contains("ModifyDeviceFiles: 0"), "{text}");
+    assert!(stdout.contains(&h.host.gpus()[0].bus_id) && !stdout.contains(&h.host.gpus()[1].bus_id), "only GPU 0 in /proc: {text}");
+    assert!(stdout.contains("RO"), "libraries are read-only: {text}");
+}
+
+/// Runs the hook binary directly with `stdin` as the state.
+fn hook_with_state(config: &Path, stdin: &[u8]) -> std::process::Output {
+    let mut child = Command::new(HOOK)
+        .args(["-config", config.to_str().unwrap(), "prestart"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The hook stops reading at its size cap: a broken pipe here is expected.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn bad_input_cases() {
+    let h = host();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("malformed state", b"{not json".to_vec(), "not valid JSON"),
+        ("empty state", Vec::new(), "not valid JSON"),
+        ("no pid", br#"{"bundle":"/tmp"}"#.to_vec(), "no usable pid"),
+        ("missing bundle", br#"{"pid":1,"bundle":"/nonexistent/bundle"}"#.to_vec(), "/nonexistent/bundle/config.json"),
+        ("huge state", vec![b' '; 2 << 20], "larger than"),
+    ];
+    for (name, stdin, needle) in cases {
+        let before = bundle::host_mounts();
+        let out = hook_with_state(&h.config, &stdin);
+        let text = out_text(&out);
+        assert_eq!(out.status.code(), Some(1), "case {name}: {text}");
+        assert!(text.contains(needle), "case {name}: {text}");
+        assert_eq!(bundle::host_mounts(), before, "case {name}");
+    }
+}
+
+#[test]
+fn missing_driver_refuses_the_container() {
+    let h = host();
+    let empty = h.dir.join("no-driver");
+    std::fs::create_dir_all(&empty).unwrap();
+    let config = bundle::write_config(&h.dir, &empty, &empty, "");
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=0");
+    let out = b.run("echo STARTED");
+    let text = out_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("no NVIDIA driver found"), "{text}");
+}
+
+#[test]
+fn command_line() {
+    let run = |args: &[&str]| Command::new(HOOK).args(args).stdin(Stdio::null()).output().unwrap();
+    let cases: &[(&str, &[&str], i32, &str)] = &[
+        ("no command", &[], 2, "usage:"),
+        ("unknown command", &["create"], 2, "unknown command"),
+        ("unknown flag", &["-frobnicate", "prestart"], 2, "unknown flag"),
+        ("poststart", &["poststart"], 0, ""),
+        ("poststop", &["poststop"], 0, ""),
+        ("version", &["-version"], 0, "nvidia-container-runtime-hook version"),
+    ];
+    for (name, args, code, needle) in cases {
+        let out = run(args);
+        let text = out_text(&out);
+        assert_eq!(out.status.code(), Some(*code), "case {name}: {text}");
+        assert!(text.contains(needle), "case {name}: {text}");
+    }
+}
