@@ -19,3 +19,5 @@ pub mod root;
 pub mod rootfs;
 pub mod sys;
 pub mod apply;
+pub mod fsutil;
+pub mod runtime_config;

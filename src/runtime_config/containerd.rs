@@ -1,0 +1,346 @@
+//! containerd `config.toml`: add / remove the NVIDIA runtime entry for config versions 1, 2 and 3.
+//!
+//! Owns the mapping of config version → CRI plugin table (see COMPAT.md), the choice of the
+//! runtime entry to copy, drop-in generation and the `imports` line. Pure: no I/O.
+//!
+//! Upstream behaviour mirrored: the new entry is a copy of the current default runtime's whole
+//! table (`default_runtime_name`, else `runc`, else `crun`) with `options.BinaryName` (version 1
+//! also `options.Runtime`) pointing at our runtime and `runtime_type = "io.containerd.runc.v2"`
+//! when empty. An empty document (missing file) becomes a version 2 config.
+//!
+//! Drop-ins (versions 2 and 3): containerd 1.x replaces a whole `plugins."<name>"` table from an
+//! imported file, so the drop-in carries the complete CRI plugin table of the base config with our
+//! edits; the main file only gains `imports = ["<drop-in dir>/*.toml"]`. Consequence: later edits
+//! to the CRI table in the main file are shadowed by the drop-in until configure runs again.
+//! Version 1 configs are edited in place.
+
+use std::path::Path;
+
+use toml_edit::{value, Array, DocumentMut, Item, Table, Value};
+
+use super::{
+    entry_table_like, has_key, options_table, parse_toml, prune_empty, restore_value, set_value,
+    str_at, strip_positions, table_at_create, table_at_mut, Change, Error, Options,
+    Outcome, Source,
+};
+
+/// `runtime_type` written when the copied entry has none.
+pub const RUNC_V2: &str = "io.containerd.runc.v2";
+
+/// A containerd config version and where its CRI keys live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+    V3,
+}
+
+impl Version {
+    fn number(self) -> i64 {
+        match self {
+            Version::V1 => 1,
+            Version::V2 => 2,
+            Version::V3 => 3,
+        }
+    }
+
+    /// Key path of the CRI plugin table holding `containerd.runtimes` and `enable_cdi`.
+    fn cri(self) -> [&'static str; 2] {
+        match self {
+            Version::V1 => ["plugins", "cri"],
+            Version::V2 => ["plugins", "io.containerd.grpc.v1.cri"],
+            Version::V3 => ["plugins", "io.containerd.cri.v1.runtime"],
+        }
+    }
+
+    fn containerd(self) -> [&'static str; 3] {
+        let [a, b] = self.cri();
+        [a, b, "containerd"]
+    }
+
+    fn runtimes(self) -> [&'static str; 4] {
+        let [a, b] = self.cri();
+        [a, b, "containerd", "runtimes"]
+    }
+}
+
+/// The version a document declares (`version` key; absent → 1, or 2 for an empty document).
+pub fn version(doc: &DocumentMut, path: &Path) -> Result<Version, Error> {
+    match doc.get("version") {
+        None if doc.is_empty() => Ok(Version::V2),
+        None => Ok(Version::V1),
+        Some(item) => match item.as_integer() {
+            Some(1) => Ok(Version::V1),
+            Some(2) => Ok(Version::V2),
+            Some(3) => Ok(Version::V3),
+            _ => Err(Error::UnknownVersion {
+                path: path.to_path_buf(),
+                version: item.to_string().trim().to_string(),
+            }),
+        },
+    }
+}
+
+/// Add (or refresh) the runtime entry in `doc`, in place.
+fn configure_doc(doc: &mut DocumentMut, v: Version, path: &Path, opts: &Options) -> Result<(), Error> {
+    if doc.is_empty() {
+        doc.insert("version", value(v.number()));
+    }
+    let name = opts.runtime_name.as_str();
+    let root = doc.as_table_mut();
+    let default = str_at(root, &v.containerd(), "default_runtime_name").map(str::to_string);
+
+    let runtimes = table_at_create(root, &v.runtimes(), path)?;
+    if !runtimes.contains_key(name) {
+        let template = [default.as_deref(), Some("runc"), Some("crun")]
+            .into_iter()
+            .flatten()
+            .filter(|t| *t != name)
+            .find_map(|t| runtimes.get(t).filter(|i| i.is_table_like()).cloned());
+        let mut entry = template.unwrap_or_else(|| Item::Table(Table::new()));
+        strip_positions(&mut entry);
+        runtimes.insert(name, entry);
+    }
+    let what = format!("{}.{name}", v.runtimes().join("."));
+    let entry = entry_table_like(runtimes, name)
+        .ok_or_else(|| Error::NotATable { path: path.to_path_buf(), key: what.clone() })?;
+    if entry.get("runtime_type").and_then(Item::as_str).unwrap_or("").is_empty() {
+        set_value(entry, "runtime_type", Value::from(RUNC_V2));
+    }
+    let options = options_table(entry, path, &what)?;
+    set_value(options, "BinaryName", Value::from(opts.runtime_path.as_str()));
+    if v == Version::V1 {
+        set_value(options, "Runtime", Value::from(opts.runtime_path.as_str()));
+    }
+
+    if opts.set_as_default {
+        let t = table_at_create(root, &v.containerd(), path)?;
+        set_value(t, "default_runtime_name", Value::from(name));
+    } else if default.as_deref() == Some(name) {
+        if let Some(t) = table_at_mut(root, &v.containerd()) {
+            t.remove("default_runtime_name");
+        }
+    }
+    if opts.cdi_enabled {
+        let t = table_at_create(root, &v.cri(), path)?;
+        set_value(t, "enable_cdi", Value::from(true));
+    }
+    Ok(())
+}
+
+/// The glob written into `imports` for a drop-in file.
+pub fn import_glob(drop_in: &Path) -> String {
+    let dir = drop_in.parent().unwrap_or(Path::new("/"));
+    format!("{}/*.toml", dir.display())
+}
+
+/// Configure containerd.
+///
+/// `main` is the config file; `base` is the document the runtime entry is derived from (the same
+/// file, or `containerd config dump` output). With `drop_in` (versions 2/3) the edits go to that
+/// file and `main` only gains the `imports` glob; otherwise the edited `base` replaces `main`.
+pub fn configure(
+    main: Source<'_>,
+    base: Source<'_>,
+    drop_in: Option<&Path>,
+    opts: &Options,
+) -> Result<Outcome, Error> {
+    let mut out = Outcome::default();
+    let mut doc = parse_toml(&base)?;
+    let v = version(&doc, base.path)?;
+    configure_doc(&mut doc, v, base.path, opts)?;
+
+    let drop_in = match (drop_in, v) {
+        (Some(_), Version::V1) => {
+            out.notes.push(format!(
+                "{}: version 1 config: drop-in files are not used, editing in place",
+                main.path.display()
+            ));
+            None
+        }
+        (d, _) => d,
+    };
+    let Some(drop_in) = drop_in else {
+        out.changes.push(Change { path: main.path.to_path_buf(), content: Some(doc.to_string()) });
+        return Ok(out);
+    };
+
+    // The drop-in: version + the complete CRI plugin table.
+    let [plugins, cri] = v.cri();
+    let mut d = DocumentMut::new();
+    d.insert("version", value(v.number()));
+    let cri_table = doc[plugins][cri].clone();
+    table_at_create(d.as_table_mut(), &[plugins], drop_in)?.insert(cri, cri_table);
+    out.changes.push(Change { path: drop_in.to_path_buf(), content: Some(d.to_string()) });
+
+    // The main file: imports the drop-in directory once.
+    let mut m = parse_toml(&main)?;
+    if m.is_empty() {
+        m.insert("version", value(v.number()));
+    } else {
+        version(&m, main.path)?;
+    }
+    let glob = import_glob(drop_in);
+    let drop_in_str = drop_in.display().to_string();
+    let imports = m.entry("imports").or_insert_with(|| value(Array::new()));
+    let arr = imports.as_array_mut().ok_or_else(|| Error::NotATable {
+        path: main.path.to_path_buf(),
+        key: "imports (expected an array)".into(),
+    })?;
+    if !arr.iter().any(|i| i.as_str().is_some_and(|s| s == glob || s == drop_in_str)) {
+        arr.push(glob.as_str());
+    }
+    out.changes.push(Change { path: main.path.to_path_buf(), content: Some(m.to_string()) });
+    Ok(out)
+}
+
+/// Undo [`configure`]; see the module doc of `runtime_config` for the rule. `previous` is the
+/// backup of `main` (its text) if there is one.
+pub fn unconfigure(
+    main: Source<'_>,
+    previous: Option<&str>,
+    drop_in: Option<&Path>,
+    opts: &Options,
+) -> Result<Outcome, Error> {
+    let mut out = Outcome::default();
+    let mut doc = parse_toml(&main)?;
+    let v = version(&doc, main.path)?;
+    let name = opts.runtime_name.as_str();
+    let prev = previous
+        .and_then(|p| p.parse::<DocumentMut>().ok())
+        .filter(|p| version(p, main.path).ok() == Some(v))
+        .filter(|p| !has_key(p.as_table(), &[&v.runtimes()[..], &[name]].concat()));
+    let prev = prev.as_ref().map(DocumentMut::as_table);
+    let root = doc.as_table_mut();
+
+    if let Some(rt) = table_at_mut(root, &v.runtimes()) {
+        rt.remove(name);
+    }
+    prune_empty(root, &v.runtimes(), prev);
+    if str_at(root, &v.containerd(), "default_runtime_name") == Some(name) {
+        match prev {
+            Some(p) => restore_value(root, &v.containerd(), "default_runtime_name", p),
+            None => {
+                table_at_mut(root, &v.containerd()).map(|t| t.remove("default_runtime_name"));
+            }
+        }
+        prune_empty(root, &v.containerd(), prev);
+    }
+    if let Some(p) = prev {
+        restore_value(root, &v.cri(), "enable_cdi", p);
+        prune_empty(root, &v.cri(), Some(p));
+    }
+
+    if let Some(drop_in) = drop_in {
+        let glob = import_glob(drop_in);
+        let drop_in_str = drop_in.display().to_string();
+        let mut emptied = false;
+        if let Some(arr) = doc.get_mut("imports").and_then(Item::as_array_mut) {
+            let before = arr.len();
+            arr.retain(|i| !i.as_str().is_some_and(|s| s == glob || s == drop_in_str));
+            emptied = before != arr.len() && arr.is_empty();
+        }
+        if emptied && prev.is_some_and(|p| !p.contains_key("imports")) {
+            doc.remove("imports");
+        }
+        out.changes.push(Change { path: drop_in.to_path_buf(), content: None });
+    }
+    out.changes.push(Change { path: main.path.to_path_buf(), content: Some(doc.to_string()) });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str, opts: &Options) -> Result<String, Error> {
+        let src = Source { path: Path::new("/etc/containerd/config.toml"), text };
+        let out = configure(src, src, None, opts)?;
+        Ok(out.changes[0].content.clone().unwrap())
+    }
+
+    #[test]
+    fn versions() {
+        let cases = [
+            ("absent is v1", "[plugins.cri]\n", Ok(Version::V1)),
+            ("empty is v2", "", Ok(Version::V2)),
+            ("v2", "version = 2\n", Ok(Version::V2)),
+            ("v3", "version = 3\n", Ok(Version::V3)),
+            ("v4 unknown", "version = 4\n", Err("version 4")),
+            ("string unknown", "version = \"2\"\n", Err("version \"2\"")),
+        ];
+        for (name, text, want) in cases {
+            let doc: DocumentMut = text.parse().unwrap();
+            let got = version(&doc, Path::new("c.toml"));
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w, "case {name}"),
+                (Err(e), Err(w)) => assert!(e.to_string().contains(w), "case {name}: {e}"),
+                (g, w) => panic!("case {name}: got {g:?}, want {w:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn transforms() {
+        let nv = |t: &str| format!("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.{t}]");
+        let cases: &[(&str, &str, Options, &[&str], &[&str])] = &[
+            (
+                "no template",
+                "version = 2\n",
+                Options::default(),
+                &["runtime_type = \"io.containerd.runc.v2\"", "BinaryName = \"/usr/bin/nvidia-container-runtime\""],
+                &["default_runtime_name", "Runtime ="],
+            ),
+            (
+                "copies runc options",
+                "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\nSystemdCgroup = true\n",
+                Options::default(),
+                &[&nv("nvidia.options"), "SystemdCgroup = true\nBinaryName"],
+                &[],
+            ),
+            (
+                "v1 sets Runtime",
+                "[plugins.cri.containerd]\nsnapshotter = \"overlayfs\"\n",
+                Options::default(),
+                &["[plugins.cri.containerd.runtimes.nvidia]", "Runtime = \"/usr/bin/nvidia-container-runtime\""],
+                &[],
+            ),
+            (
+                "set as default and cdi",
+                "version = 3\n",
+                Options { set_as_default: true, cdi_enabled: true, ..Options::default() },
+                &["default_runtime_name = \"nvidia\"", "enable_cdi = true"],
+                &[],
+            ),
+            (
+                "default removed without set-as-default",
+                "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"nvidia\"\n",
+                Options::default(),
+                &[],
+                &["default_runtime_name"],
+            ),
+            (
+                "inline options kept inline",
+                "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\noptions = { SystemdCgroup = true }\n",
+                Options { runtime_name: "gpu".into(), ..Options::default() },
+                &["SystemdCgroup = true , BinaryName = \"/usr/bin/nvidia-container-runtime\" }", &nv("gpu")],
+                &[],
+            ),
+        ];
+        for (name, input, opts, has, lacks) in cases {
+            let got = run(input, opts).unwrap_or_else(|e| panic!("case {name}: {e}"));
+            for h in *has {
+                assert!(got.contains(h), "case {name}: missing {h:?} in\n{got}");
+            }
+            for l in *lacks {
+                assert!(!got.contains(l), "case {name}: unexpected {l:?} in\n{got}");
+            }
+            assert_eq!(run(&got, opts).unwrap(), got, "case {name}: second run changed it");
+            let src = Source { path: Path::new("c.toml"), text: &got };
+            let back = unconfigure(src, Some(input), None, opts).unwrap();
+            if !input.is_empty() && !input.contains("\"nvidia\"") {
+                assert_eq!(back.changes[0].content.as_deref(), Some(*input), "case {name}: round trip");
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Container-engine configuration edits: containerd `config.toml`, docker `daemon.json`,
+//! CRI-O `crio.conf` and OCI hooks.d JSON.
+//!
+//! Everything here is a PURE document transform: text (plus the path it came from, used only in
+//! error messages and to name the files a change touches) in, text out. This module never reads or
+//! writes the filesystem and never runs a program; `nvidia-ctk runtime` does that, through
+//! [`crate::fsutil`]. Comments, blank lines and key order of the user's TOML survive because every
+//! edit goes through `toml_edit::DocumentMut`; JSON goes through `serde_json::Value` with
+//! `preserve_order`.
+//!
+//! # Configure / unconfigure contract
+//!
+//! * `configure` is idempotent: running it on its own output gives the same bytes.
+//! * `unconfigure` removes the runtime entry named by [`Options::runtime_name`], any drop-in file
+//!   and `imports` entry configure added, and puts back the values configure overwrote. Those
+//!   values are taken from the *previous* document — in practice the `<file>.bak` backup the binary
+//!   keeps next to each file it writes — when it is usable: it parses and does not itself contain
+//!   the runtime entry (i.e. it predates configure). With a usable backup:
+//!   - the default runtime goes back to the backup's value, or is removed if the backup had none;
+//!   - the CDI switch goes back to the backup's value, or is removed if the backup had none;
+//!   - tables/objects left empty are removed when the backup did not have them.
+//!   Without one: a default runtime equal to our name is removed (the engine falls back to its
+//!   built-in default, `runc`), the CDI switch is left alone, and only implicit (header-less) TOML
+//!   tables left empty are removed.
+//!
+//!   So `configure` then `unconfigure` restores the original bytes whenever the backup is the
+//!   pre-configure file and, for JSON, the original was already formatted the way we print
+//!   (pretty, one indentation unit, as `serde_json` does). Limits: a backup overwritten by a later
+//!   write (e.g. configure run twice with different flags) is no longer usable; hand edits made to
+//!   the CDI switch after configure are reverted by an unconfigure with a usable backup.
+
+pub mod containerd;
+pub mod crio;
+pub mod docker;
+pub mod oci_hook;
+
+use std::path::{Path, PathBuf};
+
+use toml_edit::{DocumentMut, Item, Table, Value};
+
+/// Default name of the runtime entry.
+pub const DEFAULT_RUNTIME_NAME: &str = "nvidia";
+/// Default path of the runtime shim written into the engine's config.
+pub const DEFAULT_RUNTIME_PATH: &str = "/usr/bin/nvidia-container-runtime";
+
+/// What to write into an engine's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Name of the runtime entry (`nvidia`).
+    pub runtime_name: String,
+    /// Path of the runtime binary the entry points at.
+    pub runtime_path: String,
+    /// Make the entry the engine's default runtime.
+    pub set_as_default: bool,
+    /// Turn the engine's CDI support on.
+    pub cdi_enabled: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            runtime_name: DEFAULT_RUNTIME_NAME.to_string(),
+            runtime_path: DEFAULT_RUNTIME_PATH.to_string(),
+            set_as_default: false,
+            cdi_enabled: false,
+        }
+    }
+}
+
+/// One input document: where it came from and its text (empty for a missing file).
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub path: &'a Path,
+    pub text: &'a str,
+}
+
+/// The new state of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: PathBuf,
+    /// New full content, or `None` to remove the file.
+    pub content: Option<String>,
+}
+
+/// Result of a transform: every file it touches (possibly with unchanged content — the writer
+/// compares) and notes for the user.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub changes: Vec<Change>,
+    pub notes: Vec<String>,
+}
+
+/// Errors of the document transforms; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}:{line}: invalid TOML: {message}")]
+    Toml { path: PathBuf, line: usize, message: String },
+    #[error("{path}:{line}:{column}: invalid JSON: {source}")]
+    Json { path: PathBuf, line: usize, column: usize, source: serde_json::Error },
+    #[error("{path}: unsupported containerd config version {version} (supported: 1, 2, 3)")]
+    UnknownVersion { path: PathBuf, version: String },
+    #[error(
+        "{path}: looks like a Go template (k3s/RKE2 config.toml.tmpl); edit the template by hand, \
+         this tool only edits plain TOML/JSON"
+    )]
+    GoTemplate { path: PathBuf },
+    #[error("{path}: `{key}` is not a table; cannot add the runtime under it")]
+    NotATable { path: PathBuf, key: String },
+    #[error("{path}: `{key}` is not a JSON object; cannot add the runtime under it")]
+    NotAnObject { path: PathBuf, key: String },
+}
+
+/// Refuse Go templates before parsing: a file named `*.tmpl`, or `{{` anywhere in the text.
+pub(crate) fn reject_template(src: &Source<'_>) -> Result<(), Error> {
+    let tmpl = src.path.extension().is_some_and(|e| e == "tmpl");
+    if tmpl || src.text.contains("{{") {
+        return Err(Error::GoTemplate { path: src.path.to_path_buf() });
+    }
+    Ok(())
+}
+
+/// 1-based line of a byte offset.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+pub(crate) fn parse_toml(src: &Source<'_>) -> Result<DocumentMut, Error> {
+    reject_template(src)?;
+    src.text.parse::<DocumentMut>().map_err(|e| Error::Toml {
+        path: src.path.to_path_buf(),
+        line: e.span().map_or(1, |s| line_of(src.text, s.start)),
+        message: e.message().trim().to_string(),
+    })
+}
+
+/// The table at `keys` below `root`, if every step is a table.
+pub(crate) fn table_at<'t>(root: &'t Table, keys: &[&str]) -> Option<&'t Table> {
+    keys.iter().try_fold(root, |t, k| t.get(k)?.as_table())
+}
+
+pub(crate) fn table_at_mut<'t>(root: &'t mut Table, keys: &[&str]) -> Option<&'t mut Table> {
+    keys.iter().try_fold(root, |t, k| t.get_mut(k)?.as_table_mut())
+}
+
+/// The table at `keys`, creating missing steps as implicit (header-less) tables.
+pub(crate) fn table_at_create<'t>(
+    root: &'t mut Table,
+    keys: &[&str],
+    path: &Path,
+) -> Result<&'t mut Table, Error> {
+    let mut t = root;
+    for (i, k) in keys.iter().enumerate() {
+        let item = t.entry(k).or_insert_with(|| {
+            let mut n = Table::new();
+            n.set_implicit(true);
+            Item::Table(n)
+        });
+        t = item.as_table_mut().ok_or_else(|| Error::NotATable {
+            path: path.to_path_buf(),
+            key: keys[..=i].join("."),
+        })?;
+    }
+    Ok(t)
+}
+
+/// Does `root` hold anything at `keys`?
+pub(crate) fn has_key(root: &Table, keys: &[&str]) -> bool {
+    match keys.split_last() {
+        Some((last, parents)) => table_at(root, parents).is_some_and(|t| t.contains_key(last)),
+        None => true,
+    }
+}
+
+/// Set `key` to `value` unless it already holds an equal value; an existing value keeps its
+/// surrounding whitespace and comments.
+pub(crate) fn set_value(table: &mut dyn toml_edit::TableLike, key: &str, value: Value) {
+    match table.get_mut(key).and_then(Item::as_value_mut) {
+        Some(old) if same_value(old, &value) => {}
+        Some(old) => {
+            let decor = old.decor().clone();
+            *old = value;
+            *old.decor_mut() = decor;
+        }
+        None => {
+            table.insert(key, Item::Value(value));
+        }
+    }
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => x.value() == y.value(),
+        (Value::Boolean(x), Value::Boolean(y)) => x.value() == y.value(),
+        (Value::Integer(x), Value::Integer(y)) => x.value() == y.value(),
+        _ => false,
+    }
+}
+
+/// Forget the document positions of a copied subtree so it is printed right after the table
+/// that precedes it (its template's last subtable) instead of interleaved with the template.
+pub(crate) fn strip_positions(item: &mut Item) {
+    if let Item::Table(t) = item {
+        t.set_position(None);
+        for (_, child) in t.iter_mut() {
+            strip_positions(child);
+        }
+    }
+}
+
+/// Remove tables along `keys` (deepest first) that are empty and were not in `prev` (with a usable
+/// previous document) or are implicit (without one). Stops at the first table that stays.
+pub(crate) fn prune_empty(root: &mut Table, keys: &[&str], prev: Option<&Table>) {
+    for n in (1..=keys.len()).rev() {
+        let (last, parents) = keys[..n].split_last().expect("n >= 1");
+        let Some(parent) = table_at_mut(root, parents) else { return };
+        let removable = match parent.get(last) {
+            Some(Item::Table(t)) => {
+                t.is_empty() && prev.map_or(t.is_implicit(), |p| !has_key(p, &keys[..n]))
+            }
+            Some(Item::Value(Value::InlineTable(t))) => {
+                t.is_empty() && prev.is_some_and(|p| !has_key(p, &keys[..n]))
+            }
+            _ => false,
+        };
+        if !removable {
+            return;
+        }
+        parent.remove(last);
+    }
+}
+
+/// Put the value at `parents.key` back to what `prev` had there, or remove it if `prev` had none.
+pub(crate) fn restore_value(root: &mut Table, parents: &[&str], key: &str, prev: &Table) {
+    let old = table_at(prev, parents).and_then(|t| t.get(key)).and_then(Item::as_value);
+    match (old, table_at_mut(root, parents)) {
+        (Some(v), Some(t)) => set_value(t, key, v.clone()),
+        (Some(v), None) => {
+            if let Ok(t) = table_at_create(root, parents, Path::new("")) {
+                set_value(t, key, v.clone());
+            }
+        }
+        (None, Some(t)) => {
+            t.remove(key);
+        }
+        (None, None) => {}
+    }
+}
+
+/// Value of a string key in a table-like item.
+pub(crate) fn str_at<'t>(root: &'t Table, parents: &[&str], key: &str) -> Option<&'t str> {
+    table_at(root, parents)?.get(key)?.as_str()
+}
+
+/// The entry `name` of table-like `parent` as a mutable table-like (table or inline table).
+pub(crate) fn entry_table_like<'t>(
+    parent: &'t mut Table,
+    name: &str,
+) -> Option<&'t mut dyn toml_edit::TableLike> {
+    parent.get_mut(name)?.as_table_like_mut()
+}
+
+/// Set `options.<key>` of a runtime entry, creating the `options` table when missing.
+pub(crate) fn options_table<'t>(
+    entry: &'t mut dyn toml_edit::TableLike,
+    path: &Path,
+    what: &str,
+) -> Result<&'t mut dyn toml_edit::TableLike, Error> {
+    if entry.get("options").is_none() {
+        entry.insert("options", Item::Table(Table::new()));
+    }
+    entry.get_mut("options").and_then(Item::as_table_like_mut).ok_or_else(|| Error::NotATable {
+        path: path.to_path_buf(),
+        key: format!("{what}.options"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_of_offsets() {
+        let cases = [("start", "a\nb\nc", 0, 1), ("second line", "a\nb\nc", 2, 2), ("past end", "a\n", 9, 2)];
+        for (name, text, off, want) in cases {
+            assert_eq!(line_of(text, off), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn templates_rejected() {
+        let cases = [
+            ("braces", "config.toml", "version = 2\n{{ template \"base\" . }}\n", true),
+            ("tmpl name", "config.toml.tmpl", "version = 2\n", true),
+            ("plain", "config.toml", "version = 2\n", false),
+        ];
+        for (name, path, text, want_err) in cases {
+            let src = Source { path: Path::new(path), text };
+            assert_eq!(reject_template(&src).is_err(), want_err, "case {name}");
+        }
+    }
+
+    #[test]
+    fn parse_error_names_file_and_line() {
+        let src = Source { path: Path::new("/x/config.toml"), text: "a = 1\nb = = 2\n" };
+        let msg = parse_toml(&src).unwrap_err().to_string();
+        assert!(msg.starts_with("/x/config.toml:2: invalid TOML"), "{msg}");
+    }
+}

@@ -1,0 +1,48 @@
+//! OCI hooks.d JSON (podman, CRI-O `--config-mode=oci-hook`): the file that makes the engine run
+//! `nvidia-container-runtime-hook prestart` for every container. Pure: no I/O.
+//!
+//! The hook gets an explicit, fixed `PATH` (never the caller's environment), so the file is the
+//! same on every run and the hook never inherits a container-controlled search path.
+
+use std::path::Path;
+
+use serde_json::json;
+
+/// Default location of the generated hook file.
+pub const DEFAULT_PATH: &str = "/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json";
+
+/// `PATH` given to the hook.
+pub const HOOK_ENV_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The hooks.d document for a hook binary at `hook_path`, pretty-printed with a trailing newline.
+pub fn render(hook_path: &str) -> String {
+    let base = Path::new(hook_path).file_name().map_or(hook_path.into(), |b| b.to_string_lossy());
+    let doc = json!({
+        "version": "1.0.0",
+        "hook": {
+            "path": hook_path,
+            "args": [base, "prestart"],
+            "env": [HOOK_ENV_PATH],
+        },
+        "when": {"always": true, "commands": [".*"]},
+        "stages": ["prestart"],
+    });
+    let mut s = serde_json::to_string_pretty(&doc).expect("serializing a JSON value cannot fail");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shape() {
+        let cases = [("default", "/usr/bin/nvidia-container-runtime-hook", "nvidia-container-runtime-hook")];
+        for (name, path, base) in cases {
+            let v: serde_json::Value = serde_json::from_str(&super::render(path)).unwrap();
+            assert_eq!(v["hook"]["path"], path, "case {name}");
+            assert_eq!(v["hook"]["args"], serde_json::json!([base, "prestart"]), "case {name}");
+            assert_eq!(v["stages"], serde_json::json!(["prestart"]), "case {name}");
+            assert_eq!(v["when"]["always"], true, "case {name}");
+        }
+    }
+}
