@@ -22,11 +22,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     #[error("{path}: {what}: {source}")]
-    Io { path: PathBuf, what: &'static str, source: io::Error },
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: io::Error,
+    },
 }
 
 fn io_err<'p>(path: &'p Path, what: &'static str) -> impl FnOnce(io::Error) -> FsError + 'p {
-    move |source| FsError::Io { path: path.to_path_buf(), what, source }
+    move |source| FsError::Io {
+        path: path.to_path_buf(),
+        what,
+        source,
+    }
 }
 
 /// What a write did.
@@ -68,13 +76,18 @@ pub fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
 
 fn temp_path(path: &Path) -> PathBuf {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), FsError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir, "fsync directory"))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir, "fsync directory"))
 }
 
 fn parent(path: &Path) -> &Path {
@@ -86,7 +99,11 @@ fn parent(path: &Path) -> &Path {
 
 /// Replace `path` with `content` atomically, keeping mode and owner (new files: 0644, parent
 /// directories created 0755).
-pub fn write_atomic(path: &Path, content: &[u8], opts: &WriteOptions<'_>) -> Result<Written, FsError> {
+pub fn write_atomic(
+    path: &Path,
+    content: &[u8],
+    opts: &WriteOptions<'_>,
+) -> Result<Written, FsError> {
     let old = match fs::read(path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -116,9 +133,11 @@ pub fn write_atomic(path: &Path, content: &[u8], opts: &WriteOptions<'_>) -> Res
         f.write_all(content).map_err(io_err(&tmp, "write"))?;
         let mode = meta.as_ref().map_or(0o644, |m| m.mode() & 0o7777);
         if let Some(m) = &meta {
-            std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid())).map_err(io_err(&tmp, "chown"))?;
+            std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))
+                .map_err(io_err(&tmp, "chown"))?;
         }
-        f.set_permissions(fs::Permissions::from_mode(mode)).map_err(io_err(&tmp, "chmod"))?;
+        f.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(io_err(&tmp, "chmod"))?;
         f.sync_all().map_err(io_err(&tmp, "fsync"))?;
         if let Some(hook) = opts.after_temp_write {
             hook(&tmp);
@@ -130,7 +149,11 @@ pub fn write_atomic(path: &Path, content: &[u8], opts: &WriteOptions<'_>) -> Res
     }
     result?;
     sync_dir(dir)?;
-    Ok(if old.is_some() { Written::Replaced } else { Written::Created })
+    Ok(if old.is_some() {
+        Written::Replaced
+    } else {
+        Written::Created
+    })
 }
 
 /// Remove `path` (keeping its content in `<file>.bak` when `backup`); `false` if it was absent.
@@ -154,13 +177,33 @@ pub fn remove_with_backup(path: &Path, backup: bool) -> Result<bool, FsError> {
 mod tests {
     use super::*;
 
+    /// (name, initial content + mode, new content, expected outcome, expected backup)
+    type Case = (
+        &'static str,
+        Option<(&'static str, u32)>,
+        &'static str,
+        Written,
+        Option<&'static str>,
+    );
+
     #[test]
     fn writes() {
-        // (name, initial content + mode, new content, expected outcome, expected backup)
-        let cases: &[(&str, Option<(&str, u32)>, &str, Written, Option<&str>)] = &[
+        let cases: &[Case] = &[
             ("create", None, "new\n", Written::Created, None),
-            ("replace keeps mode", Some(("old\n", 0o640)), "new\n", Written::Replaced, Some("old\n")),
-            ("unchanged", Some(("same\n", 0o600)), "same\n", Written::Unchanged, None),
+            (
+                "replace keeps mode",
+                Some(("old\n", 0o640)),
+                "new\n",
+                Written::Replaced,
+                Some("old\n"),
+            ),
+            (
+                "unchanged",
+                Some(("same\n", 0o600)),
+                "same\n",
+                Written::Unchanged,
+                None,
+            ),
         ];
         for (name, initial, new, want, want_bak) in cases {
             let dir = tempfile::tempdir().unwrap();
@@ -170,12 +213,24 @@ mod tests {
                 fs::write(&p, text).unwrap();
                 fs::set_permissions(&p, fs::Permissions::from_mode(*mode)).unwrap();
             }
-            let got = write_atomic(&p, new.as_bytes(), &WriteOptions { backup: true, ..Default::default() }).unwrap();
+            let got = write_atomic(
+                &p,
+                new.as_bytes(),
+                &WriteOptions {
+                    backup: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             assert_eq!(got, *want, "case {name}");
             assert_eq!(fs::read_to_string(&p).unwrap(), *new, "case {name}");
             let mode = fs::metadata(&p).unwrap().mode() & 0o7777;
             assert_eq!(mode, initial.map_or(0o644, |(_, m)| m), "case {name}: mode");
-            assert_eq!(read_optional(&backup_path(&p)).unwrap().as_deref(), *want_bak, "case {name}: backup");
+            assert_eq!(
+                read_optional(&backup_path(&p)).unwrap().as_deref(),
+                *want_bak,
+                "case {name}: backup"
+            );
             let leftovers: Vec<_> = fs::read_dir(p.parent().unwrap())
                 .unwrap()
                 .filter_map(|e| e.ok())

@@ -19,9 +19,8 @@ use std::path::Path;
 use toml_edit::{value, Array, DocumentMut, Item, Table, Value};
 
 use super::{
-    entry_table_like, has_key, options_table, parse_toml, prune_empty, restore_value, set_value,
-    str_at, strip_positions, table_at_create, table_at_mut, Change, Error, Options,
-    Outcome, Source,
+    entry_table_like, has_key, options_table, parse_toml, prepare_copy, prune_empty, restore_value,
+    set_value, str_at, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
 };
 
 /// `runtime_type` written when the copied entry has none.
@@ -82,7 +81,12 @@ pub fn version(doc: &DocumentMut, path: &Path) -> Result<Version, Error> {
 }
 
 /// Add (or refresh) the runtime entry in `doc`, in place.
-fn configure_doc(doc: &mut DocumentMut, v: Version, path: &Path, opts: &Options) -> Result<(), Error> {
+fn configure_doc(
+    doc: &mut DocumentMut,
+    v: Version,
+    path: &Path,
+    opts: &Options,
+) -> Result<(), Error> {
     if doc.is_empty() {
         doc.insert("version", value(v.number()));
     }
@@ -98,17 +102,28 @@ fn configure_doc(doc: &mut DocumentMut, v: Version, path: &Path, opts: &Options)
             .filter(|t| *t != name)
             .find_map(|t| runtimes.get(t).filter(|i| i.is_table_like()).cloned());
         let mut entry = template.unwrap_or_else(|| Item::Table(Table::new()));
-        strip_positions(&mut entry);
+        prepare_copy(&mut entry);
         runtimes.insert(name, entry);
     }
     let what = format!("{}.{name}", v.runtimes().join("."));
-    let entry = entry_table_like(runtimes, name)
-        .ok_or_else(|| Error::NotATable { path: path.to_path_buf(), key: what.clone() })?;
-    if entry.get("runtime_type").and_then(Item::as_str).unwrap_or("").is_empty() {
+    let entry = entry_table_like(runtimes, name).ok_or_else(|| Error::NotATable {
+        path: path.to_path_buf(),
+        key: what.clone(),
+    })?;
+    if entry
+        .get("runtime_type")
+        .and_then(Item::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
         set_value(entry, "runtime_type", Value::from(RUNC_V2));
     }
     let options = options_table(entry, path, &what)?;
-    set_value(options, "BinaryName", Value::from(opts.runtime_path.as_str()));
+    set_value(
+        options,
+        "BinaryName",
+        Value::from(opts.runtime_path.as_str()),
+    );
     if v == Version::V1 {
         set_value(options, "Runtime", Value::from(opts.runtime_path.as_str()));
     }
@@ -161,7 +176,10 @@ pub fn configure(
         (d, _) => d,
     };
     let Some(drop_in) = drop_in else {
-        out.changes.push(Change { path: main.path.to_path_buf(), content: Some(doc.to_string()) });
+        out.changes.push(Change {
+            path: main.path.to_path_buf(),
+            content: Some(doc.to_string()),
+        });
         return Ok(out);
     };
 
@@ -171,7 +189,10 @@ pub fn configure(
     d.insert("version", value(v.number()));
     let cri_table = doc[plugins][cri].clone();
     table_at_create(d.as_table_mut(), &[plugins], drop_in)?.insert(cri, cri_table);
-    out.changes.push(Change { path: drop_in.to_path_buf(), content: Some(d.to_string()) });
+    out.changes.push(Change {
+        path: drop_in.to_path_buf(),
+        content: Some(d.to_string()),
+    });
 
     // The main file: imports the drop-in directory once.
     let mut m = parse_toml(&main)?;
@@ -187,10 +208,16 @@ pub fn configure(
         path: main.path.to_path_buf(),
         key: "imports (expected an array)".into(),
     })?;
-    if !arr.iter().any(|i| i.as_str().is_some_and(|s| s == glob || s == drop_in_str)) {
+    if !arr
+        .iter()
+        .any(|i| i.as_str().is_some_and(|s| s == glob || s == drop_in_str))
+    {
         arr.push(glob.as_str());
     }
-    out.changes.push(Change { path: main.path.to_path_buf(), content: Some(m.to_string()) });
+    out.changes.push(Change {
+        path: main.path.to_path_buf(),
+        content: Some(m.to_string()),
+    });
     Ok(out)
 }
 
@@ -243,9 +270,15 @@ pub fn unconfigure(
         if emptied && prev.is_some_and(|p| !p.contains_key("imports")) {
             doc.remove("imports");
         }
-        out.changes.push(Change { path: drop_in.to_path_buf(), content: None });
+        out.changes.push(Change {
+            path: drop_in.to_path_buf(),
+            content: None,
+        });
     }
-    out.changes.push(Change { path: main.path.to_path_buf(), content: Some(doc.to_string()) });
+    out.changes.push(Change {
+        path: main.path.to_path_buf(),
+        content: Some(doc.to_string()),
+    });
     Ok(out)
 }
 
@@ -254,7 +287,10 @@ mod tests {
     use super::*;
 
     fn run(text: &str, opts: &Options) -> Result<String, Error> {
-        let src = Source { path: Path::new("/etc/containerd/config.toml"), text };
+        let src = Source {
+            path: Path::new("/etc/containerd/config.toml"),
+            text,
+        };
         let out = configure(src, src, None, opts)?;
         Ok(out.changes[0].content.clone().unwrap())
     }
@@ -280,10 +316,14 @@ mod tests {
         }
     }
 
+    /// (name, input, options, output must contain, output must not contain)
+    type Case<'a> = (&'a str, &'a str, Options, &'a [&'a str], &'a [&'a str]);
+
     #[test]
     fn transforms() {
-        let nv = |t: &str| format!("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.{t}]");
-        let cases: &[(&str, &str, Options, &[&str], &[&str])] = &[
+        let nv =
+            |t: &str| format!("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.{t}]");
+        let cases: &[Case] = &[
             (
                 "no template",
                 "version = 2\n",
@@ -335,11 +375,22 @@ mod tests {
             for l in *lacks {
                 assert!(!got.contains(l), "case {name}: unexpected {l:?} in\n{got}");
             }
-            assert_eq!(run(&got, opts).unwrap(), got, "case {name}: second run changed it");
-            let src = Source { path: Path::new("c.toml"), text: &got };
+            assert_eq!(
+                run(&got, opts).unwrap(),
+                got,
+                "case {name}: second run changed it"
+            );
+            let src = Source {
+                path: Path::new("c.toml"),
+                text: &got,
+            };
             let back = unconfigure(src, Some(input), None, opts).unwrap();
             if !input.is_empty() && !input.contains("\"nvidia\"") {
-                assert_eq!(back.changes[0].content.as_deref(), Some(*input), "case {name}: round trip");
+                assert_eq!(
+                    back.changes[0].content.as_deref(),
+                    Some(*input),
+                    "case {name}: round trip"
+                );
             }
         }
     }

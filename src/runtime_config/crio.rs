@@ -11,14 +11,19 @@ use std::path::Path;
 use toml_edit::{DocumentMut, Item, Table, Value};
 
 use super::{
-    entry_table_like, has_key, parse_toml, prune_empty, restore_value, set_value, str_at,
-    strip_positions, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
+    entry_table_like, has_key, parse_toml, prepare_copy, prune_empty, restore_value, set_value,
+    str_at, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
 };
 
 const RUNTIME: [&str; 2] = ["crio", "runtime"];
 const RUNTIMES: [&str; 3] = ["crio", "runtime", "runtimes"];
 
-fn configure_doc(doc: &mut DocumentMut, template_from: &DocumentMut, path: &Path, opts: &Options) -> Result<(), Error> {
+fn configure_doc(
+    doc: &mut DocumentMut,
+    template_from: &DocumentMut,
+    path: &Path,
+    opts: &Options,
+) -> Result<(), Error> {
     let name = opts.runtime_name.as_str();
     let from = template_from.as_table();
     let default = str_at(from, &RUNTIME, "default_runtime").map(str::to_string);
@@ -29,21 +34,39 @@ fn configure_doc(doc: &mut DocumentMut, template_from: &DocumentMut, path: &Path
             .into_iter()
             .flatten()
             .filter(|t| *t != name)
-            .find_map(|t| super::table_at(from, &RUNTIMES)?.get(t).filter(|i| i.is_table_like()).cloned());
+            .find_map(|t| {
+                super::table_at(from, &RUNTIMES)?
+                    .get(t)
+                    .filter(|i| i.is_table_like())
+                    .cloned()
+            });
         let mut entry = template.unwrap_or_else(|| Item::Table(Table::new()));
-        strip_positions(&mut entry);
+        prepare_copy(&mut entry);
         runtimes.insert(name, entry);
     }
     let entry = entry_table_like(runtimes, name).ok_or_else(|| Error::NotATable {
         path: path.to_path_buf(),
         key: format!("{}.{name}", RUNTIMES.join(".")),
     })?;
-    set_value(entry, "runtime_path", Value::from(opts.runtime_path.as_str()));
-    if entry.get("runtime_type").and_then(Item::as_str).unwrap_or("").is_empty() {
+    set_value(
+        entry,
+        "runtime_path",
+        Value::from(opts.runtime_path.as_str()),
+    );
+    if entry
+        .get("runtime_type")
+        .and_then(Item::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
         set_value(entry, "runtime_type", Value::from("oci"));
     }
     if opts.set_as_default {
-        set_value(table_at_create(root, &RUNTIME, path)?, "default_runtime", Value::from(name));
+        set_value(
+            table_at_create(root, &RUNTIME, path)?,
+            "default_runtime",
+            Value::from(name),
+        );
     } else if str_at(root, &RUNTIME, "default_runtime") == Some(name) {
         table_at_mut(root, &RUNTIME).map(|t| t.remove("default_runtime"));
     }
@@ -53,10 +76,16 @@ fn configure_doc(doc: &mut DocumentMut, template_from: &DocumentMut, path: &Path
 /// Configure CRI-O. `base` supplies the runtime to copy (the file itself, or `crio status config`
 /// output). With `drop_in` the entry goes to that file alone; otherwise `base` edited replaces
 /// `main`.
-pub fn configure(main: Source<'_>, base: Source<'_>, drop_in: Option<&Path>, opts: &Options) -> Result<Outcome, Error> {
+pub fn configure(
+    main: Source<'_>,
+    base: Source<'_>,
+    drop_in: Option<&Path>,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let mut out = Outcome::default();
     if opts.cdi_enabled {
-        out.notes.push("CRI-O enables CDI by default; --cdi.enabled changes nothing".into());
+        out.notes
+            .push("CRI-O enables CDI by default; --cdi.enabled changes nothing".into());
     }
     let base_doc = parse_toml(&base)?;
     let (target, mut doc) = match drop_in {
@@ -64,12 +93,20 @@ pub fn configure(main: Source<'_>, base: Source<'_>, drop_in: Option<&Path>, opt
         None => (main.path, base_doc.clone()),
     };
     configure_doc(&mut doc, &base_doc, target, opts)?;
-    out.changes.push(Change { path: target.to_path_buf(), content: Some(doc.to_string()) });
+    out.changes.push(Change {
+        path: target.to_path_buf(),
+        content: Some(doc.to_string()),
+    });
     Ok(out)
 }
 
 /// Undo [`configure`] (rule: module doc of `runtime_config`); a drop-in is removed.
-pub fn unconfigure(main: Source<'_>, previous: Option<&str>, drop_in: Option<&Path>, opts: &Options) -> Result<Outcome, Error> {
+pub fn unconfigure(
+    main: Source<'_>,
+    previous: Option<&str>,
+    drop_in: Option<&Path>,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let mut out = Outcome::default();
     let name = opts.runtime_name.as_str();
     let mut doc = parse_toml(&main)?;
@@ -92,9 +129,15 @@ pub fn unconfigure(main: Source<'_>, previous: Option<&str>, drop_in: Option<&Pa
         prune_empty(root, &RUNTIME, prev);
     }
     if let Some(d) = drop_in {
-        out.changes.push(Change { path: d.to_path_buf(), content: None });
+        out.changes.push(Change {
+            path: d.to_path_buf(),
+            content: None,
+        });
     }
-    out.changes.push(Change { path: main.path.to_path_buf(), content: Some(doc.to_string()) });
+    out.changes.push(Change {
+        path: main.path.to_path_buf(),
+        content: Some(doc.to_string()),
+    });
     Ok(out)
 }
 
@@ -123,13 +166,29 @@ mod tests {
             ),
         ];
         for (name, input, opts, drop_in, want) in cases {
-            let src = Source { path: p, text: input };
+            let src = Source {
+                path: p,
+                text: input,
+            };
             let out = configure(src, src, drop_in.map(Path::new), opts).unwrap();
             let got = out.changes[0].content.clone().unwrap();
             assert_eq!(got, *want, "case {name}");
             if drop_in.is_none() {
-                let back = unconfigure(Source { path: p, text: &got }, Some(input), None, opts).unwrap();
-                assert_eq!(back.changes[0].content.as_deref(), Some(*input), "case {name}: round trip");
+                let back = unconfigure(
+                    Source {
+                        path: p,
+                        text: &got,
+                    },
+                    Some(input),
+                    None,
+                    opts,
+                )
+                .unwrap();
+                assert_eq!(
+                    back.changes[0].content.as_deref(),
+                    Some(*input),
+                    "case {name}: round trip"
+                );
             }
         }
     }

@@ -26,7 +26,10 @@ fn parse(src: &Source<'_>) -> Result<Map<String, Value>, Error> {
     })?;
     match v {
         Value::Object(m) => Ok(m),
-        _ => Err(Error::NotAnObject { path: src.path.to_path_buf(), key: "(top level)".into() }),
+        _ => Err(Error::NotAnObject {
+            path: src.path.to_path_buf(),
+            key: "(top level)".into(),
+        }),
     }
 }
 
@@ -45,17 +48,25 @@ fn print(m: &Map<String, Value>, indent: &str) -> String {
     let mut buf = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
     let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
-    m.serialize(&mut ser).expect("serializing a JSON value to memory cannot fail");
+    m.serialize(&mut ser)
+        .expect("serializing a JSON value to memory cannot fail");
     let mut s = String::from_utf8(buf).expect("serde_json writes UTF-8");
     s.push('\n');
     s
 }
 
-fn object_mut<'m>(m: &'m mut Map<String, Value>, key: &str, path: &Path) -> Result<&'m mut Map<String, Value>, Error> {
+fn object_mut<'m>(
+    m: &'m mut Map<String, Value>,
+    key: &str,
+    path: &Path,
+) -> Result<&'m mut Map<String, Value>, Error> {
     m.entry(key)
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
-        .ok_or_else(|| Error::NotAnObject { path: path.to_path_buf(), key: key.to_string() })
+        .ok_or_else(|| Error::NotAnObject {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+        })
 }
 
 fn finish(src: &Source<'_>, before: &Map<String, Value>, after: &Map<String, Value>) -> Outcome {
@@ -64,7 +75,13 @@ fn finish(src: &Source<'_>, before: &Map<String, Value>, after: &Map<String, Val
     } else {
         print(after, &indent_of(src.text))
     };
-    Outcome { changes: vec![Change { path: src.path.to_path_buf(), content: Some(content) }], notes: vec![] }
+    Outcome {
+        changes: vec![Change {
+            path: src.path.to_path_buf(),
+            content: Some(content),
+        }],
+        notes: vec![],
+    }
 }
 
 /// Configure docker: `runtimes.<name> = {"args": [], "path": ...}`, `default-runtime` when set
@@ -91,7 +108,11 @@ pub fn configure(src: Source<'_>, opts: &Options) -> Result<Outcome, Error> {
 
 /// Undo [`configure`]; `previous` is the backup text, used as described in the module doc of
 /// `runtime_config`.
-pub fn unconfigure(src: Source<'_>, previous: Option<&str>, opts: &Options) -> Result<Outcome, Error> {
+pub fn unconfigure(
+    src: Source<'_>,
+    previous: Option<&str>,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let before = parse(&src)?;
     let mut m = before.clone();
     let name = opts.runtime_name.as_str();
@@ -157,23 +178,59 @@ mod tests {
             ),
         ];
         for (name, input, opts, want) in cases {
-            let got = configure(Source { path: p, text: input }, opts).unwrap();
+            let got = configure(
+                Source {
+                    path: p,
+                    text: input,
+                },
+                opts,
+            )
+            .unwrap();
             let got = got.changes[0].content.clone().unwrap();
             assert_eq!(got, *want, "case {name}");
-            let again = configure(Source { path: p, text: &got }, opts).unwrap();
-            assert_eq!(again.changes[0].content.as_deref(), Some(got.as_str()), "case {name}: idempotent");
+            let again = configure(
+                Source {
+                    path: p,
+                    text: &got,
+                },
+                opts,
+            )
+            .unwrap();
+            assert_eq!(
+                again.changes[0].content.as_deref(),
+                Some(got.as_str()),
+                "case {name}: idempotent"
+            );
             if !input.is_empty() {
-                let back = unconfigure(Source { path: p, text: &got }, Some(input), opts).unwrap();
-                assert_eq!(back.changes[0].content.as_deref(), Some(*input), "case {name}: round trip");
+                let back = unconfigure(
+                    Source {
+                        path: p,
+                        text: &got,
+                    },
+                    Some(input),
+                    opts,
+                )
+                .unwrap();
+                assert_eq!(
+                    back.changes[0].content.as_deref(),
+                    Some(*input),
+                    "case {name}: round trip"
+                );
             }
         }
     }
 
     #[test]
     fn bad_json_names_line() {
-        let e = configure(Source { path: Path::new("d.json"), text: "{\n  \"a\": 1,\n}\n" }, &Options::default())
-            .unwrap_err()
-            .to_string();
+        let e = configure(
+            Source {
+                path: Path::new("d.json"),
+                text: "{\n  \"a\": 1,\n}\n",
+            },
+            &Options::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("d.json:3:"), "{e}");
     }
 }

@@ -15,10 +15,14 @@
 //!   and `imports` entry configure added, and puts back the values configure overwrote. Those
 //!   values are taken from the *previous* document — in practice the `<file>.bak` backup the binary
 //!   keeps next to each file it writes — when it is usable: it parses and does not itself contain
-//!   the runtime entry (i.e. it predates configure). With a usable backup:
+//!   the runtime entry (i.e. it predates configure).
+//!
+//!   With a usable backup:
+//!
 //!   - the default runtime goes back to the backup's value, or is removed if the backup had none;
 //!   - the CDI switch goes back to the backup's value, or is removed if the backup had none;
 //!   - tables/objects left empty are removed when the backup did not have them.
+//!
 //!   Without one: a default runtime equal to our name is removed (the engine falls back to its
 //!   built-in default, `runc`), the CDI switch is left alone, and only implicit (header-less) TOML
 //!   tables left empty are removed.
@@ -94,9 +98,18 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{path}:{line}: invalid TOML: {message}")]
-    Toml { path: PathBuf, line: usize, message: String },
+    Toml {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("{path}:{line}:{column}: invalid JSON: {source}")]
-    Json { path: PathBuf, line: usize, column: usize, source: serde_json::Error },
+    Json {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        source: serde_json::Error,
+    },
     #[error("{path}: unsupported containerd config version {version} (supported: 1, 2, 3)")]
     UnknownVersion { path: PathBuf, version: String },
     #[error(
@@ -114,14 +127,20 @@ pub enum Error {
 pub(crate) fn reject_template(src: &Source<'_>) -> Result<(), Error> {
     let tmpl = src.path.extension().is_some_and(|e| e == "tmpl");
     if tmpl || src.text.contains("{{") {
-        return Err(Error::GoTemplate { path: src.path.to_path_buf() });
+        return Err(Error::GoTemplate {
+            path: src.path.to_path_buf(),
+        });
     }
     Ok(())
 }
 
 /// 1-based line of a byte offset.
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 pub(crate) fn parse_toml(src: &Source<'_>) -> Result<DocumentMut, Error> {
@@ -139,7 +158,8 @@ pub(crate) fn table_at<'t>(root: &'t Table, keys: &[&str]) -> Option<&'t Table> 
 }
 
 pub(crate) fn table_at_mut<'t>(root: &'t mut Table, keys: &[&str]) -> Option<&'t mut Table> {
-    keys.iter().try_fold(root, |t, k| t.get_mut(k)?.as_table_mut())
+    keys.iter()
+        .try_fold(root, |t, k| t.get_mut(k)?.as_table_mut())
 }
 
 /// The table at `keys`, creating missing steps as implicit (header-less) tables.
@@ -182,9 +202,25 @@ pub(crate) fn set_value(table: &mut dyn toml_edit::TableLike, key: &str, value: 
             *old.decor_mut() = decor;
         }
         None => {
+            // Indent a new key like the table's last key-value (comments are not copied).
+            let indent = table
+                .iter()
+                .filter(|(_, i)| i.is_value())
+                .filter_map(|(k, _)| table.key(k)?.leaf_decor().prefix()?.as_str())
+                .last()
+                .map(last_line)
+                .filter(|s| s.chars().all(char::is_whitespace))
+                .map(str::to_string);
             table.insert(key, Item::Value(value));
+            if let (Some(indent), Some(mut k)) = (indent, table.key_mut(key)) {
+                k.leaf_decor_mut().set_prefix(indent);
+            }
         }
     }
+}
+
+fn last_line(s: &str) -> &str {
+    s.rsplit('\n').next().unwrap_or("")
 }
 
 fn same_value(a: &Value, b: &Value) -> bool {
@@ -196,13 +232,19 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Forget the document positions of a copied subtree so it is printed right after the table
-/// that precedes it (its template's last subtable) instead of interleaved with the template.
-pub(crate) fn strip_positions(item: &mut Item) {
+/// Prepare a copied subtree for insertion: forget its document positions so it is printed right
+/// after the table that precedes it (its template's last subtable) instead of interleaved with
+/// the template, and drop comments above its table headers (they describe the template), keeping
+/// one blank line and the header's indentation.
+pub(crate) fn prepare_copy(item: &mut Item) {
     if let Item::Table(t) = item {
         t.set_position(None);
+        if let Some(indent) = t.decor().prefix().and_then(|p| p.as_str()).map(last_line) {
+            let prefix = format!("\n{indent}");
+            t.decor_mut().set_prefix(prefix);
+        }
         for (_, child) in t.iter_mut() {
-            strip_positions(child);
+            prepare_copy(child);
         }
     }
 }
@@ -212,7 +254,9 @@ pub(crate) fn strip_positions(item: &mut Item) {
 pub(crate) fn prune_empty(root: &mut Table, keys: &[&str], prev: Option<&Table>) {
     for n in (1..=keys.len()).rev() {
         let (last, parents) = keys[..n].split_last().expect("n >= 1");
-        let Some(parent) = table_at_mut(root, parents) else { return };
+        let Some(parent) = table_at_mut(root, parents) else {
+            return;
+        };
         let removable = match parent.get(last) {
             Some(Item::Table(t)) => {
                 t.is_empty() && prev.map_or(t.is_implicit(), |p| !has_key(p, &keys[..n]))
@@ -231,7 +275,9 @@ pub(crate) fn prune_empty(root: &mut Table, keys: &[&str], prev: Option<&Table>)
 
 /// Put the value at `parents.key` back to what `prev` had there, or remove it if `prev` had none.
 pub(crate) fn restore_value(root: &mut Table, parents: &[&str], key: &str, prev: &Table) {
-    let old = table_at(prev, parents).and_then(|t| t.get(key)).and_then(Item::as_value);
+    let old = table_at(prev, parents)
+        .and_then(|t| t.get(key))
+        .and_then(Item::as_value);
     match (old, table_at_mut(root, parents)) {
         (Some(v), Some(t)) => set_value(t, key, v.clone()),
         (Some(v), None) => {
@@ -268,10 +314,13 @@ pub(crate) fn options_table<'t>(
     if entry.get("options").is_none() {
         entry.insert("options", Item::Table(Table::new()));
     }
-    entry.get_mut("options").and_then(Item::as_table_like_mut).ok_or_else(|| Error::NotATable {
-        path: path.to_path_buf(),
-        key: format!("{what}.options"),
-    })
+    entry
+        .get_mut("options")
+        .and_then(Item::as_table_like_mut)
+        .ok_or_else(|| Error::NotATable {
+            path: path.to_path_buf(),
+            key: format!("{what}.options"),
+        })
 }
 
 #[cfg(test)]
@@ -280,7 +329,11 @@ mod tests {
 
     #[test]
     fn line_of_offsets() {
-        let cases = [("start", "a\nb\nc", 0, 1), ("second line", "a\nb\nc", 2, 2), ("past end", "a\n", 9, 2)];
+        let cases = [
+            ("start", "a\nb\nc", 0, 1),
+            ("second line", "a\nb\nc", 2, 2),
+            ("past end", "a\n", 9, 2),
+        ];
         for (name, text, off, want) in cases {
             assert_eq!(line_of(text, off), want, "case {name}");
         }
@@ -289,19 +342,30 @@ mod tests {
     #[test]
     fn templates_rejected() {
         let cases = [
-            ("braces", "config.toml", "version = 2\n{{ template \"base\" . }}\n", true),
+            (
+                "braces",
+                "config.toml",
+                "version = 2\n{{ template \"base\" . }}\n",
+                true,
+            ),
             ("tmpl name", "config.toml.tmpl", "version = 2\n", true),
             ("plain", "config.toml", "version = 2\n", false),
         ];
         for (name, path, text, want_err) in cases {
-            let src = Source { path: Path::new(path), text };
+            let src = Source {
+                path: Path::new(path),
+                text,
+            };
             assert_eq!(reject_template(&src).is_err(), want_err, "case {name}");
         }
     }
 
     #[test]
     fn parse_error_names_file_and_line() {
-        let src = Source { path: Path::new("/x/config.toml"), text: "a = 1\nb = = 2\n" };
+        let src = Source {
+            path: Path::new("/x/config.toml"),
+            text: "a = 1\nb = = 2\n",
+        };
         let msg = parse_toml(&src).unwrap_err().to_string();
         assert!(msg.starts_with("/x/config.toml:2: invalid TOML"), "{msg}");
     }

@@ -16,7 +16,9 @@ pub const HOOK_ENV_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 
 /// The hooks.d document for a hook binary at `hook_path`, pretty-printed with a trailing newline.
 pub fn render(hook_path: &str) -> String {
-    let base = Path::new(hook_path).file_name().map_or(hook_path.into(), |b| b.to_string_lossy());
+    let base = Path::new(hook_path)
+        .file_name()
+        .map_or(hook_path.into(), |b| b.to_string_lossy());
     let doc = json!({
         "version": "1.0.0",
         "hook": {
@@ -36,11 +38,19 @@ pub fn render(hook_path: &str) -> String {
 mod tests {
     #[test]
     fn shape() {
-        let cases = [("default", "/usr/bin/nvidia-container-runtime-hook", "nvidia-container-runtime-hook")];
+        let cases = [(
+            "default",
+            "/usr/bin/nvidia-container-runtime-hook",
+            "nvidia-container-runtime-hook",
+        )];
         for (name, path, base) in cases {
             let v: serde_json::Value = serde_json::from_str(&super::render(path)).unwrap();
             assert_eq!(v["hook"]["path"], path, "case {name}");
-            assert_eq!(v["hook"]["args"], serde_json::json!([base, "prestart"]), "case {name}");
+            assert_eq!(
+                v["hook"]["args"],
+                serde_json::json!([base, "prestart"]),
+                "case {name}"
+            );
             assert_eq!(v["stages"], serde_json::json!(["prestart"]), "case {name}");
             assert_eq!(v["when"]["always"], true, "case {name}");
         }

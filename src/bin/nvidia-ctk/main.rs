@@ -1,0 +1,52 @@
+//! `nvidia-ctk`: the toolkit's command line. This file only parses the global flags and hands
+//! each subcommand to its own module (one file per subcommand).
+
+mod runtime;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "nvidia-ctk", version, about = "NVIDIA container toolkit CLI")]
+struct Cli {
+    /// Print what is being done, to stderr.
+    #[arg(long, short = 'd', global = true)]
+    debug: bool,
+    /// Print only errors.
+    #[arg(long, short = 'q', global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Configure container engines (containerd, docker, CRI-O) for the NVIDIA runtime.
+    Runtime(runtime::RuntimeArgs),
+}
+
+/// How chatty the binary is; shared by every subcommand.
+#[derive(Debug, Clone, Copy)]
+pub struct Verbosity {
+    pub debug: bool,
+    pub quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let v = Verbosity {
+        debug: cli.debug,
+        quiet: cli.quiet,
+    };
+    let result = match cli.command {
+        Command::Runtime(args) => runtime::run(args, v),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nvidia-ctk: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
