@@ -442,6 +442,22 @@ fn real_containerd_loads_what_we_write() {
             binary: "/usr/bin/nvidia-container-runtime",
             default: "nvidia",
         },
+        Case {
+            name: "v1 drop-in from config dump (edited in place)",
+            input: || input("containerd-v1.toml"),
+            args: &["--config-source=command"],
+            drop_in: true,
+            binary: "/usr/bin/nvidia-container-runtime",
+            default: "runc",
+        },
+        Case {
+            name: "v2 drop-in from config dump",
+            input: default_v2_with_systemd,
+            args: &["--config-source=command"],
+            drop_in: true,
+            binary: "/usr/bin/nvidia-container-runtime",
+            default: "runc",
+        },
     ];
     for case in cases {
         let dir = tempfile::tempdir().unwrap();

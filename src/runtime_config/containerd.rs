@@ -161,11 +161,15 @@ pub fn configure(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut out = Outcome::default();
+    let mut m = parse_toml(&main)?;
+    let main_version = version(&m, main.path)?;
     let mut doc = parse_toml(&base)?;
     let v = version(&doc, base.path)?;
     configure_doc(&mut doc, v, base.path, opts)?;
 
-    let drop_in = match (drop_in, v) {
+    // A version 1 main file cannot import a drop-in: containerd merges the drop-in's version over
+    // it and then rejects the v1 plugin keys (seen with containerd 1.6).
+    let drop_in = match (drop_in, main_version) {
         (Some(_), Version::V1) => {
             out.notes.push(format!(
                 "{}: version 1 config: drop-in files are not used, editing in place",
@@ -195,11 +199,8 @@ pub fn configure(
     });
 
     // The main file: imports the drop-in directory once.
-    let mut m = parse_toml(&main)?;
     if m.is_empty() {
         m.insert("version", value(v.number()));
-    } else {
-        version(&m, main.path)?;
     }
     let glob = import_glob(drop_in);
     let drop_in_str = drop_in.display().to_string();
