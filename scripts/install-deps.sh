@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
+# runc, busybox-static, containerd, gcc and the C headers. The Rust toolchain is not installed
+# here (Debian's cargo is too old): use rustup's stable Rust, 1.80 or newer (tested with 1.95).
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (the tests start real containers)" >&2
+  exit 1
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps.sh: cargo not found: install Rust 1.80+ with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+
+need=()
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+[ -e /usr/include/dlfcn.h ] || need+=(libc6-dev)
+command -v ldconfig >/dev/null 2>&1 || [ -x /sbin/ldconfig ] || need+=(libc-bin)
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps.sh: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# busybox-static must really be static: the test images have no libc of their own.
+if ! file -L "$(command -v busybox)" 2>/dev/null | grep -q 'statically linked' && ! ldd "$(command -v busybox)" 2>&1 | grep -q 'not a dynamic'; then
+  echo "install-deps.sh: $(command -v busybox) is not statically linked; installing busybox-static"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
+fi

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds the fake NVML and the tools, runs every
+# test (unit tests, and black-box tests that start real runc containers and a real containerd).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cargo build --locked --bins --examples
+cargo test --locked --all-targets -- "$@"
