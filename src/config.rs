@@ -322,3 +322,22 @@ mod tests {
         assert_eq!(default_path(env(&[("XDG_CONFIG_HOME", "/x"), (CONFIG_PATH_ENV, "/c.toml")])), Path::new("/c.toml"));
     }
 }
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    /// config/config.toml documents every key with its default: it must parse to exactly the
+    /// defaults, and serialising the defaults must name no key the file lacks.
+    #[test]
+    fn shipped_config_is_the_defaults() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/config.toml"));
+        let text = std::fs::read_to_string(path).unwrap();
+        assert_eq!(Config::parse(&text, path).unwrap(), Config::default());
+        let defaults = toml::to_string(&Config::default()).unwrap();
+        for line in defaults.lines().filter(|l| l.contains(" = ")) {
+            let key = line.split(" = ").next().unwrap();
+            assert!(text.contains(&format!("{key} = ")), "config/config.toml lacks {key}");
+        }
+    }
+}
