@@ -21,3 +21,4 @@ pub mod sys;
 pub mod apply;
 pub mod fsutil;
 pub mod runtime_config;
+pub mod shim;
