@@ -193,10 +193,12 @@ mod tests {
         v.iter().map(|x| x.to_string()).collect()
     }
 
+    /// (name, argv, command, version, bundle)
+    type ArgvCase<'a> = (&'a str, &'a [&'a str], Option<&'a str>, bool, Option<&'a str>);
+
     #[test]
     fn argv_table() {
-        // (name, argv, command, version, bundle)
-        let cases: &[(&str, &[&str], Option<&str>, bool, Option<&str>)] = &[
+        let cases: &[ArgvCase] = &[
             ("empty", &[], None, false, None),
             ("plain create", &["create", "id"], Some("create"), false, None),
             ("create --bundle X", &["create", "--bundle", "/b", "id"], Some("create"), false, Some("/b")),

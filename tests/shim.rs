@@ -1,0 +1,325 @@
+//! The runtime shim end to end: the `create` rewrite of config.json with a fake low-level
+//! runtime that records its argv, pass-through of other commands, and a real containerd 1.6
+//! (`ctr run --runc-binary <shim>`) starting containers on the simulated 8-GPU host.
+
+mod common;
+
+use common::bundle::{self, Bundle, Image, HOOK};
+use common::fakehost::FakeHost;
+use serde_json::{json, Map, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
+
+fn out_text(out: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A shell script that records its argv (one per line, `$0` first) and exits `$FAKE_RC`.
+fn fake_runtime(dir: &Path) -> (PathBuf, PathBuf) {
+    let script = dir.join("fake-runc");
+    let record = dir.join("argv.txt");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > '{}'\nexit ${{FAKE_RC:-0}}\n", record.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (script, record)
+}
+
+fn recorded(record: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(record).expect("the fake runtime did not run");
+    std::fs::remove_file(record).unwrap();
+    text.lines().map(String::from).collect()
+}
+
+/// config.json with an unknown top-level field first and the keys in reverse of runc's order.
+fn custom_spec(base: &Value, gpu: bool) -> Vec<u8> {
+    let mut m = Map::new();
+    m.insert("x-unknown-field".into(), json!({"keep": [1, 2, 3]}));
+    let obj = base.as_object().unwrap();
+    let keys: Vec<&String> = obj.keys().collect();
+    for k in keys.into_iter().rev() {
+        m.insert(k.clone(), obj[k].clone());
+    }
+    if gpu {
+        m["process"]["env"].as_array_mut().unwrap().push(json!("NVIDIA_VISIBLE_DEVICES=0"));
+    }
+    let mut out = serde_json::to_vec_pretty(&Value::Object(m)).unwrap();
+    out.push(b'\n');
+    out
+}
+
+fn shim(args: &[&str], config: &Path, rc: &str) -> Output {
+    Command::new(SHIM)
+        .args(args)
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config)
+        .env("FAKE_RC", rc)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn create_rewrite_with_fake_runtime() {
+    bundle::require("runc");
+    let dir = tempfile::Builder::new().prefix("nvct-shim-").tempdir().unwrap();
+    let (fake, record) = fake_runtime(dir.path());
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[nvidia-container-runtime]\nruntimes = [{:?}, \"runc\"]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+            fake.display().to_string(),
+            HOOK
+        ),
+    )
+    .unwrap();
+    let b = Bundle::new(dir.path(), Image::Busybox);
+    let cfg_json = b.dir.join("config.json");
+    let bundle_s = b.dir.display().to_string();
+
+    // A GPU container: exactly one hook added, everything else kept.
+    let before = custom_spec(&b.spec, true);
+    std::fs::write(&cfg_json, &before).unwrap();
+    std::fs::set_permissions(&cfg_json, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let args = ["--root", "/run/x", "--log-format", "json", "create", "--bundle", &bundle_s, "ctr1"];
+    let out = shim(&args, &config, "0");
+    assert!(out.status.success(), "{}", out_text(&out));
+    assert!(out.stdout.is_empty(), "the shim wrote to stdout: {}", out_text(&out));
+    let mut want_argv = vec![fake.display().to_string()];
+    want_argv.extend(args.iter().map(|s| s.to_string()));
+    assert_eq!(recorded(&record), want_argv);
+
+    let after_bytes = std::fs::read(&cfg_json).unwrap();
+    let after: Value = serde_json::from_slice(&after_bytes).unwrap();
+    let before_v: Value = serde_json::from_slice(&before).unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let mut want_keys = keys(&before_v);
+    if !want_keys.iter().any(|k| k == "hooks") {
+        want_keys.push("hooks".into());
+    }
+    assert_eq!(keys(&after), want_keys, "key order changed");
+    assert_eq!(after["x-unknown-field"], json!({"keep": [1, 2, 3]}));
+    assert_eq!(after["process"], before_v["process"], "process changed");
+    assert_eq!(
+        after["hooks"]["prestart"],
+        json!([{
+            "path": HOOK,
+            "args": ["nvidia-container-runtime-hook", "prestart"],
+            "env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                format!("NVIDIA_CTK_CONFIG_FILE_PATH={}", config.display()),
+            ],
+        }])
+    );
+    let mode = std::fs::metadata(&cfg_json).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640, "file mode changed");
+    assert!(!b.dir.join("config.json.bak").exists(), "a .bak was written for config.json");
+
+    // Again (with -b=): not doubled, file untouched.
+    let out = shim(&["create", &format!("-b={bundle_s}"), "ctr1"], &config, "0");
+    assert!(out.status.success(), "{}", out_text(&out));
+    assert_eq!(std::fs::read(&cfg_json).unwrap(), after_bytes, "second create changed config.json");
+    recorded(&record);
+
+    // No GPU asked for: byte for byte untouched; bundle from the cwd.
+    let plain = custom_spec(&b.spec, false);
+    std::fs::write(&cfg_json, &plain).unwrap();
+    let out = Command::new(SHIM)
+        .args(["create", "ctr2"])
+        .current_dir(&b.dir)
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", &config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", out_text(&out));
+    assert_eq!(std::fs::read(&cfg_json).unwrap(), plain, "config.json changed for a non-GPU container");
+    assert_eq!(recorded(&record), vec![fake.display().to_string(), "create".into(), "ctr2".into()]);
+
+    // Other commands pass through unchanged, with the runtime's exit code.
+    for args in [&["state", "x"][..], &["delete", "x"][..], &["--root", "/r", "delete", "--force", "x"][..]] {
+        let out = shim(args, &config, "3");
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", out_text(&out));
+        let mut want = vec![fake.display().to_string()];
+        want.extend(args.iter().map(|s| s.to_string()));
+        assert_eq!(recorded(&record), want, "{args:?}");
+    }
+
+    // --version: our line, then the runtime's.
+    let out = shim(&["--version"], &config, "0");
+    assert!(out.status.success(), "{}", out_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("nvidia-container-runtime version "), "{}", out_text(&out));
+    assert_eq!(recorded(&record), vec![fake.display().to_string(), "--version".into()]);
+
+    // Errors: invalid config.json is named, left alone, runtime not run.
+    std::fs::write(&cfg_json, b"{not json").unwrap();
+    let out = shim(&["create", "-b", &bundle_s, "x"], &config, "0");
+    assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("nvidia-container-runtime: error: ") && err.contains("config.json"), "{err}");
+    assert_eq!(std::fs::read(&cfg_json).unwrap(), b"{not json");
+    assert!(!record.exists(), "the runtime ran after an error");
+
+    // Unsupported mode and a missing hook: clear errors, config.json untouched.
+    std::fs::write(&cfg_json, &before).unwrap();
+    for (extra, want) in [
+        ("mode = \"cdi\"\n", "mode \"cdi\" is not supported yet"),
+        ("", "\"no-such-hook\" (config nvidia-container-runtime-hook.path) was not found"),
+    ] {
+        let cfg2 = dir.path().join("config2.toml");
+        let hook = if extra.is_empty() { "no-such-hook" } else { HOOK };
+        std::fs::write(
+            &cfg2,
+            format!(
+                "[nvidia-container-runtime]\n{extra}runtimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {hook:?}\n",
+                fake.display().to_string()
+            ),
+        )
+        .unwrap();
+        let out = shim(&["create", "-b", &bundle_s, "x"], &cfg2, "0");
+        assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(want), "{}", out_text(&out));
+        assert_eq!(std::fs::read(&cfg_json).unwrap(), before);
+        assert!(!record.exists());
+    }
+
+    // No runtime found: the error names the list.
+    let cfg3 = dir.path().join("config3.toml");
+    std::fs::write(&cfg3, "[nvidia-container-runtime]\nruntimes = [\"no-such-runc\", \"/nonexistent/crun\"]\n").unwrap();
+    let out = shim(&["state", "x"], &cfg3, "0");
+    assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-runc") && err.contains("/nonexistent/crun"), "{err}");
+}
+
+/// containerd started by the test; killed (and waited for) on drop.
+struct Containerd {
+    child: Child,
+    sock: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_containerd(dir: &Path, config_env: &Path) -> Containerd {
+    let containerd = bundle::require("containerd");
+    let sock = dir.join("containerd.sock");
+    let conf = dir.join("containerd.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "version = 2\nroot = {:?}\nstate = {:?}\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+             [grpc]\naddress = {:?}\n[ttrpc]\naddress = {:?}\n",
+            dir.join("root").display().to_string(),
+            dir.join("state").display().to_string(),
+            sock.display().to_string(),
+            dir.join("containerd.sock.ttrpc").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let log = dir.join("containerd.log");
+    let child = Command::new(containerd)
+        .arg("--config")
+        .arg(&conf)
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config_env)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start containerd");
+    let mut c = Containerd { child, sock, log };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !c.sock.exists() {
+        if let Ok(Some(st)) = c.child.try_wait() {
+            panic!("containerd exited ({st}): {}", std::fs::read_to_string(&c.log).unwrap_or_default());
+        }
+        assert!(Instant::now() < deadline, "containerd socket did not appear: {}", std::fs::read_to_string(&c.log).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c
+}
+
+#[test]
+fn containerd_ctr_run_with_shim() {
+    bundle::require_root();
+    bundle::require("runc");
+    bundle::require("containerd-shim-runc-v2");
+    let ctr = bundle::require("ctr");
+    let dir = tempfile::Builder::new().prefix("nvct-ctrd-").tempdir().unwrap();
+    let host = FakeHost::builder().gpus(8).build(&dir.path().join("host")).expect("fake host");
+    let shim_log = dir.path().join("shim.log");
+    let extra = format!(
+        "[nvidia-container-runtime]\ndebug = {:?}\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+        shim_log.display().to_string(),
+        HOOK
+    );
+    let config = bundle::write_config(dir.path(), &host.driver_root(), &host.proc_root(), &extra);
+    let cd = start_containerd(dir.path(), &config);
+    let b = Bundle::new(dir.path(), Image::Busybox);
+    let rootfs = b.rootfs().display().to_string();
+
+    let run = |id: &str, gpu: bool| -> Output {
+        let mut cmd = Command::new(&ctr);
+        cmd.arg("-a").arg(&cd.sock).args(["run", "--rm", "--runc-binary", SHIM]);
+        if gpu {
+            cmd.args(["--env", "NVIDIA_VISIBLE_DEVICES=0"]);
+        }
+        // `ctr run --rootfs` has no image config, so the process gets no PATH: use absolute paths.
+        cmd.args(["--rootfs", &rootfs, id, "/bin/sh", "-c", "export PATH=/bin; ls /dev/nvidia* 2>/dev/null; echo done"]);
+        let before = bundle::host_mounts();
+        let out = cmd.stdin(Stdio::null()).output().expect("ctr run");
+        assert_eq!(before, bundle::host_mounts(), "host mount table changed");
+        out
+    };
+    let diag = |out: &Output| {
+        format!(
+            "{}\n--- containerd log\n{}\n--- shim log\n{}",
+            out_text(out),
+            std::fs::read_to_string(&cd.log).unwrap_or_default(),
+            std::fs::read_to_string(&shim_log).unwrap_or_default()
+        )
+    };
+
+    let id = format!("nvct-plain-{}", std::process::id());
+    let out = run(&id, false);
+    let text = diag(&out);
+    assert!(out.status.success(), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("/dev/nvidia"), "GPU nodes in a non-GPU container: {text}");
+    assert!(stdout.contains("done"), "{text}");
+    let id = format!("nvct-gpu-{}", std::process::id());
+    let out = run(&id, true);
+    let text = diag(&out);
+    assert!(out.status.success(), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    assert!(lines.contains(&"/dev/nvidia0"), "no /dev/nvidia0: {text}");
+    assert!(!lines.contains(&"/dev/nvidia1"), "/dev/nvidia1 is visible: {text}");
+    assert!(lines.contains(&"done"), "{text}");
+    assert!(std::fs::read_to_string(&shim_log).unwrap_or_default().contains("added prestart hook"), "{text}");
+
+    drop(cd);
+}
