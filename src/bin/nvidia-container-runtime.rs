@@ -77,13 +77,13 @@ fn try_run() -> Result<std::convert::Infallible> {
 }
 
 fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&Path>, log: &mut Log) -> Result<()> {
-    shim::check_mode(config)?;
     let path = bundle.join("config.json");
     let bytes = oci::read_capped(&path, oci::MAX_SPEC_BYTES)?;
     if !shim::wants_gpu(&bytes, &path, config)? {
         log.line(&format!("{}: no GPU requested; config.json unchanged", path.display()));
         return Ok(());
     }
+    shim::check_mode(config)?;
     let hook = shim::find_hook(config, &which)?;
     let mut spec: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|source| oci::OciError::SpecParse { path: path.clone(), source })?;
