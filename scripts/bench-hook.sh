@@ -49,3 +49,18 @@ measure() { # $1 = label
 setup ""; measure "no hook"
 setup "0,2"; measure "hook, GPUs 0,2"
 setup "all"; measure "hook, all 8 GPUs"
+
+# Peak memory of the hook process (GNU time's maximum resident set size), GPUs 0,2.
+if [ -x /usr/bin/time ]; then
+  python3 - "$work/bundle/config.json" "$top/target/release/nvidia-container-runtime-hook" "$work/config.toml" "$work/rss" <<'PY'
+import json, sys
+path, hook, config, rss = sys.argv[1:]
+spec = json.load(open(path))
+spec["process"]["env"] = [e for e in spec["process"]["env"] if not e.startswith("NVIDIA_")] + ["NVIDIA_VISIBLE_DEVICES=0,2"]
+spec["hooks"] = {"prestart": [{"path": "/usr/bin/time", "args": ["time", "-f", "%M", "-a", "-o", rss, hook, "-config", config, "prestart"],
+                               "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}]}
+json.dump(spec, open(path, "w"))
+PY
+  for i in 1 2 3 4 5; do (cd "$work/bundle" && runc run "bench-rss-$$-$i" </dev/null >/dev/null); done
+  sort -n "$work/rss" | tail -1 | awk '{printf "hook peak RSS (max of 5)       %d KiB\n", $1}'
+fi
