@@ -1,0 +1,185 @@
+//! Hostile images against the prestart hook, in real runc containers on the simulated GPU
+//! host. Each case builds a malicious rootfs, starts the container, and asserts that a canary
+//! on the host is untouched, that every NVIDIA mount in the container comes from the fake
+//! driver root, and that the container either ran safely or was refused with a clear message.
+//! (The host mount table is compared before/after by Bundle::run.)
+
+mod common;
+
+use common::bundle::{self, Bundle, Image};
+use common::fakehost::FakeHost;
+use std::collections::BTreeMap;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+struct Host {
+    host: FakeHost,
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+fn host() -> &'static Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| {
+        bundle::require_root();
+        bundle::require("runc");
+        let dir = tempfile::Builder::new().prefix("nvct-attack-").tempdir().unwrap().keep();
+        let host = FakeHost::builder().gpus(2).build(&dir.join("host")).expect("fake host");
+        let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
+        Host { host, dir, config }
+    })
+}
+
+/// A host directory with one file; `snapshot` lists everything under it with contents.
+fn canary(parent: &Path, name: &str) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("canary"), "untouched").unwrap();
+    dir
+}
+
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                stack.push(p.clone());
+                out.insert(p, None);
+            } else if meta.file_type().is_symlink() {
+                // Never follow: runc's /dev links point at /proc/self/fd/N.
+                out.insert(p.clone(), Some(std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
+            } else {
+                out.insert(p.clone(), Some(std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
+
+/// Prints every mount of the container whose mount point mentions nvidia or a lib dir, as
+/// `MNT <root-in-source-fs> <mount point>`.
+const MOUNTS: &str = "grep -E 'nvidia|/lib|/usr/bin' /proc/self/mountinfo | while read a b c root point rest; do echo \"MNT $root $point\"; done";
+
+fn check_mounts(stdout: &str, allowed: &Path, context: &str) {
+    for line in stdout.lines().filter_map(|l| l.strip_prefix("MNT ")) {
+        let (root, point) = line.split_once(' ').unwrap();
+        if point.starts_with("/proc") {
+            continue; // the tmpfs mask of /proc/driver/nvidia: root is "/"
+        }
+        assert!(Path::new(root).starts_with(allowed), "mount {point} comes from {root}, outside {}: {context}", allowed.display());
+    }
+}
+
+struct Case {
+    name: &'static str,
+    /// Makes the image hostile; gets (rootfs, canary dir).
+    setup: fn(&Path, &Path),
+    image: Image,
+    /// runc 1.1 itself follows a symlinked /dev on the host when it creates /dev/fd, /dev/stdin,
+    /// /dev/ptmx… (its bug, not ours): for that case only our own names are checked.
+    runc_writes_canary: bool,
+}
+
+#[test]
+fn redirected_mount_targets() {
+    let h = host();
+    let cases = [
+        Case { name: "lib dir is an absolute symlink to a host dir", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink(c, r.join("usr/lib64")).unwrap(); } },
+        Case { name: "lib dir is a ../ chain", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink(format!("../../../../../../../../..{}", c.display()), r.join("usr/lib64")).unwrap(); } },
+        Case { name: "lib dir through /proc/self/root", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink(format!("/proc/self/root{}", c.display()), r.join("usr/lib64")).unwrap(); } },
+        Case { name: "lib dir through /proc/1/cwd", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/1/cwd", r.join("usr/lib64")).unwrap(); } },
+        Case { name: "multiarch lib dir symlinked to the host", image: Image::Glibc, runc_writes_canary: false,
+            setup: |r, c| {
+                let d = r.join("usr/lib/x86_64-linux-gnu/nvidia");
+                std::fs::create_dir_all(d.parent().unwrap()).unwrap();
+                symlink(c, d).unwrap();
+                // and /usr/bin too
+                std::fs::remove_dir_all(r.join("usr/bin")).unwrap();
+                symlink(c, r.join("usr/bin")).unwrap();
+            } },
+        Case { name: "/usr/bin through /proc/self/fd", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap(); } },
+        Case { name: "firmware dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("lib/firmware")).unwrap(); symlink(c, r.join("lib/firmware/nvidia")).unwrap(); } },
+        Case { name: "/dev is a symlink to a host dir", image: Image::Busybox, runc_writes_canary: true,
+            setup: |r, c| { std::fs::remove_dir_all(r.join("dev")).unwrap(); symlink(c, r.join("dev")).unwrap(); } },
+    ];
+    for case in cases {
+        let canary_dir = canary(&h.dir, &format!("canary-{}", case.name.replace(['/', ' '], "_")));
+        let before = snapshot(&canary_dir);
+        let mut b = Bundle::new(&h.dir, case.image);
+        (case.setup)(&b.rootfs(), &canary_dir);
+        b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0");
+        let out = b.run(&format!("{MOUNTS}; echo RAN"));
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let context = format!("case {}: status {}\n{stdout}\n{}", case.name, out.status, String::from_utf8_lossy(&out.stderr));
+        let after = snapshot(&canary_dir);
+        if case.runc_writes_canary {
+            let ours: Vec<_> = after.keys().filter(|p| p.to_string_lossy().contains("nvidia")).collect();
+            assert!(ours.is_empty(), "the hook created {ours:?} on the host: {context}");
+            assert_eq!(after.get(&canary_dir.join("canary")), before.get(&canary_dir.join("canary")), "{context}");
+        } else {
+            assert_eq!(after, before, "host canary changed: {context}");
+        }
+        if out.status.success() {
+            assert!(stdout.contains("RAN"), "{context}");
+            check_mounts(&stdout, h.host.dir(), &context);
+        } else {
+            assert!(context.contains("nvidia-container-runtime-hook: error"), "refused without our message: {context}");
+        }
+    }
+}
+
+#[test]
+fn image_ldconfig_and_ld_so_conf_d_are_never_used_on_the_host() {
+    let h = host();
+    let canary_dir = canary(&h.dir, "canary-ldconfig");
+    let before = snapshot(&canary_dir);
+    let mut b = Bundle::new(&h.dir, Image::Glibc);
+    let r = b.rootfs();
+    // The image's own ldconfig would write a marker next to the bundle if it ever ran.
+    let marker = b.dir.join("image-ldconfig-ran");
+    std::fs::create_dir_all(r.join("sbin")).unwrap();
+    std::fs::write(r.join("sbin/ldconfig"), format!("#!/bin/sh\necho ran > {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(r.join("sbin/ldconfig"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // ld.so.conf.d points at a host directory, and ld.so.conf includes it.
+    symlink(&canary_dir, r.join("etc/ld.so.conf.d")).unwrap();
+    std::fs::write(r.join("etc/ld.so.conf"), "include /etc/ld.so.conf.d/*.conf\n").unwrap();
+    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0");
+    let out = b.run("dlcuda");
+    let context = format!("status {}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{context}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
+    assert!(!marker.exists(), "the image's /sbin/ldconfig was executed: {context}");
+    assert_eq!(snapshot(&canary_dir), before, "host dir behind ld.so.conf.d changed: {context}");
+}
+
+#[test]
+fn privilege_rules() {
+    let h = host();
+    // MIG config devices from an unprivileged container: refused.
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0").env("NVIDIA_MIG_CONFIG_DEVICES=all");
+    let out = b.run("echo RAN");
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("NVIDIA_MIG_CONFIG_DEVICES is only honoured for privileged containers"), "{text}");
+
+    // accept-nvidia-visible-devices-envvar-when-unprivileged = false: env ignored.
+    let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(),
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false");
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=0");
+    let out = b.run("ls /dev; echo RAN");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success() && stdout.contains("RAN"), "{stdout}");
+    assert!(!stdout.contains("nvidia"), "an unprivileged env request must be ignored: {stdout}");
+}
