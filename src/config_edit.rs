@@ -191,9 +191,12 @@ mod tests {
         assert_eq!(edit(DEFAULT_TEXT, Path::new(P), &[], ",").unwrap(), DEFAULT_TEXT);
     }
 
+    /// (name, argument, Some((key, value)) | None for an error)
+    type ArgCase = (&'static str, &'static str, Option<(&'static str, Option<&'static str>)>);
+
     #[test]
     fn assignments() {
-        let cases: &[(&str, &str, Option<(&str, Option<&str>)>)] = &[
+        let cases: &[ArgCase] = &[
             ("key=value", "a.b=c", Some(("a.b", Some("c")))),
             ("value with =", "a=b=c", Some(("a", Some("b=c")))),
             ("empty value", "a=", Some(("a", Some("")))),

@@ -249,9 +249,12 @@ mod tests {
         }
     }
 
+    /// (name, argv, --log, --log-format)
+    type LogCase<'a> = (&'a str, &'a [&'a str], Option<&'a str>, Option<&'a str>);
+
     #[test]
     fn log_flags_table() {
-        let cases: &[(&str, &[&str], Option<&str>, Option<&str>)] = &[
+        let cases: &[LogCase] = &[
             ("none", &["create", "x"], None, None),
             ("spaced", &["--log", "/l", "--log-format", "json", "create", "x"], Some("/l"), Some("json")),
             ("equals", &["--log=/l", "--log-format=text", "create", "x"], Some("/l"), Some("text")),
