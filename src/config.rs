@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 /// Env var that names the config file (upstream spelling).
 pub const CONFIG_PATH_ENV: &str = "NVIDIA_CTK_CONFIG_FILE_PATH";
+/// The shipped default config (config/config.toml): every key at its default, with comments.
+/// `nvidia-ctk config default` prints it; `nvidia-ctk config` edits it when the file is missing.
+pub const DEFAULT_TEXT: &str = include_str!("../config/config.toml");
 /// Config files larger than this are refused: it is a small hand-written file.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -333,7 +336,8 @@ mod shipped {
     fn shipped_config_is_the_defaults() {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/config.toml"));
         let text = std::fs::read_to_string(path).unwrap();
-        assert_eq!(Config::parse(&text, path).unwrap(), Config::default());
+        assert_eq!(text, DEFAULT_TEXT, "the embedded default text is stale");
+        assert_eq!(Config::parse(DEFAULT_TEXT, path).unwrap(), Config::default());
         let defaults = toml::to_string(&Config::default()).unwrap();
         for line in defaults.lines().filter(|l| l.contains(" = ")) {
             let key = line.split(" = ").next().unwrap();

@@ -7,6 +7,7 @@
 //! docs/ARCHITECTURE.md for the picture and the rules that keep it simple.
 
 pub mod config;
+pub mod config_edit;
 pub mod devices;
 pub mod discover;
 pub mod driver;
@@ -20,5 +21,6 @@ pub mod rootfs;
 pub mod sys;
 pub mod apply;
 pub mod fsutil;
+pub mod log;
 pub mod runtime_config;
 pub mod shim;

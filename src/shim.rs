@@ -43,6 +43,10 @@ pub struct Invocation {
     pub version: bool,
     /// The bundle given with `--bundle`/`-b` (last wins); `None` means the current directory.
     pub bundle: Option<PathBuf>,
+    /// runc's global `--log FILE` (last wins): the shim logs there too.
+    pub log: Option<PathBuf>,
+    /// runc's global `--log-format` (`text` or `json`; last wins).
+    pub log_format: Option<String>,
 }
 
 impl Invocation {
@@ -79,7 +83,10 @@ pub fn parse_args(args: &[String]) -> Invocation {
         if a == "--version" || a == "-v" {
             inv.version = true;
         } else if GLOBAL_VALUE_FLAGS.contains(&a.as_str()) {
-            i += 1; // skip the value
+            i += 1; // the value
+            global_value(&mut inv, a, args.get(i));
+        } else if let Some((flag, value)) = a.split_once('=') {
+            global_value(&mut inv, flag, Some(&value.to_string()));
         }
         i += 1;
     }
@@ -99,6 +106,15 @@ pub fn parse_args(args: &[String]) -> Invocation {
         i += 1;
     }
     inv
+}
+
+/// Records the global flags the shim itself uses.
+fn global_value(inv: &mut Invocation, flag: &str, value: Option<&String>) {
+    match (flag, value) {
+        ("--log", Some(v)) if !v.is_empty() => inv.log = Some(PathBuf::from(v)),
+        ("--log-format", Some(v)) => inv.log_format = Some(v.clone()),
+        _ => {}
+    }
 }
 
 /// Finds a program: an absolute path is used as is (if it exists), a name through `which`.
@@ -230,6 +246,26 @@ mod tests {
             assert_eq!(inv.version, *version, "case {name}: version");
             assert_eq!(inv.bundle.as_deref(), bundle.map(Path::new), "case {name}: bundle");
             assert_eq!(inv.is_create(), *command == Some("create"), "case {name}: is_create");
+        }
+    }
+
+    /// (name, argv, --log, --log-format)
+    type LogCase<'a> = (&'a str, &'a [&'a str], Option<&'a str>, Option<&'a str>);
+
+    #[test]
+    fn log_flags_table() {
+        let cases: &[LogCase] = &[
+            ("none", &["create", "x"], None, None),
+            ("spaced", &["--log", "/l", "--log-format", "json", "create", "x"], Some("/l"), Some("json")),
+            ("equals", &["--log=/l", "--log-format=text", "create", "x"], Some("/l"), Some("text")),
+            ("last wins", &["--log", "/a", "--log=/b", "state", "x"], Some("/b"), None),
+            ("after the command is not global", &["create", "--log", "/l", "x"], None, None),
+            ("empty log ignored", &["--log=", "create", "x"], None, None),
+        ];
+        for (name, argv, log, format) in cases {
+            let inv = parse_args(&s(argv));
+            assert_eq!(inv.log.as_deref(), log.map(Path::new), "case {name}: log");
+            assert_eq!(inv.log_format.as_deref(), *format, "case {name}: format");
         }
     }
 

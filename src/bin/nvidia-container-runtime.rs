@@ -1,68 +1,50 @@
 //! `nvidia-container-runtime`: the runc-compatible shim. Every command but `create` is exec'd
 //! unchanged on the low-level runtime (config `nvidia-container-runtime.runtimes`). On `create`
 //! of a container that asks for a GPU, `<bundle>/config.json` gains our prestart hook (legacy
-//! mode) before the runtime is exec'd. Never writes to stdout except through the runtime.
+//! mode) before the runtime is exec'd. Never writes to stdout except through the runtime; logs
+//! go through [`nvct::log::Logger`] (config `debug` file and runc's `--log`).
 
 use anyhow::{Context, Result};
 use nvct::config::{self, Config};
 use nvct::fsutil::{self, WriteOptions};
+use nvct::log::{Format, Logger};
 use nvct::oci;
 use nvct::shim;
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-struct Log(Option<std::fs::File>);
-
-impl Log {
-    fn open(config: &Config) -> Log {
-        let path = &config.runtime.debug;
-        if path.is_empty() || path == "/dev/null" {
-            return Log(None);
-        }
-        Log(std::fs::OpenOptions::new().create(true).append(true).open(path).ok())
-    }
-
-    fn line(&mut self, msg: &str) {
-        if let Some(f) = &mut self.0 {
-            let _ = writeln!(f, "nvidia-container-runtime[{}]: {msg}", std::process::id());
-        }
-    }
-}
 
 fn which(name: &str) -> Option<PathBuf> {
     which::which(name).ok()
 }
 
 fn main() {
-    let err = run();
-    // run() only returns on failure (success ends in exec).
+    let raw: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let args: Vec<String> = raw.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let inv = shim::parse_args(&args);
+    let format = Format::parse(inv.log_format.as_deref().unwrap_or("text"));
+    let mut log = Logger::new(inv.log.as_deref(), format);
+    // try_run only returns on failure (success ends in exec).
+    let err = match try_run(&raw, &args, &inv, &mut log) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    };
+    log.error(&format!("nvidia-container-runtime: {err:#}"));
     eprintln!("nvidia-container-runtime: error: {err:#}");
     std::process::exit(1);
 }
 
-fn run() -> anyhow::Error {
-    match try_run() {
-        Ok(never) => match never {},
-        Err(e) => e,
-    }
-}
-
-fn try_run() -> Result<std::convert::Infallible> {
-    let raw: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let args: Vec<String> = raw.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let inv = shim::parse_args(&args);
-
+fn try_run(raw: &[OsString], args: &[String], inv: &shim::Invocation, log: &mut Logger) -> Result<std::convert::Infallible> {
     let from_env = std::env::var_os(config::CONFIG_PATH_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
     let config_path = config::default_path(|k| std::env::var(k).ok());
     let config = Config::load(&config_path)?;
-    let mut log = Log::open(&config);
-    log.line(&format!("args {args:?}"));
+    log.configure(&config.runtime);
+    log.debug(&format!("args {args:?}, config {}", config_path.display()));
 
     let runtime = shim::find_runtime(&config.runtime.runtimes, &which)?;
-    log.line(&format!("low-level runtime {}", runtime.display()));
+    log.debug(&format!("low-level runtime {}", runtime.display()));
 
     if inv.version && inv.command.is_none() {
         println!("nvidia-container-runtime version {}", env!("CARGO_PKG_VERSION"));
@@ -70,17 +52,17 @@ fn try_run() -> Result<std::convert::Infallible> {
     } else if inv.is_create() {
         let cwd = std::env::current_dir().context("cannot get the current directory")?;
         let bundle = inv.bundle_or(&cwd);
-        create(&bundle, &config, &config_path, from_env.as_deref(), &mut log)?;
+        create(&bundle, &config, &config_path, from_env.as_deref(), log)?;
     }
-    let e = Command::new(&runtime).arg0(&runtime).args(&raw).exec();
+    let e = Command::new(&runtime).arg0(&runtime).args(raw).exec();
     Err(anyhow::Error::new(e).context(format!("cannot run the low-level runtime {}", runtime.display())))
 }
 
-fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&Path>, log: &mut Log) -> Result<()> {
+fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&Path>, log: &mut Logger) -> Result<()> {
     let path = bundle.join("config.json");
     let bytes = oci::read_capped(&path, oci::MAX_SPEC_BYTES)?;
     if !shim::wants_gpu(&bytes, &path, config)? {
-        log.line(&format!("{}: no GPU requested; config.json unchanged", path.display()));
+        log.info(&format!("{}: no GPU requested; config.json unchanged", path.display()));
         return Ok(());
     }
     shim::check_mode(config)?;
@@ -89,12 +71,12 @@ fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&
         .map_err(|source| oci::OciError::SpecParse { path: path.clone(), source })?;
     let env = shim::hook_env(from_env.map(|_| config_path));
     if !shim::add_hook(&mut spec, &hook, &env, &path)? {
-        log.line(&format!("{}: our hook is already there", path.display()));
+        log.info(&format!("{}: our hook is already there", path.display()));
         return Ok(());
     }
     let mut out = serde_json::to_vec_pretty(&spec).context("cannot serialize config.json")?;
     out.push(b'\n');
     fsutil::write_atomic(&path, &out, &WriteOptions::default())?;
-    log.line(&format!("{}: added prestart hook {}", path.display(), hook.display()));
+    log.info(&format!("{}: added prestart hook {}", path.display(), hook.display()));
     Ok(())
 }

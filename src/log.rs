@@ -1,0 +1,218 @@
+//! The runtime shim's log: leveled lines to the config's `nvidia-container-runtime.debug` file
+//! (unless "" or "/dev/null") and to runc's own `--log FILE` when the shim's command line has one,
+//! in runc's format: logrus JSON lines (`{"level":"info","msg":"...","time":"RFC3339"}`) with
+//! `--log-format json`, else logrus text (`time="..." level=info msg="..."`). Lines below
+//! `nvidia-container-runtime.log-level` (debug | info | warning | error) are dropped.
+//!
+//! Never writes to stdout or stderr: the shim's stdout belongs to runc. Files are opened for
+//! append (runc appends to the same `--log` file after us) and close on exec; a file that cannot
+//! be opened or written is skipped silently, since logging must never fail a container.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use crate::config::RuntimeConfig;
+
+/// Severity, most severe first (so `a <= b` means "a is at least as severe as b").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warning,
+    Info,
+    Debug,
+}
+
+impl Level {
+    /// logrus spellings; `trace` counts as debug, `fatal`/`panic` as error.
+    pub fn parse(s: &str) -> Option<Level> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "error" | "fatal" | "panic" => Some(Level::Error),
+            "warning" | "warn" => Some(Level::Warning),
+            "info" => Some(Level::Info),
+            "debug" | "trace" => Some(Level::Debug),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+}
+
+/// runc's `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Format {
+    /// `json` is JSON; anything else (runc's default `text`) is text.
+    pub fn parse(s: &str) -> Format {
+        if s == "json" { Format::Json } else { Format::Text }
+    }
+}
+
+/// One log line, formatted. `unix` is seconds since the epoch (UTC).
+pub fn format_line(format: Format, level: Level, msg: &str, unix: u64) -> String {
+    let time = rfc3339(unix);
+    match format {
+        Format::Json => json!({"level": level.as_str(), "msg": msg, "time": time}).to_string(),
+        Format::Text => format!("time=\"{time}\" level={} msg={}", level.as_str(), json!(msg)),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch.
+pub fn rfc3339(unix: u64) -> String {
+    let (days, secs) = (unix / 86_400, unix % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The shim's logger. Starts with runc's `--log` file only (so errors while loading the config
+/// reach it), at level info; [`Logger::configure`] adds the debug file and the level.
+#[derive(Debug)]
+pub struct Logger {
+    level: Level,
+    format: Format,
+    files: Vec<(PathBuf, File)>,
+}
+
+fn open_append(path: &Path) -> Option<File> {
+    OpenOptions::new().create(true).append(true).open(path).ok()
+}
+
+impl Logger {
+    /// A logger writing to runc's `--log` file, if given, in `format`.
+    pub fn new(runc_log: Option<&Path>, format: Format) -> Logger {
+        let files = runc_log.and_then(|p| Some((p.to_path_buf(), open_append(p)?))).into_iter().collect();
+        Logger { level: Level::Info, format, files }
+    }
+
+    /// Applies `[nvidia-container-runtime]`: `log-level` and the `debug` file. An unknown level
+    /// is logged as a warning and info is used (a typo must not break containers).
+    pub fn configure(&mut self, config: &RuntimeConfig) {
+        let debug = config.debug.as_str();
+        if !debug.is_empty() && debug != "/dev/null" && !self.files.iter().any(|(p, _)| p == Path::new(debug)) {
+            if let Some(f) = open_append(Path::new(debug)) {
+                self.files.push((PathBuf::from(debug), f));
+            }
+        }
+        match Level::parse(&config.log_level) {
+            Some(l) => self.level = l,
+            None => self.warning(&format!(
+                "config nvidia-container-runtime.log-level = {:?} is not one of debug, info, warning, error; using info",
+                config.log_level
+            )),
+        }
+    }
+
+    /// Whether lines of `level` are written anywhere.
+    pub fn enabled(&self, level: Level) -> bool {
+        level <= self.level && !self.files.is_empty()
+    }
+
+    pub fn log(&mut self, level: Level, msg: &str) {
+        if !self.enabled(level) {
+            return;
+        }
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let mut line = format_line(self.format, level, msg, unix);
+        line.push('\n');
+        for (_, f) in &mut self.files {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+
+    pub fn error(&mut self, msg: &str) {
+        self.log(Level::Error, msg);
+    }
+    pub fn warning(&mut self, msg: &str) {
+        self.log(Level::Warning, msg);
+    }
+    pub fn info(&mut self, msg: &str) {
+        self.log(Level::Info, msg);
+    }
+    pub fn debug(&mut self, msg: &str) {
+        self.log(Level::Debug, msg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times() {
+        let cases = [
+            ("epoch", 0, "1970-01-01T00:00:00Z"),
+            ("leap day", 951_782_400, "2000-02-29T00:00:00Z"),
+            ("end of 2023", 1_704_067_199, "2023-12-31T23:59:59Z"),
+            ("2026", 1_780_000_000, "2026-05-28T20:26:40Z"),
+        ];
+        for (name, unix, want) in cases {
+            assert_eq!(rfc3339(unix), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn lines() {
+        let cases = [
+            ("json", Format::Json, Level::Info, "a \"b\"", r#"{"level":"info","msg":"a \"b\"","time":"1970-01-01T00:00:00Z"}"#),
+            ("text", Format::Text, Level::Warning, "a \"b\"", r#"time="1970-01-01T00:00:00Z" level=warning msg="a \"b\"""#),
+        ];
+        for (name, format, level, msg, want) in cases {
+            assert_eq!(format_line(format, level, msg, 0), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn levels_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("info", "info", &["error", "warning", "info"][..]),
+            ("error", "error", &["error"][..]),
+            ("debug", "debug", &["error", "warning", "info", "debug"][..]),
+            ("bad level warns, uses info", "loud", &["warning", "error", "warning", "info"][..]),
+        ];
+        for (name, level, want) in cases {
+            let file = dir.path().join(format!("{name}.log"));
+            let mut log = Logger::new(Some(&file), Format::Json);
+            let config = RuntimeConfig { log_level: level.into(), ..RuntimeConfig::default() };
+            log.configure(&config);
+            for l in [Level::Error, Level::Warning, Level::Info, Level::Debug] {
+                log.log(l, "m");
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            let got: Vec<String> = text
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["level"].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(got, want, "case {name}");
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Black-box tests of `nvidia-ctk config` and `nvidia-ctk config default`: the real binary, a
+//! fresh temp dir per case, the config file named by `--config-file` or by
+//! `NVIDIA_CTK_CONFIG_FILE_PATH` (the hook's resolution).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nvidia-ctk");
+const DEFAULT: &str = include_str!("../config/config.toml");
+
+fn ctk(args: &[&str], config_env: &Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config_env)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap_or_else(|e| panic!("running {BIN}: {e}"))
+}
+
+fn ctx(args: &[&str], out: &Output) -> String {
+    format!(
+        "\n--- command: nvidia-ctk {}\n--- status: {}\n--- stdout:\n{}\n--- stderr:\n{}\n",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn default_prints_the_shipped_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("unused.toml");
+    let out = ctk(&["config", "default"], &env);
+    assert!(out.status.success(), "{}", ctx(&["config", "default"], &out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), DEFAULT);
+
+    let file = dir.path().join("out/config.toml");
+    let args = ["config", "default", "--output", file.to_str().unwrap()];
+    let out = ctk(&args, &env);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert!(out.stdout.is_empty(), "{}", ctx(&args, &out));
+    assert_eq!(fs::read_to_string(&file).unwrap(), DEFAULT);
+}
+
+/// What a case's output must be.
+enum Want {
+    /// Success; stdout is the input text with each `(from, to)` replaced once.
+    Replaced(&'static [(&'static str, &'static str)]),
+    /// Failure; stderr contains this, and the file is untouched.
+    Error(&'static str),
+}
+
+#[test]
+fn set_table() {
+    let user = "# my config\ndisable-require = false\n\n[nvidia-container-cli]\n# driver root\nroot = \"\"   # keep me\nldconfig = \"@/sbin/ldconfig\"\n\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"/etc/cdi\"]\n";
+    let cases: &[(&str, &[&str], Want)] = &[
+        ("string", &["nvidia-container-cli.root=/run/nvidia/driver"],
+            Want::Replaced(&[("root = \"\"   # keep me", "root = \"/run/nvidia/driver\"   # keep me")])),
+        ("bool", &["disable-require=true"], Want::Replaced(&[("disable-require = false", "disable-require = true")])),
+        ("bare bool", &["disable-require"], Want::Replaced(&[("disable-require = false", "disable-require = true")])),
+        ("list", &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi,/var/run/cdi,/x"],
+            Want::Replaced(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]")])),
+        ("two keys", &["disable-require=true", "nvidia-container-cli.root=/d"],
+            Want::Replaced(&[("disable-require = false", "disable-require = true"), ("root = \"\"", "root = \"/d\"")])),
+        ("same value", &["disable-require=false", "nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi"], Want::Replaced(&[])),
+        ("unknown key", &["nvidia-container-cli.rooot=/d"], Want::Error("unknown config key \"nvidia-container-cli.rooot\"")),
+        ("bad bool", &["disable-require=maybe"], Want::Error("disable-require: \"maybe\" is not a boolean")),
+        ("container ldconfig", &["nvidia-container-cli.ldconfig=/sbin/ldconfig"],
+            Want::Error("nvidia-container-cli.ldconfig = \"/sbin/ldconfig\" is not allowed")),
+        ("no key", &["=x"], Want::Error("expected KEY=VALUE")),
+    ];
+    for (name, sets, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        fs::write(&file, user).unwrap();
+        let mut args = vec!["config", "--config-file", file.to_str().unwrap()];
+        for s in *sets {
+            args.extend(["--set", s]);
+        }
+        let out = ctk(&args, &dir.path().join("other.toml"));
+        match want {
+            Want::Replaced(edits) => {
+                assert!(out.status.success(), "case {name}: {}", ctx(&args, &out));
+                let mut expected = user.to_string();
+                for (from, to) in *edits {
+                    assert!(expected.contains(from), "case {name}: bad case");
+                    expected = expected.replacen(from, to, 1);
+                }
+                assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "case {name}: {}", ctx(&args, &out));
+            }
+            Want::Error(msg) => {
+                assert_eq!(out.status.code(), Some(1), "case {name}: {}", ctx(&args, &out));
+                assert!(out.stdout.is_empty(), "case {name}: {}", ctx(&args, &out));
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(err.starts_with("nvidia-ctk: error: ") && err.contains(msg), "case {name}: {}", ctx(&args, &out));
+            }
+        }
+        assert_eq!(fs::read_to_string(&file).unwrap(), user, "case {name}: the file changed without --in-place");
+    }
+}
+
+#[test]
+fn in_place_keeps_comments_and_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    let text = DEFAULT.replace("log-level = \"info\"", "log-level = \"info\" # was debug");
+    fs::write(&file, &text).unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+
+    // Same value: byte for byte unchanged (found through NVIDIA_CTK_CONFIG_FILE_PATH).
+    let args = ["config", "--in-place", "--set", "nvidia-container-runtime.log-level=info",
+        "--set", "nvidia-container-runtime.runtimes=runc,crun"];
+    let out = ctk(&args, &file);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert!(out.stdout.is_empty(), "{}", ctx(&args, &out));
+    assert_eq!(fs::read_to_string(&file).unwrap(), text);
+
+    // A change: only that value differs; mode kept; no temp files or backups left.
+    let args = ["config", "-i", "--set", "nvidia-container-runtime.log-level=debug"];
+    let out = ctk(&args, &file);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert_eq!(
+        fs::read_to_string(&file).unwrap(),
+        text.replace("log-level = \"info\" # was debug", "log-level = \"debug\" # was debug")
+    );
+    assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o600);
+    let names: Vec<String> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, vec!["config.toml"]);
+
+    // A refused edit leaves the file alone.
+    let before = fs::read_to_string(&file).unwrap();
+    let args = ["config", "-i", "--set", "nvidia-container-cli.ldconfig=ldconfig"];
+    let out = ctk(&args, &file);
+    assert_eq!(out.status.code(), Some(1), "{}", ctx(&args, &out));
+    assert_eq!(fs::read_to_string(&file).unwrap(), before);
+}
+
+#[test]
+fn missing_file_starts_from_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("etc/nvidia-container-runtime/config.toml");
+    let args = ["config", "--set", "nvidia-container-cli.root=/run/nvidia/driver"];
+    let want = DEFAULT.replacen("root = \"\"", "root = \"/run/nvidia/driver\"", 1);
+
+    let out = ctk(&args, &file);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    assert!(!file.exists(), "written without --in-place");
+
+    let mut args = args.to_vec();
+    args.push("--in-place");
+    let out = ctk(&args, &file);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert_eq!(fs::read_to_string(&file).unwrap(), want);
+    assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o644);
+}
