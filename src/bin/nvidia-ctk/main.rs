@@ -1,6 +1,7 @@
 //! `nvidia-ctk`: the toolkit's command line. This file only parses the global flags and hands
 //! each subcommand to its own module (one file per subcommand).
 
+mod hook;
 mod runtime;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Configure container engines (containerd, docker, CRI-O) for the NVIDIA runtime.
     Runtime(runtime::RuntimeArgs),
+    /// Hooks referenced from CDI specs (the same as `nvidia-cdi-hook`).
+    Hook(hook::HookArgs),
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Runtime(args) => runtime::run(args, v),
+        Command::Hook(args) => hook::run(args, "nvidia-ctk hook"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
