@@ -61,8 +61,8 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             cdi_hooks::create_symlinks(&root, &links)?;
         }
         HookCommand::UpdateLdcache { folders, ldconfig_path } => {
-            let c = Container::from_state(stdin())?;
             let ldconfig = nvct::ldconfig::open_host(&ldconfig_path)?;
+            let c = Container::from_state(stdin())?;
             let root = c.enter()?;
             cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(&ldconfig), &folders)
                 .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
