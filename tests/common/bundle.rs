@@ -105,8 +105,7 @@ impl Bundle {
         if !self.spec["hooks"].is_object() {
             self.spec["hooks"] = json!({});
         }
-        let list = self.spec["hooks"][kind].as_array().cloned().unwrap_or_default();
-        let mut list = list;
+        let mut list = self.spec["hooks"][kind].as_array().cloned().unwrap_or_default();
         list.push(json!({"path": path, "args": argv, "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}));
         self.spec["hooks"][kind] = Value::Array(list);
         self
