@@ -195,6 +195,15 @@ fn ensure_ldso_conf(root: &Rootfs) -> Result<(), HookError> {
 fn write_conf(root: &Rootfs, name: &str, text: &str) -> Result<PathBuf, HookError> {
     let path = Path::new(LDSO_CONF_D).join(name);
     let dir = root.mkdir_all(Path::new(LDSO_CONF_D))?;
+    // Look before opening for writing: opening a device node an image shipped could act on it.
+    if let Ok(existing) = sys::openat(dir.as_fd(), Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0) {
+        match sys::fstat(existing.as_fd()).map(|st| st.st_mode & libc::S_IFMT) {
+            Ok(libc::S_IFREG) => {}
+            Ok(libc::S_IFLNK) => return Err(HookError::NotRegular { path, what: "a symlink" }),
+            Ok(_) => return Err(HookError::NotRegular { path, what: "not a regular file" }),
+            Err(source) => return Err(HookError::Write { path, source }),
+        }
+    }
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let fd = match sys::openat(dir.as_fd(), Path::new(name), flags, 0o644) {
         Ok(fd) => fd,
