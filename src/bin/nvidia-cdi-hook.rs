@@ -15,6 +15,7 @@ struct Cli {
     /// Accepted for compatibility (upstream's global flags).
     #[arg(long, short = 'd', global = true)]
     debug: bool,
+    /// Accepted for compatibility (upstream's global flags).
     #[arg(long, short = 'q', global = true)]
     quiet: bool,
     #[command(flatten)]
