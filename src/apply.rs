@@ -8,16 +8,15 @@
 //! resolve every target through the rootfs gate to an fd, attach the mounts onto those fds
 //! (move_mount: no path is walked twice), mask `/proc/driver/nvidia`, and refresh the ld cache
 //! with the host ldconfig run in fresh namespaces, chrooted into the rootfs, with an empty
-//! environment. Everything mounted lives in the container's mount namespace only: a failure
+//! environment (`ldconfig.rs`, shared with the CDI hooks). Everything mounted lives in the container's mount namespace only: a failure
 //! leaves nothing on the host.
 
+use crate::ldconfig;
 use crate::plan::{CgroupRule, Plan};
 use crate::rootfs::{Rootfs, RootfsError, Target};
 use crate::sys;
-use std::ffi::CString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
@@ -30,6 +29,8 @@ pub enum ApplyError {
     Open { path: PathBuf, source: io::Error },
     #[error("device cgroup: {0}")]
     Cgroup(String),
+    #[error(transparent)]
+    Ldconfig(#[from] crate::ldconfig::LdconfigError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
     #[error("in the container's mount namespace: {0}")]
@@ -67,7 +68,7 @@ pub fn apply(plan: &Plan, target: &ContainerTarget) -> Result<(), ApplyError> {
     }
     let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
     let ns = open(&ns_path, libc::O_RDONLY)?;
-    let ldconfig = if plan.ldcache_dirs.is_empty() { None } else { Some(open(&target.ldconfig, libc::O_RDONLY)?) };
+    let ldconfig = if plan.ldcache_dirs.is_empty() { None } else { Some(ldconfig::open_host(&target.ldconfig)?) };
     if !target.no_cgroups {
         allow_devices(target.pid, &plan.cgroup_rules)?;
     }
@@ -130,10 +131,10 @@ fn in_container(plan: &Plan, target: &ContainerTarget, prepared: &[Prepared], ns
         sys::move_mount(p.mount.as_fd(), fd.as_fd()).map_err(|e| format!("mount onto {}: {e}", p.container_path.display()))?;
     }
     if let Some(mask) = &plan.proc_mask {
-        mask_proc(&root, &mask.files)?;
+        mask_proc_driver(&root, &mask.files)?;
     }
     if let Some(ldconfig) = ldconfig {
-        run_ldconfig(&root, ldconfig, &plan.ldcache_dirs)?;
+        ldconfig::run_isolated(&root, ldconfig.as_fd(), &plan.ldcache_dirs).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -142,10 +143,13 @@ fn is_dir_mount(fd: &OwnedFd) -> bool {
     sys::fstat(fd.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
 }
 
-/// Mounts a read-only tmpfs with the plan's files over the container's `/proc/driver/nvidia`.
-/// Without a driver in this kernel (a simulated host) that directory does not exist in procfs
-/// and cannot be created; then the tmpfs goes over `/proc/driver` and holds `nvidia/`.
-fn mask_proc(root: &Rootfs, files: &[(PathBuf, String)]) -> Result<(), String> {
+/// Mounts a read-only tmpfs with `files` (paths relative to `/proc/driver/nvidia`, with their
+/// contents) over the container's `/proc/driver/nvidia`. Without a driver in this kernel (a
+/// simulated host) that directory does not exist in procfs and cannot be created; then the
+/// tmpfs goes over `/proc/driver` and holds `nvidia/`. Must run in the container's mount
+/// namespace (the prestart hook's child, or a CDI hook). Also used by the CDI hook
+/// `disable-device-node-modification`.
+pub fn mask_proc_driver(root: &Rootfs, files: &[(PathBuf, String)]) -> Result<(), String> {
     let (target, base) = match root.resolve(Path::new("/proc/driver/nvidia"), libc::O_PATH | libc::O_DIRECTORY) {
         Ok(fd) => (fd, PathBuf::new()),
         Err(RootfsError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
@@ -180,37 +184,6 @@ fn mask_proc(root: &Rootfs, files: &[(PathBuf, String)]) -> Result<(), String> {
     sys::set_mount_attr(tmpfs.as_fd(), sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC, 0)
         .map_err(|e| format!("read-only /proc/driver/nvidia: {e}"))?;
     sys::move_mount(tmpfs.as_fd(), target.as_fd()).map_err(|e| format!("mask /proc/driver/nvidia: {e}"))
-}
-
-/// The host ldconfig, from an fd opened on the host, in new mount/pid/ipc/uts/net namespaces,
-/// chrooted into the rootfs with the container's /proc and /sys detached, empty environment.
-fn run_ldconfig(root: &Rootfs, ldconfig: &OwnedFd, dirs: &[PathBuf]) -> Result<(), String> {
-    root.mkdir_all(Path::new("/etc")).map_err(|e| e.to_string())?;
-    let mut argv = vec![CString::new("ldconfig").unwrap_or_default()];
-    for d in dirs {
-        argv.push(CString::new(d.as_os_str().as_bytes()).map_err(|_| format!("ld cache dir {} has a NUL byte", d.display()))?);
-    }
-    let flags = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET) as u64;
-    let pid = sys::fork_into_new_namespaces(flags).map_err(|e| format!("ldconfig: clone3: {e}"))?;
-    if pid == 0 {
-        let err = (|| -> io::Result<io::Error> {
-            sys::make_mounts_private()?;
-            sys::chroot_fd(root.fd())?;
-            let _ = sys::detach(c"/proc");
-            let _ = sys::detach(c"/sys");
-            Ok(sys::exec_fd(ldconfig.as_fd(), &argv, &[]))
-        })();
-        let e = match err {
-            Ok(e) | Err(e) => e,
-        };
-        eprintln!("nvidia-container-runtime-hook: cannot run the host ldconfig in {}: {e}", root.host_path().display());
-        sys::exit_now(127);
-    }
-    match sys::wait(pid) {
-        Ok(0) => Ok(()),
-        Ok(code) => Err(format!("the host ldconfig failed for {} (exit status {code})", root.host_path().display())),
-        Err(e) => Err(format!("ldconfig: wait: {e}")),
-    }
 }
 
 /// cgroup v1: `c MAJ:MIN rw` into the container's `devices.allow`. cgroup v2 has no such file

@@ -20,6 +20,8 @@ pub mod root;
 pub mod rootfs;
 pub mod sys;
 pub mod apply;
+pub mod cdi_hooks;
+pub mod ldconfig;
 pub mod fsutil;
 pub mod log;
 pub mod runtime_config;

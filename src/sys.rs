@@ -246,3 +246,51 @@ pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and is async-signal-safe.
     unsafe { libc::_exit(code) }
 }
+
+/// symlinkat(2): creates the symlink `name` in `dir` with contents `target`.
+pub fn symlinkat(target: &Path, dir: BorrowedFd, name: &Path) -> io::Result<()> {
+    let t = cstring(target)?;
+    let n = cstring(name)?;
+    // SAFETY: both strings are valid NUL-terminated C strings for the duration of the call.
+    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) } as libc::c_long).map(drop)
+}
+
+/// readlinkat(2) of the single name `name` in `dir`.
+pub fn readlinkat(dir: BorrowedFd, name: &Path) -> io::Result<std::path::PathBuf> {
+    let n = cstring(name)?;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: `buf` is writable for `buf.len()` bytes; `n` is a valid C string.
+    let len = check(unsafe { libc::readlinkat(dir.as_raw_fd(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)?;
+    buf.truncate(len as usize);
+    Ok(std::path::PathBuf::from(std::ffi::OsString::from(<std::ffi::OsStr as OsStrExt>::from_bytes(&buf))))
+}
+
+/// The names in the directory `dir` refers to (opened for reading), without `.` and `..`.
+pub fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStringExt;
+    // fdopendir takes ownership of its fd: give it a fresh one for this directory.
+    let own = openat(dir, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+    // SAFETY: `own` is a valid directory fd; on success the DIR owns it.
+    let d = unsafe { libc::fdopendir(own.as_raw_fd()) };
+    if d.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    std::mem::forget(own);
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: `d` is a valid DIR stream until closedir below.
+        let ent = unsafe { libc::readdir(d) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: d_name is NUL-terminated within the dirent readdir returned.
+        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsString::from_vec(name));
+        }
+    }
+    // SAFETY: `d` is valid and closed exactly once (this also closes its fd).
+    unsafe { libc::closedir(d) };
+    names.sort();
+    Ok(names)
+}

@@ -10,6 +10,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub const HOOK: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime-hook");
+pub const CDI_HOOK: &str = env!("CARGO_BIN_EXE_nvidia-cdi-hook");
+pub const CTK: &str = env!("CARGO_BIN_EXE_nvidia-ctk");
 
 /// Panics with a clear message when a tool the tests need is missing (never skips).
 pub fn require(tool: &str) -> PathBuf {
@@ -92,6 +94,28 @@ impl Bundle {
             "args": ["nvidia-container-runtime-hook", "-config", config, "prestart"],
             "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
         }]});
+        self
+    }
+
+    /// Appends a hook of `kind` (`createContainer`, `prestart`, …) running `path` with `args`
+    /// (argv[1..]) and an explicit env, as a CDI spec writes it.
+    pub fn add_hook(&mut self, kind: &str, path: &str, args: &[&str]) -> &mut Self {
+        let mut argv = vec![Path::new(path).file_name().unwrap().to_str().unwrap()];
+        argv.extend_from_slice(args);
+        if !self.spec["hooks"].is_object() {
+            self.spec["hooks"] = json!({});
+        }
+        let mut list = self.spec["hooks"][kind].as_array().cloned().unwrap_or_default();
+        list.push(json!({"path": path, "args": argv, "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}));
+        self.spec["hooks"][kind] = Value::Array(list);
+        self
+    }
+
+    /// Adds a read-only bind mount of the host path `source` at `destination`.
+    pub fn bind_ro(&mut self, source: &Path, destination: &str) -> &mut Self {
+        self.spec["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": destination, "type": "bind", "source": source, "options": ["rbind", "ro", "nosuid", "nodev"],
+        }));
         self
     }
 

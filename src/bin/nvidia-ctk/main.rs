@@ -2,6 +2,7 @@
 //! each subcommand to its own module (one file per subcommand).
 
 mod config;
+mod hook;
 mod runtime;
 
 use std::process::ExitCode;
@@ -27,6 +28,8 @@ enum Command {
     Runtime(runtime::RuntimeArgs),
     /// Show or edit the toolkit's config.toml (`config default`, `config --set KEY=VALUE`).
     Config(config::ConfigArgs),
+    /// Hooks referenced from CDI specs (the same as `nvidia-cdi-hook`).
+    Hook(hook::HookArgs),
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Runtime(args) => runtime::run(args, v),
         Command::Config(args) => config::run(args, v),
+        Command::Hook(args) => hook::run(args, "nvidia-ctk hook"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,35 @@
+//! `nvidia-cdi-hook <name>`: the hooks CDI specs reference (`create-symlinks`,
+//! `update-ldcache`, `disable-device-node-modification`, `enable-cuda-compat`). The same code
+//! as `nvidia-ctk hook <name>` (src/bin/nvidia-ctk/hook.rs, compiled into both); the work is in
+//! `nvct::cdi_hooks`.
+
+#[path = "nvidia-ctk/hook.rs"]
+mod hook;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "nvidia-cdi-hook", version, about = "Hooks referenced from NVIDIA CDI specs")]
+struct Cli {
+    /// Accepted for compatibility (upstream's global flags).
+    #[arg(long, short = 'd', global = true)]
+    debug: bool,
+    /// Accepted for compatibility (upstream's global flags).
+    #[arg(long, short = 'q', global = true)]
+    quiet: bool,
+    #[command(flatten)]
+    hook: hook::HookArgs,
+}
+
+fn main() -> ExitCode {
+    nvct::cdi_hooks::scrub_own_env();
+    let cli = Cli::parse();
+    match hook::run(cli.hook, "nvidia-cdi-hook") {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nvidia-cdi-hook: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `nvidia-ctk hook <name>` and `nvidia-cdi-hook <name>` (this file is compiled into both
+//! binaries): the hooks CDI specs reference. Flags are parsed here; the work is in
+//! `nvct::cdi_hooks`. Host inputs (the ldconfig binary, the host's /proc) are opened before
+//! the container's mount namespace is entered. An unknown hook name only warns and exits 0,
+//! as upstream does, so that a spec written by a newer toolkit does not break containers.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use nvct::cdi_hooks::{self, Container, Link};
+
+#[derive(Args, Debug)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    command: HookCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HookCommand {
+    /// Create symlinks inside the container (--link TARGET::LINK, repeatable).
+    CreateSymlinks {
+        /// TARGET::LINK: the symlink LINK (a container path) pointing to TARGET.
+        #[arg(long = "link", value_name = "TARGET::LINK")]
+        links: Vec<String>,
+    },
+    /// Refresh the container's ld cache with the host ldconfig.
+    UpdateLdcache {
+        /// A container directory to add to the ld cache (repeatable).
+        #[arg(long = "folder", value_name = "DIR")]
+        folders: Vec<PathBuf>,
+        /// The host ldconfig (an absolute host path; never a binary from the container).
+        #[arg(long, default_value = cdi_hooks::DEFAULT_LDCONFIG)]
+        ldconfig_path: PathBuf,
+    },
+    /// Make the container's /proc/driver/nvidia/params read `ModifyDeviceFiles: 0`.
+    DisableDeviceNodeModification {
+        /// The host's /proc (a simulated host's procfs copy in tests).
+        #[arg(long, default_value = "/proc")]
+        proc_root: PathBuf,
+    },
+    /// Put the image's CUDA forward-compat libraries first in the ld cache when they are newer.
+    EnableCudaCompat {
+        /// The host's driver version (e.g. 550.54.15).
+        #[arg(long, default_value = "")]
+        host_driver_version: String,
+    },
+    #[command(external_subcommand)]
+    Unknown(Vec<String>),
+}
+
+/// What the binary should print as its name in messages.
+pub fn run(args: HookArgs, program: &str) -> Result<()> {
+    cdi_hooks::scrub_own_env();
+    let stdin = || std::io::stdin().lock();
+    match args.command {
+        HookCommand::CreateSymlinks { links } => {
+            let links = links.iter().map(|l| Link::parse(l)).collect::<Result<Vec<_>, _>>()?;
+            let c = Container::from_state(stdin())?;
+            let root = c.enter()?;
+            cdi_hooks::create_symlinks(&root, &links)?;
+        }
+        HookCommand::UpdateLdcache { folders, ldconfig_path } => {
+            let ldconfig = nvct::ldconfig::open_host(&ldconfig_path)?;
+            let c = Container::from_state(stdin())?;
+            let root = c.enter()?;
+            cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(&ldconfig), &folders)
+                .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
+        }
+        HookCommand::DisableDeviceNodeModification { proc_root } => {
+            let c = Container::from_state(stdin())?;
+            let Some(files) = cdi_hooks::masked_proc_driver(&proc_root)? else { return Ok(()) };
+            let root = c.enter()?;
+            cdi_hooks::disable_device_node_modification(&root, &files)?;
+        }
+        HookCommand::EnableCudaCompat { host_driver_version } => {
+            let c = Container::from_state(stdin())?;
+            let root = c.enter()?;
+            cdi_hooks::enable_cuda_compat(&root, &host_driver_version)?;
+        }
+        HookCommand::Unknown(argv) => {
+            let name = argv.first().map(String::as_str).unwrap_or_default();
+            eprintln!("{program}: warning: unknown hook {name:?}; doing nothing");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! The CDI hooks (`nvidia-cdi-hook`, `nvidia-ctk hook`) end to end: real `runc run`
+//! containers with the hooks registered as `createContainer` entries (as CDI specs write them)
+//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs). Every run also
+//! checks that the host's mount table is unchanged (Bundle::run).
+
+mod common;
+
+use common::bundle::{self, Bundle, Image, CDI_HOOK, CTK};
+use common::fakehost::FakeHost;
+use std::io::Write;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+struct Host {
+    host: FakeHost,
+    dir: PathBuf,
+}
+
+fn host() -> &'static Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| {
+        bundle::require_root();
+        bundle::require("runc");
+        let dir = tempfile::Builder::new().prefix("nvct-cdihook-").tempdir().unwrap().keep();
+        let host = FakeHost::builder().gpus(2).build(&dir.join("host")).expect("fake host (run `cargo build --examples` first)");
+        Host { host, dir }
+    })
+}
+
+fn out_text(out: &Output) -> String {
+    format!("status {}\n--- stdout\n{}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        .replace("\\\"", "\"")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fresh, empty directory on the host that a hostile image points its symlinks at.
+fn canary_dir(h: &Host, name: &str) -> PathBuf {
+    let d = h.dir.join(format!("canary-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn assert_empty(dir: &Path, context: &str) {
+    let entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(entries.is_empty(), "{context}: host directory {} was written: {entries:?}", dir.display());
+}
+
+#[test]
+fn create_symlinks_cases() {
+    let h = host();
+    // (name, hook kind, binary, setup(rootfs, canary), --link, script, Ok(stdout needle) | Err(message needle))
+    type Setup = fn(&Path, &Path);
+    let none: Setup = |_, _| {};
+    let cases: Vec<(&str, &str, &str, Setup, &str, &str, Result<&str, &str>)> = vec![
+        ("new link", "createContainer", CDI_HOOK, none, "libcuda.so.1::/usr/lib64/libcuda.so", "readlink /usr/lib64/libcuda.so", Ok("libcuda.so.1")),
+        ("via nvidia-ctk hook", "createContainer", CTK, none, "libcuda.so.1::/usr/lib64/libcuda.so", "readlink /usr/lib64/libcuda.so", Ok("libcuda.so.1")),
+        ("as prestart (enters the mount namespace)", "prestart", CDI_HOOK, none, "/a/b::/opt/x/y/link", "readlink /opt/x/y/link", Ok("/a/b")),
+        (
+            "identical link exists",
+            "createContainer",
+            CDI_HOOK,
+            |r, _| {
+                std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
+                symlink("libcuda.so.1", r.join("usr/lib64/libcuda.so")).unwrap();
+            },
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "readlink /usr/lib64/libcuda.so",
+            Ok("libcuda.so.1"),
+        ),
+        (
+            "different file exists",
+            "createContainer",
+            CDI_HOOK,
+            |r, _| {
+                std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
+                std::fs::write(r.join("usr/lib64/libcuda.so"), "image file").unwrap();
+            },
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "echo STARTED",
+            Err("/usr/lib64/libcuda.so already exists in the container and is not a symlink"),
+        ),
+        (
+            "parent is a symlink to a host dir that exists inside too",
+            "createContainer",
+            CDI_HOOK,
+            |r, canary| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                std::fs::create_dir_all(r.join(canary.strip_prefix("/").unwrap())).unwrap();
+                symlink(canary, r.join("usr/lib64")).unwrap();
+            },
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "readlink /usr/lib64/libcuda.so",
+            Ok("libcuda.so.1"),
+        ),
+        (
+            "parent is a symlink to a host dir only",
+            "createContainer",
+            CDI_HOOK,
+            |r, canary| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink(canary, r.join("usr/lib64")).unwrap();
+            },
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "echo STARTED",
+            Err("/usr/lib64 is a symlink that points nowhere inside the container"),
+        ),
+        (
+            "parent is a ../ chain",
+            "createContainer",
+            CDI_HOOK,
+            |r, _| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink("../../../../../../../..", r.join("usr/up")).unwrap();
+            },
+            "x::/usr/up/escaped",
+            "readlink /escaped",
+            Ok("x"),
+        ),
+    ];
+    for (name, kind, binary, setup, link, script, want) in cases {
+        let canary = canary_dir(h, &name.replace(' ', "-"));
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        setup(&b.rootfs(), &canary);
+        b.add_hook(kind, binary, &(if binary == CTK { vec!["hook", "create-symlinks", "--link", link] } else { vec!["create-symlinks", "--link", link] }));
+        let out = b.run(script);
+        let text = out_text(&out);
+        match want {
+            Ok(needle) => {
+                assert!(out.status.success(), "case {name}: {text}");
+                assert!(stdout(&out).contains(needle), "case {name}: {text}");
+            }
+            Err(needle) => {
+                assert!(!out.status.success(), "case {name}: the container must not start: {text}");
+                assert!(!stdout(&out).contains("STARTED"), "case {name}: {text}");
+                assert!(text.contains(needle), "case {name}: {text}");
+            }
+        }
+        assert_empty(&canary, name);
+    }
+}
+
+/// A stand-in for the image's own ldconfig: if anything ran it, a canary appears in the
+/// rootfs (which is the host-visible bundle directory).
+const IMAGE_LDCONFIG: &str = "#!/bin/sh\necho ran > /IMAGE-LDCONFIG-RAN\nexit 0\n";
+
+fn install_image_ldconfig(rootfs: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(rootfs.join("sbin")).unwrap();
+    std::fs::write(rootfs.join("sbin/ldconfig"), IMAGE_LDCONFIG).unwrap();
+    std::fs::set_permissions(rootfs.join("sbin/ldconfig"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn update_ldcache_makes_libcuda_resolvable_with_the_host_ldconfig() {
+    let h = host();
+    let version = h.host.driver_version();
+    let lib = format!("libcuda.so.{version}");
+    let mut b = Bundle::new(&h.dir, Image::Glibc);
+    install_image_ldconfig(&b.rootfs());
+    b.bind_ro(&h.host.lib_dir().join(&lib), &format!("/usr/lib/x86_64-linux-gnu/{lib}"));
+    b.add_hook("createContainer", CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--ldconfig-path", "/sbin/ldconfig"]);
+    let out = b.run("dlcuda; grep -c libcuda.so.1 /etc/ld.so.cache; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
+                     cat /etc/ld.so.conf.d/00-nvcr-*.conf; cat /etc/ld.so.conf");
+    let text = out_text(&out);
+    let so = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(so.contains("cuDriverGetVersion rc=0 version=12040"), "dlopen(libcuda.so.1) through the cache: {text}");
+    assert!(so.contains(&lib), "SONAME link made by the host ldconfig: {text}");
+    assert!(so.contains("/usr/lib/x86_64-linux-gnu\n"), "conf file lists the folder: {text}");
+    assert!(so.contains("include /etc/ld.so.conf.d/*.conf"), "ld.so.conf created to include the conf dir: {text}");
+    let cache = std::fs::read(b.rootfs().join("etc/ld.so.cache")).unwrap();
+    assert!(cache.windows(12).any(|w| w == b"libcuda.so.1"), "ld.so.cache in the rootfs has libcuda.so.1");
+    assert!(!b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(), "the image's /sbin/ldconfig must never run: {text}");
+}
+
+#[test]
+fn update_ldcache_refusals() {
+    let h = host();
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("relative ldconfig", &["update-ldcache", "--folder", "/usr/lib", "--ldconfig-path", "sbin/ldconfig"], "is not absolute"),
+        ("missing ldconfig", &["update-ldcache", "--folder", "/usr/lib", "--ldconfig-path", "/nonexistent/ldconfig"], "/nonexistent/ldconfig"),
+        ("folder with ..", &["update-ldcache", "--folder", "/usr/../etc", "--ldconfig-path", "/sbin/ldconfig"], "/usr/../etc"),
+    ];
+    for (name, args, needle) in cases {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        install_image_ldconfig(&b.rootfs());
+        b.add_hook("createContainer", CDI_HOOK, args);
+        let out = b.run("echo STARTED");
+        let text = out_text(&out);
+        assert!(!out.status.success() && !stdout(&out).contains("STARTED"), "case {name}: {text}");
+        assert!(text.contains(needle), "case {name}: {text}");
+        assert!(!b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(), "case {name}: {text}");
+    }
+}
+
+#[test]
+fn update_ldcache_refuses_a_symlinked_conf_file() {
+    let h = host();
+    let canary = canary_dir(h, "ldconf");
+    let target = canary.join("victim.conf");
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    let confd = b.rootfs().join("etc/ld.so.conf.d");
+    std::fs::create_dir_all(&confd).unwrap();
+    // The name the hook will use for this folder list (stable: a hash of the contents).
+    let mut probe = Bundle::new(&h.dir, Image::Busybox);
+    probe.add_hook("createContainer", CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib64"]);
+    let out = probe.run("ls /etc/ld.so.conf.d");
+    assert!(out.status.success(), "{}", out_text(&out));
+    let name = stdout(&out).lines().find(|l| l.starts_with("00-nvcr-")).expect("conf name").to_string();
+    symlink(&target, confd.join(&name)).unwrap();
+    b.add_hook("createContainer", CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib64"]);
+    let out = b.run("echo STARTED");
+    let text = out_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains(&format!("/etc/ld.so.conf.d/{name} in the container is a symlink")), "{text}");
+    assert_empty(&canary, "symlinked conf file");
+}
+
+#[test]
+fn disable_device_node_modification_masks_params() {
+    let h = host();
+    let proc_root = h.host.proc_root();
+    let host_params = std::fs::read_to_string(proc_root.join("driver/nvidia/params")).unwrap();
+    assert!(host_params.contains("ModifyDeviceFiles: 1"), "fake host params: {host_params}");
+    for kind in ["createContainer", "prestart"] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.add_hook(kind, CDI_HOOK, &["disable-device-node-modification", "--proc-root", proc_root.to_str().unwrap()]);
+        let out = b.run("cat /proc/driver/nvidia/params; cat /proc/driver/nvidia/version; echo x > /proc/driver/nvidia/params || echo RO");
+        let text = out_text(&out);
+        let so = stdout(&out);
+        assert!(out.status.success(), "{kind}: {text}");
+        assert!(so.contains("ModifyDeviceFiles: 0") && !so.contains("ModifyDeviceFiles: 1"), "{kind}: {text}");
+        assert!(so.contains(h.host.driver_version()), "{kind}: the other files are still there: {text}");
+        assert!(so.contains("RO"), "{kind}: read-only: {text}");
+    }
+}
+
+#[test]
+fn enable_cuda_compat_cases() {
+    let h = host();
+    let host_version = h.host.driver_version().to_string();
+    assert!(host_version.starts_with("550."), "fake host version {host_version}");
+    type Setup = fn(&Path);
+    fn compat(r: &Path) -> PathBuf {
+        let d = r.join("usr/local/cuda/compat");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+    let cases: Vec<(&str, Setup, bool)> = vec![
+        ("newer major", |r| std::fs::write(compat(r).join("libcuda.so.560.35.03"), "").unwrap(), true),
+        ("same major, newer minor (upstream compares majors)", |r| std::fs::write(compat(r).join("libcuda.so.550.99.01"), "").unwrap(), false),
+        ("older", |r| std::fs::write(compat(r).join("libcuda.so.535.104.05"), "").unwrap(), false),
+        ("symlink named like a newer lib", |r| symlink("/etc/passwd", compat(r).join("libcuda.so.999.1")).unwrap(), false),
+        ("directory named like a newer lib", |r| std::fs::create_dir_all(compat(r).join("libcuda.so.999.1")).unwrap(), false),
+        ("no compat dir", |_| {}, false),
+        (
+            "compat dir is a symlink to a host dir",
+            |r| {
+                std::fs::create_dir_all(r.join("usr/local/cuda")).unwrap();
+                symlink("/usr/lib/x86_64-linux-gnu", r.join("usr/local/cuda/compat")).unwrap();
+            },
+            false,
+        ),
+    ];
+    for (name, setup, want) in cases {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        setup(&b.rootfs());
+        b.add_hook("createContainer", CDI_HOOK, &["enable-cuda-compat", "--host-driver-version", &host_version]);
+        let out = b.run("cat /etc/ld.so.conf.d/00-compat-*.conf 2>/dev/null; echo END");
+        let text = out_text(&out);
+        assert!(out.status.success(), "case {name}: {text}");
+        assert_eq!(stdout(&out).contains("/usr/local/cuda/compat"), want, "case {name}: {text}");
+    }
+    // The conf file only names the directory: nothing from the image is mounted.
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    std::fs::write(compat(&b.rootfs()).join("libcuda.so.560.35.03"), "").unwrap();
+    b.add_hook("createContainer", CDI_HOOK, &["enable-cuda-compat", "--host-driver-version", &host_version]);
+    let out = b.run("grep -c compat /proc/mounts; true");
+    assert_eq!(stdout(&out).trim(), "0", "{}", out_text(&out));
+}
+
+/// Runs `binary args` directly with `stdin`.
+fn direct(binary: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(binary)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("LD_PRELOAD", "/nonexistent/evil.so")
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn command_line_cases() {
+    let h = host();
+    let _ = h;
+    let state = br#"{"pid":1,"bundle":"/nonexistent/bundle"}"#;
+    let cases: &[(&str, &str, &[&str], &[u8], i32, &str)] = &[
+        ("unknown hook", CDI_HOOK, &["frobnicate", "--flag", "x"], b"", 0, "warning: unknown hook \"frobnicate\""),
+        ("unknown hook via nvidia-ctk", CTK, &["hook", "chmod", "--mode", "755"], b"", 0, "warning: unknown hook \"chmod\""),
+        ("bad stdin", CDI_HOOK, &["create-symlinks", "--link", "a::/b"], b"{not json", 1, "not valid JSON"),
+        ("empty stdin", CDI_HOOK, &["enable-cuda-compat", "--host-driver-version", "550.1"], b"", 1, "not valid JSON"),
+        ("missing bundle", CDI_HOOK, &["disable-device-node-modification"], state, 1, "/nonexistent/bundle/config.json"),
+        ("bad link", CDI_HOOK, &["create-symlinks", "--link", "a:/b"], state, 1, "is not TARGET::LINK"),
+        ("huge state", CDI_HOOK, &["create-symlinks", "--link", "a::/b"], &[b' '; 2 << 20], 1, "larger than"),
+        ("version", CDI_HOOK, &["--version"], b"", 0, "nvidia-cdi-hook"),
+    ];
+    for (name, binary, args, stdin, code, needle) in cases {
+        let out = direct(binary, args, stdin);
+        let text = out_text(&out);
+        assert_eq!(out.status.code(), Some(*code), "case {name}: {text}");
+        assert!(text.contains(needle), "case {name}: {text}");
+    }
+}
