@@ -19,6 +19,7 @@ pub mod root;
 pub mod rootfs;
 pub mod sys;
 pub mod apply;
+pub mod cdi;
 pub mod fsutil;
 pub mod runtime_config;
 pub mod shim;
