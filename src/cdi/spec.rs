@@ -119,10 +119,51 @@ impl Spec {
     /// The spec's bytes: YAML (with a leading `---`) or indented JSON, ending in a newline.
     pub fn encode(&self, format: Format) -> Result<String, EncodeError> {
         Ok(match format {
-            Format::Yaml => format!("---\n{}", serde_norway::to_string(self)?),
+            Format::Yaml => format!("---\n{}", quote_sexagesimal(&serde_norway::to_string(self)?)),
             Format::Json => serde_json::to_string_pretty(self)? + "\n",
         })
     }
+}
+
+/// `1:0` is a plain string to a YAML 1.2 parser but a base-60 integer (60) to a YAML 1.1 one
+/// (PyYAML, older Go libraries), and MIG device names look exactly like that. Such plain
+/// scalars (a line's value after `key: ` or `- `) are single-quoted so that every parser reads
+/// a string.
+fn quote_sexagesimal(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len());
+    for line in yaml.lines() {
+        let split = line.find(": ").map(|i| i + 2).or_else(|| {
+            let trimmed = line.trim_start();
+            trimmed.starts_with("- ").then(|| line.len() - trimmed.len() + 2)
+        });
+        match split {
+            Some(at) if is_sexagesimal(&line[at..]) => {
+                out.push_str(&line[..at]);
+                out.push('\'');
+                out.push_str(&line[at..]);
+                out.push('\'');
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// YAML 1.1 base-60 numbers: `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?`.
+fn is_sexagesimal(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (s, frac) = match s.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let mut parts = s.split(':');
+    let head = parts.next().unwrap_or("");
+    let head_ok = head.starts_with(|c: char| c.is_ascii_digit()) && head.chars().all(|c| c.is_ascii_digit() || c == '_');
+    let rest: Vec<&str> = parts.collect();
+    let rest_ok = !rest.is_empty()
+        && rest.iter().all(|p| (1..=2).contains(&p.len()) && p.chars().all(|c| c.is_ascii_digit()) && (p.len() == 1 || p.as_bytes()[0] <= b'5'));
+    head_ok && rest_ok && !frac.is_some_and(|f| !f.chars().all(|c| c.is_ascii_digit() || c == '_'))
 }
 
 /// A spec file's text as a generic JSON value (YAML is a superset of JSON, so the YAML parser
@@ -180,6 +221,19 @@ mod tests {
             let back: Spec = serde_json::from_value(parse_value(&text).unwrap()).unwrap();
             assert_eq!(back, sample(), "{format:?}:\n{text}");
         }
+    }
+
+    #[test]
+    fn sexagesimal_names_are_quoted() {
+        for (value, quoted) in [("1:0", true), ("12:7", true), ("1:60", false), ("gpu0", false), ("0", false), ("GPU-1:2", false), ("a::b", false)] {
+            assert_eq!(is_sexagesimal(value), quoted, "{value}");
+        }
+        let mut spec = sample();
+        spec.devices[0].name = "1:0".into();
+        let text = spec.encode(Format::Yaml).unwrap();
+        assert!(text.contains("- name: '1:0'\n"), "{text}");
+        let back: Spec = serde_json::from_value(parse_value(&text).unwrap()).unwrap();
+        assert_eq!(back, spec);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `nvidia-ctk`: the toolkit's command line. This file only parses the global flags and hands
 //! each subcommand to its own module (one file per subcommand).
 
+mod cdi;
 mod runtime;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Configure container engines (containerd, docker, CRI-O) for the NVIDIA runtime.
     Runtime(runtime::RuntimeArgs),
+    /// Generate, list and validate CDI specs.
+    Cdi(cdi::CdiArgs),
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Runtime(args) => runtime::run(args, v),
+        Command::Cdi(args) => cdi::run(args, v),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
