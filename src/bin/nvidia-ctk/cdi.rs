@@ -24,7 +24,7 @@ pub struct CdiArgs {
 #[derive(Subcommand, Debug)]
 enum CdiCommand {
     /// Write a CDI spec for the GPUs of this host.
-    Generate(GenerateArgs),
+    Generate(Box<GenerateArgs>),
     /// Print the qualified names of the CDI devices in the spec directories.
     List(ListArgs),
     /// Check a CDI spec file; exit 1 naming each field at fault.
@@ -237,7 +237,7 @@ fn validate_file(raw: ValidateArgs, v: Verbosity) -> Result<()> {
 
 pub fn run(args: CdiArgs, v: Verbosity) -> Result<()> {
     match args.command {
-        CdiCommand::Generate(a) => generate(a, v),
+        CdiCommand::Generate(a) => generate(*a, v),
         CdiCommand::List(a) => list_specs(a, v),
         CdiCommand::Validate(a) => validate_file(a, v),
     }
