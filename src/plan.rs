@@ -30,7 +30,9 @@ pub enum PlanError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     /// Where libraries go: `/usr/lib/x86_64-linux-gnu` on Debian-like images, else `/usr/lib64`.
-    pub lib_dir: PathBuf,
+    /// `None` when the container's layout is not known (a CDI spec): each library keeps its
+    /// path inside the driver root, and the ld cache covers every directory they are in.
+    pub lib_dir: Option<PathBuf>,
 }
 
 /// A read-only bind mount of a host file or directory.
@@ -114,7 +116,10 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     for f in &inv.files {
         let file_name = f.driver_path.file_name().map(PathBuf::from).unwrap_or_default();
         let container_path = match f.kind {
-            FileKind::Library if families.contains(f.name.as_str()) => layout.lib_dir.join(file_name),
+            FileKind::Library if families.contains(f.name.as_str()) => match &layout.lib_dir {
+                Some(dir) => dir.join(file_name),
+                None => f.driver_path.clone(),
+            },
             FileKind::Binary if binaries.contains(f.name.as_str()) => Path::new("/usr/bin").join(file_name),
             FileKind::Firmware if !caps.is_empty() => f.driver_path.clone(),
             FileKind::Ipc if ipc.contains(f.name.as_str()) => f.driver_path.clone(),
@@ -123,7 +128,12 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         mounts.push(FileMount { host_path: f.host_path.clone(), container_path, kind: f.kind });
     }
     mounts.sort();
-    let ldcache_dirs = if mounts.iter().any(|m| m.kind == FileKind::Library) { vec![layout.lib_dir.clone()] } else { vec![] };
+    let lib_dirs: BTreeSet<PathBuf> = mounts
+        .iter()
+        .filter(|m| m.kind == FileKind::Library)
+        .filter_map(|m| m.container_path.parent().map(Path::to_path_buf))
+        .collect();
+    let ldcache_dirs = lib_dirs.into_iter().collect();
 
     let proc_mask = inv.proc_driver.as_ref().map(|pd| {
         let mut files = vec![

@@ -151,5 +151,5 @@ fn probe_layout(rootfs: &Path) -> Result<Layout> {
     let root = Rootfs::open(rootfs)?;
     let debian = Path::new("/usr/lib/x86_64-linux-gnu");
     let lib_dir = if root.is_dir(debian) { debian.to_path_buf() } else { PathBuf::from("/usr/lib64") };
-    Ok(Layout { lib_dir })
+    Ok(Layout { lib_dir: Some(lib_dir) })
 }

@@ -69,7 +69,7 @@ fn request(devices: Devices, caps: &[Capability]) -> Request {
 }
 
 fn layout() -> Layout {
-    Layout { lib_dir: "/usr/lib64".into() }
+    Layout { lib_dir: Some("/usr/lib64".into()) }
 }
 
 fn mount(host: &str, container: &str, kind: FileKind) -> FileMount {
@@ -192,4 +192,21 @@ fn requirement_cases() {
         let req = Request { requirements: vec![expr.into()], ..request(Devices::None, &[]) };
         assert_eq!(plan(&req, &inv, &layout()).map(|p| p.notes.len()), want, "requirement {expr}");
     }
+}
+
+#[test]
+fn unknown_layout_keeps_driver_paths_for_libraries() {
+    let mut inv = inventory();
+    inv.files.push(file(FileKind::Library, "libnvidia-cfg", "/usr/lib64/libnvidia-cfg.so.550.54.15"));
+    let got = plan(&request(Devices::None, &[Capability::Utility]), &inv, &Layout { lib_dir: None }).unwrap();
+    assert_eq!(
+        got.mounts,
+        vec![
+            mount("/drv/lib/firmware/nvidia/550.54.15/gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin", FileKind::Firmware),
+            mount("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", FileKind::Binary),
+            mount("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", FileKind::Library),
+            mount("/drv/usr/lib64/libnvidia-cfg.so.550.54.15", "/usr/lib64/libnvidia-cfg.so.550.54.15", FileKind::Library),
+        ]
+    );
+    assert_eq!(got.ldcache_dirs, vec![PathBuf::from("/usr/lib/x86_64-linux-gnu"), PathBuf::from("/usr/lib64")]);
 }

@@ -3,6 +3,7 @@
 
 mod config;
 mod hook;
+mod cdi;
 mod runtime;
 
 use std::process::ExitCode;
@@ -30,6 +31,8 @@ enum Command {
     Config(config::ConfigArgs),
     /// Hooks referenced from CDI specs (the same as `nvidia-cdi-hook`).
     Hook(hook::HookArgs),
+    /// Generate, list and validate CDI specs.
+    Cdi(cdi::CdiArgs),
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Runtime(args) => runtime::run(args, v),
         Command::Config(args) => config::run(args, v),
         Command::Hook(args) => hook::run(args, "nvidia-ctk hook"),
+        Command::Cdi(args) => cdi::run(args, v),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

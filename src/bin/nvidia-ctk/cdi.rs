@@ -1,0 +1,244 @@
+//! `nvidia-ctk cdi generate|list|validate`: raw clap values are resolved into typed options,
+//! then the library does the work (`nvct::cdi`): discover → pure generate → one atomic write
+//! (mode 0644) or stdout; list spec directories; validate one spec file (exit 1 on problems).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use nvct::cdi::{self, list, validate, Format, HookKind, NameStrategy, Options};
+use nvct::fsutil::{self, WriteOptions};
+use nvct::request::{DeviceId, Devices};
+use nvct::root::DriverRoot;
+
+use crate::Verbosity;
+
+#[derive(Args, Debug)]
+pub struct CdiArgs {
+    #[command(subcommand)]
+    command: CdiCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CdiCommand {
+    /// Write a CDI spec for the GPUs of this host.
+    Generate(Box<GenerateArgs>),
+    /// Print the qualified names of the CDI devices in the spec directories.
+    List(ListArgs),
+    /// Check a CDI spec file; exit 1 naming each field at fault.
+    Validate(ValidateArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum FormatArg {
+    Yaml,
+    Json,
+}
+
+/// `cdi generate` flags exactly as typed.
+#[derive(Args, Debug)]
+struct GenerateArgs {
+    /// File to write; stdout when empty.
+    #[arg(long, default_value = "")]
+    output: String,
+    /// yaml or json; default: from the --output extension, else yaml.
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// Where the driver's files are (`/`, or `/run/nvidia/driver` with a containerised driver).
+    #[arg(long, default_value = "/")]
+    driver_root: PathBuf,
+    /// Where `dev/nvidia*` are; default: the driver root.
+    #[arg(long)]
+    dev_root: Option<PathBuf>,
+    /// procfs to read `driver/nvidia` and `devices` from.
+    #[arg(long, default_value = "/proc")]
+    proc_root: PathBuf,
+    /// index, uuid or type-index (repeatable; default: index and uuid).
+    #[arg(long = "device-name-strategy")]
+    device_name_strategy: Vec<String>,
+    #[arg(long, default_value = cdi::generate::DEFAULT_VENDOR)]
+    vendor: String,
+    #[arg(long, default_value = cdi::generate::DEFAULT_CLASS)]
+    class: String,
+    /// The nvidia-cdi-hook the spec's hooks run.
+    #[arg(long, default_value = cdi::generate::DEFAULT_HOOK_PATH)]
+    nvidia_cdi_hook_path: String,
+    /// ldconfig for the update-ldcache hook (passed as --ldconfig-path when given).
+    #[arg(long)]
+    ldconfig_path: Option<String>,
+    /// A hook to leave out: create-symlinks, update-ldcache, disable-device-node-modification
+    /// or all (repeatable).
+    #[arg(long = "disable-hook")]
+    disable_hook: Vec<String>,
+    /// Devices to include: all, or ids (index, i:j, GPU-/MIG- uuid, PCI bus id); repeatable,
+    /// comma lists accepted.
+    #[arg(long = "device-id")]
+    device_id: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ListArgs {
+    /// A spec directory (repeatable; default /etc/cdi and /var/run/cdi).
+    #[arg(long = "spec-dir")]
+    spec_dir: Vec<PathBuf>,
+    /// text (one name per line) or json (an array of names).
+    #[arg(long, default_value = "text")]
+    format: String,
+}
+
+#[derive(Args, Debug)]
+struct ValidateArgs {
+    /// The spec file (YAML or JSON).
+    file: PathBuf,
+}
+
+/// `cdi generate`, resolved.
+#[derive(Debug)]
+struct Generate {
+    output: Option<PathBuf>,
+    format: Format,
+    root: DriverRoot,
+    opts: Options,
+}
+
+fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
+    let output = (!raw.output.is_empty()).then(|| PathBuf::from(&raw.output));
+    let format = match (raw.format, &output) {
+        (Some(FormatArg::Yaml), _) => Format::Yaml,
+        (Some(FormatArg::Json), _) => Format::Json,
+        (None, Some(p)) => Format::from_path(p).unwrap_or(Format::Yaml),
+        (None, None) => Format::Yaml,
+    };
+    let mut strategies = Vec::new();
+    for s in &raw.device_name_strategy {
+        strategies.push(NameStrategy::parse(s).with_context(|| format!("--device-name-strategy {s:?}: expected index, uuid or type-index"))?);
+    }
+    if strategies.is_empty() {
+        strategies = Options::default().strategies;
+    }
+    let mut disabled_hooks = BTreeSet::new();
+    for h in &raw.disable_hook {
+        if h == "all" {
+            disabled_hooks.extend(HookKind::ALL);
+        } else {
+            let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
+            disabled_hooks.insert(HookKind::parse(h).with_context(|| format!("--disable-hook {h:?}: expected all or one of {}", names.join(", ")))?);
+        }
+    }
+    let ids: Vec<&str> = raw.device_id.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|s| !s.is_empty()).collect();
+    let devices = if ids.is_empty() || ids.contains(&"all") {
+        Devices::All
+    } else {
+        let parsed: Result<Vec<DeviceId>> =
+            ids.iter().map(|s| DeviceId::parse(s).with_context(|| format!("--device-id {s:?}: not an index, i:j, UUID or PCI bus id"))).collect();
+        Devices::List(parsed?)
+    };
+    // Host paths go into the spec as they are: make them independent of the cwd.
+    let absolute = |p: PathBuf, flag: &str| std::path::absolute(&p).with_context(|| format!("{flag} {}", p.display()));
+    let driver_root = absolute(raw.driver_root, "--driver-root")?;
+    let dev_root = match raw.dev_root {
+        Some(d) => absolute(d, "--dev-root")?,
+        None => driver_root.clone(),
+    };
+    let proc_root = absolute(raw.proc_root, "--proc-root")?;
+    Ok(Generate {
+        output,
+        format,
+        root: DriverRoot::new(driver_root, dev_root, proc_root),
+        opts: Options {
+            vendor: raw.vendor,
+            class: raw.class,
+            strategies,
+            hook_path: raw.nvidia_cdi_hook_path,
+            ldconfig_path: raw.ldconfig_path.filter(|p| !p.is_empty()),
+            disabled_hooks,
+            devices,
+            ..Options::default()
+        },
+    })
+}
+
+fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
+    let g = resolve_generate(raw)?;
+    if v.debug {
+        eprintln!("nvidia-ctk: {g:?}");
+    }
+    let inv = nvct::discover::discover(&g.root)?;
+    if v.debug {
+        for note in &inv.notes {
+            eprintln!("nvidia-ctk: note: {note}");
+        }
+    }
+    let spec = cdi::generate(&inv, &g.opts)?;
+    let text = spec.encode(g.format)?;
+    match &g.output {
+        None => std::io::stdout().lock().write_all(text.as_bytes()).context("writing the spec to stdout")?,
+        Some(path) => {
+            fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;
+            set_mode_0644(path)?;
+            if !v.quiet {
+                eprintln!("nvidia-ctk: wrote {} ({} devices)", path.display(), spec.devices.len());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A spec is public data: 0644 even when it replaces a file with another mode.
+fn set_mode_0644(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).with_context(|| format!("chmod 0644 {}", path.display()))
+}
+
+fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
+    let json = match raw.format.as_str() {
+        "text" => false,
+        "json" => true,
+        other => bail!("--format {other:?}: expected text or json"),
+    };
+    let dirs = if raw.spec_dir.is_empty() { list::DEFAULT_SPEC_DIRS.iter().map(PathBuf::from).collect() } else { raw.spec_dir };
+    let listing = list::list(&dirs);
+    if !v.quiet {
+        for w in &listing.warnings {
+            eprintln!("nvidia-ctk: warning: {w}");
+        }
+    }
+    let names: Vec<String> = listing.names.iter().map(ToString::to_string).collect();
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&names)?)?;
+    } else {
+        for n in names {
+            writeln!(out, "{n}")?;
+        }
+    }
+    Ok(())
+}
+
+fn validate_file(raw: ValidateArgs, v: Verbosity) -> Result<()> {
+    let text = std::fs::read_to_string(&raw.file).with_context(|| format!("reading {}", raw.file.display()))?;
+    match validate::validate_text(&text) {
+        Ok(spec) => {
+            if !v.quiet {
+                println!("{}: valid CDI {} spec, kind {}, {} devices", raw.file.display(), spec.cdi_version, spec.kind, spec.devices.len());
+            }
+            Ok(())
+        }
+        Err(problems) => {
+            for p in &problems {
+                eprintln!("{}: {p}", raw.file.display());
+            }
+            bail!("{} is not a valid CDI spec ({} problem(s))", raw.file.display(), problems.len())
+        }
+    }
+}
+
+pub fn run(args: CdiArgs, v: Verbosity) -> Result<()> {
+    match args.command {
+        CdiCommand::Generate(a) => generate(*a, v),
+        CdiCommand::List(a) => list_specs(a, v),
+        CdiCommand::Validate(a) => validate_file(a, v),
+    }
+}

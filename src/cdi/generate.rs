@@ -1,0 +1,300 @@
+//! PURE: (Inventory, [`Options`]) → CDI [`Spec`], computed from the same [`plan::plan`] as the
+//! prestart hook. One plan per device (its node(s): `/dev/nvidiaN`, plus the MIG capability
+//! nodes of a MIG device) and one spec-level plan (`Devices::None` with every requested
+//! capability: control nodes, libraries, binaries, firmware, IPC) whose edits every device
+//! shares. Libraries keep their driver-root path in the container (the image layout is not
+//! known when a spec is written), and the spec carries hooks to make their links and refresh
+//! the ld cache. Same input → same bytes: nothing here reads the clock, the host or a map with
+//! random order.
+
+use super::name::{self, NameError};
+use super::spec::{ContainerEdits, Device, DeviceNode, Hook, Mount, Spec};
+use super::version;
+use crate::discover::{Gpu, Inventory, MigDevice};
+use crate::driver::FileKind;
+use crate::plan::{self, FileMount, Layout, PlanError};
+use crate::request::{Capability, DeviceId, Devices, Request};
+use std::collections::BTreeSet;
+
+pub const DEFAULT_VENDOR: &str = "nvidia.com";
+pub const DEFAULT_CLASS: &str = "gpu";
+pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/nvidia-cdi-hook";
+/// The environment every hook we write runs with (never the container's).
+pub const HOOK_ENV_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// How a device is named in the spec (`--device-name-strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NameStrategy {
+    /// `0`, `1:0` for MIG device 0 of GPU 1.
+    Index,
+    /// `GPU-…`, `MIG-…`.
+    Uuid,
+    /// `gpu0`, `mig1:0`.
+    TypeIndex,
+}
+
+impl NameStrategy {
+    pub fn parse(s: &str) -> Option<NameStrategy> {
+        match s {
+            "index" => Some(NameStrategy::Index),
+            "uuid" => Some(NameStrategy::Uuid),
+            "type-index" => Some(NameStrategy::TypeIndex),
+            _ => None,
+        }
+    }
+}
+
+/// The hooks a spec can carry (`--disable-hook` names; the nvidia-cdi-hook subcommands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HookKind {
+    CreateSymlinks,
+    UpdateLdcache,
+    DisableDeviceNodeModification,
+}
+
+impl HookKind {
+    pub const ALL: [HookKind; 3] = [HookKind::CreateSymlinks, HookKind::UpdateLdcache, HookKind::DisableDeviceNodeModification];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HookKind::CreateSymlinks => "create-symlinks",
+            HookKind::UpdateLdcache => "update-ldcache",
+            HookKind::DisableDeviceNodeModification => "disable-device-node-modification",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HookKind> {
+        HookKind::ALL.into_iter().find(|h| h.name() == s)
+    }
+}
+
+/// Typed options of `cdi generate` (the CLI resolves its flags into this).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub vendor: String,
+    pub class: String,
+    /// In the order given; duplicates are ignored.
+    pub strategies: Vec<NameStrategy>,
+    pub hook_path: String,
+    /// Passed to `update-ldcache --ldconfig-path` when set.
+    pub ldconfig_path: Option<String>,
+    pub disabled_hooks: BTreeSet<HookKind>,
+    /// Which GPUs / MIG devices get an entry: `All` or a list of ids.
+    pub devices: Devices,
+    pub capabilities: BTreeSet<Capability>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            vendor: DEFAULT_VENDOR.into(),
+            class: DEFAULT_CLASS.into(),
+            strategies: vec![NameStrategy::Index, NameStrategy::Uuid],
+            hook_path: DEFAULT_HOOK_PATH.into(),
+            ldconfig_path: None,
+            disabled_hooks: BTreeSet::new(),
+            devices: Devices::All,
+            capabilities: Capability::ALL.into_iter().filter(|c| c.implemented()).collect(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GenerateError {
+    #[error("--vendor/--class: {0}")]
+    Kind(NameError),
+    #[error("device {device}: {source}")]
+    Name { device: String, source: NameError },
+    #[error("planning device {device}: {source}")]
+    Plan { device: String, source: PlanError },
+    #[error("planning the spec-level edits: {0}")]
+    SpecPlan(PlanError),
+    #[error("--device-id {id:?} matches no GPU or MIG device on this host ({count} GPU(s))")]
+    UnknownDevice { id: String, count: usize },
+    #[error("no naming strategy given (index, uuid or type-index)")]
+    NoStrategy,
+}
+
+/// One GPU or MIG device that gets entries in the spec.
+struct Target<'a> {
+    gpu: &'a Gpu,
+    mig: Option<&'a MigDevice>,
+}
+
+impl Target<'_> {
+    fn id(&self) -> DeviceId {
+        match self.mig {
+            None => DeviceId::Index(self.gpu.index),
+            Some(m) => DeviceId::MigIndex(self.gpu.index, m.index),
+        }
+    }
+
+    fn name(&self, strategy: NameStrategy) -> String {
+        match (strategy, self.mig) {
+            (NameStrategy::Index, None) => self.gpu.index.to_string(),
+            (NameStrategy::Index, Some(m)) => format!("{}:{}", self.gpu.index, m.index),
+            (NameStrategy::Uuid, None) => self.gpu.uuid.clone(),
+            (NameStrategy::Uuid, Some(m)) => m.uuid.clone(),
+            (NameStrategy::TypeIndex, None) => format!("gpu{}", self.gpu.index),
+            (NameStrategy::TypeIndex, Some(m)) => format!("mig{}:{}", self.gpu.index, m.index),
+        }
+    }
+
+    fn matches(&self, id: &DeviceId) -> bool {
+        match (id, self.mig) {
+            (DeviceId::Index(i), None) => self.gpu.index == *i,
+            (DeviceId::BusId(b), None) => &self.gpu.bus_id == b,
+            (DeviceId::Uuid(u), None) => &self.gpu.uuid == u,
+            (DeviceId::Uuid(u), Some(m)) => &m.uuid == u,
+            (DeviceId::MigIndex(g, i), Some(m)) => self.gpu.index == *g && m.index == *i,
+            _ => false,
+        }
+    }
+}
+
+fn targets<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<Target<'a>>, GenerateError> {
+    let every: Vec<Target<'a>> = inv
+        .gpus
+        .iter()
+        .flat_map(|gpu| {
+            let migs = gpu.migs.iter().filter(|_| gpu.mig_enabled).map(move |m| Target { gpu, mig: Some(m) });
+            std::iter::once(Target { gpu, mig: None }).chain(migs)
+        })
+        .collect();
+    match devices {
+        Devices::All => Ok(every),
+        Devices::None => Ok(vec![]),
+        Devices::List(ids) => {
+            for id in ids {
+                if !every.iter().any(|t| t.matches(id)) {
+                    return Err(GenerateError::UnknownDevice { id: id.to_string(), count: inv.gpus.len() });
+                }
+            }
+            Ok(every.into_iter().filter(|t| ids.iter().any(|id| t.matches(id))).collect())
+        }
+    }
+}
+
+fn request(devices: Devices, capabilities: BTreeSet<Capability>) -> Request {
+    Request { devices, capabilities, requirements: vec![], mig_config: None, mig_monitor: None }
+}
+
+fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
+    DeviceNode {
+        path: n.path.display().to_string(),
+        host_path: Some(n.host_path.display().to_string()),
+        kind: Some("c".into()),
+        major: Some(n.major.into()),
+        minor: Some(n.minor.into()),
+        permissions: Some("rw".into()),
+    }
+}
+
+fn mount(m: &FileMount) -> Mount {
+    let mut options: Vec<String> = ["ro", "nosuid", "nodev", "bind"].map(String::from).into();
+    if m.kind == FileKind::Ipc {
+        options.push("noexec".into());
+    }
+    Mount {
+        host_path: m.host_path.display().to_string(),
+        container_path: m.container_path.display().to_string(),
+        options,
+        kind: None,
+    }
+}
+
+fn hook(opts: &Options, args: Vec<String>) -> Hook {
+    Hook {
+        hook_name: "createContainer".into(),
+        path: opts.hook_path.clone(),
+        args: std::iter::once("nvidia-cdi-hook".to_string()).chain(args).collect(),
+        env: vec![HOOK_ENV_PATH.into()],
+    }
+}
+
+/// The spec-level hooks: links, device-node protection, ld cache (in that order).
+fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
+    let enabled = |h: HookKind| !opts.disabled_hooks.contains(&h);
+    let mut out = Vec::new();
+    if enabled(HookKind::CreateSymlinks) {
+        let libcuda = plan.mounts.iter().find(|m| {
+            m.kind == FileKind::Library && m.container_path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libcuda.so."))
+        });
+        if let Some(dir) = libcuda.and_then(|m| m.container_path.parent()) {
+            let link = format!("libcuda.so.1::{}", dir.join("libcuda.so").display());
+            out.push(hook(opts, vec!["create-symlinks".into(), "--link".into(), link]));
+        }
+    }
+    if enabled(HookKind::DisableDeviceNodeModification) {
+        out.push(hook(opts, vec![HookKind::DisableDeviceNodeModification.name().into()]));
+    }
+    if enabled(HookKind::UpdateLdcache) && !plan.ldcache_dirs.is_empty() {
+        let mut args = vec![HookKind::UpdateLdcache.name().to_string()];
+        if let Some(ldconfig) = &opts.ldconfig_path {
+            args.extend(["--ldconfig-path".into(), ldconfig.clone()]);
+        }
+        for dir in &plan.ldcache_dirs {
+            args.extend(["--folder".into(), dir.display().to_string()]);
+        }
+        out.push(hook(opts, args));
+    }
+    out
+}
+
+/// The spec for `inv`. Fails on a bad kind or name, an unknown `--device-id`, or a plan error
+/// (e.g. a GPU whose `/dev/nvidiaN` is missing), naming the device.
+pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
+    let kind = format!("{}/{}", opts.vendor, opts.class);
+    name::parse_kind(&kind).map_err(GenerateError::Kind)?;
+    let mut strategies: Vec<NameStrategy> = Vec::new();
+    for s in &opts.strategies {
+        if !strategies.contains(s) {
+            strategies.push(*s);
+        }
+    }
+    if strategies.is_empty() {
+        return Err(GenerateError::NoStrategy);
+    }
+    let layout = Layout { lib_dir: None };
+
+    let shared = plan::plan(&request(Devices::None, opts.capabilities.clone()), inv, &layout).map_err(GenerateError::SpecPlan)?;
+    let shared_nodes: Vec<&crate::devices::DeviceNode> = shared.device_nodes.iter().collect();
+
+    let mut devices = Vec::new();
+    let mut all_nodes: Vec<crate::devices::DeviceNode> = Vec::new();
+    for target in targets(inv, &opts.devices)? {
+        let id = target.id();
+        let p = plan::plan(&request(Devices::List(vec![id.clone()]), BTreeSet::new()), inv, &layout)
+            .map_err(|source| GenerateError::Plan { device: id.to_string(), source })?;
+        let own: Vec<crate::devices::DeviceNode> = p.device_nodes.into_iter().filter(|n| !shared_nodes.contains(&n)).collect();
+        for n in &own {
+            if !all_nodes.contains(n) {
+                all_nodes.push(n.clone());
+            }
+        }
+        for s in &strategies {
+            let name = target.name(*s);
+            name::validate_device_name(&name).map_err(|source| GenerateError::Name { device: id.to_string(), source })?;
+            let container_edits = ContainerEdits { device_nodes: own.iter().map(node).collect(), ..Default::default() };
+            devices.push(Device { name, container_edits });
+        }
+    }
+    all_nodes.sort();
+    devices.push(Device {
+        name: "all".into(),
+        container_edits: ContainerEdits { device_nodes: all_nodes.iter().map(node).collect(), ..Default::default() },
+    });
+
+    let container_edits = ContainerEdits {
+        env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
+        device_nodes: shared.device_nodes.iter().map(node).collect(),
+        mounts: shared.mounts.iter().map(mount).collect(),
+        hooks: hooks(opts, &shared),
+    };
+    let mut spec = Spec { cdi_version: String::new(), kind, devices, container_edits };
+    spec.cdi_version = version::minimum(&spec).to_string();
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests;

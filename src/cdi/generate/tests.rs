@@ -1,0 +1,234 @@
+//! Whole-value tests of the generator on inventory literals.
+
+use super::*;
+use crate::devices::DeviceNode as HostNode;
+use crate::discover::GpuSource;
+use crate::driver::DriverFile;
+use std::collections::BTreeMap;
+
+fn host_node(path: &str, major: u32, minor: u32) -> HostNode {
+    HostNode { path: path.into(), host_path: Path::new("/host").join(&path[1..]), major, minor }
+}
+
+fn file(kind: FileKind, name: &str, driver_path: &str) -> DriverFile {
+    DriverFile { kind, name: name.into(), host_path: Path::new("/drv").join(&driver_path[1..]), driver_path: driver_path.into() }
+}
+
+use std::path::Path;
+
+fn gpu(index: u32, mig: bool) -> Gpu {
+    Gpu {
+        index,
+        minor: index,
+        uuid: format!("GPU-{index}"),
+        bus_id: format!("0000:0{index}:00.0"),
+        model: "NVIDIA H100".into(),
+        mig_enabled: mig,
+        migs: if mig { vec![MigDevice { index: 0, gi: 2, ci: 0, uuid: format!("MIG-{index}a") }] } else { vec![] },
+    }
+}
+
+/// Two GPUs; GPU 1 has MIG enabled with one MIG device when `mig`.
+fn inventory(mig: bool) -> Inventory {
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let mut nodes = vec![
+        host_node("/dev/nvidia-modeset", 195, 254),
+        host_node("/dev/nvidia-uvm", 508, 0),
+        host_node("/dev/nvidia-uvm-tools", 508, 1),
+        host_node("/dev/nvidia0", 195, 0),
+        host_node("/dev/nvidia1", 195, 1),
+        host_node("/dev/nvidiactl", 195, 255),
+    ];
+    if mig {
+        nodes.push(host_node("/dev/nvidia-caps/nvidia-cap21", 509, 21));
+        nodes.push(host_node("/dev/nvidia-caps/nvidia-cap22", 509, 22));
+    }
+    nodes.sort();
+    Inventory {
+        driver_version: "550.54.15".into(),
+        cuda_version: Some("12.4".into()),
+        gpus: vec![gpu(0, false), gpu(1, mig)],
+        gpu_source: GpuSource::Nvml,
+        nodes,
+        mig_minors: BTreeMap::from([("gpu1/gi2/access".into(), 21), ("gpu1/gi2/ci0/access".into(), 22)]),
+        files: vec![
+            file(FileKind::Library, "libcuda", &format!("{lib}/libcuda.so.550.54.15")),
+            file(FileKind::Library, "libnvidia-ml", &format!("{lib}/libnvidia-ml.so.550.54.15")),
+            file(FileKind::Binary, "nvidia-smi", "/usr/bin/nvidia-smi"),
+            file(FileKind::Firmware, "gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
+            file(FileKind::Ipc, "/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket"),
+        ],
+        proc_driver: None,
+        notes: vec![],
+    }
+}
+
+fn node(path: &str, major: i64, minor: i64) -> DeviceNode {
+    DeviceNode {
+        path: path.into(),
+        host_path: Some(format!("/host{path}")),
+        kind: Some("c".into()),
+        major: Some(major),
+        minor: Some(minor),
+        permissions: Some("rw".into()),
+    }
+}
+
+fn names(spec: &Spec) -> Vec<&str> {
+    spec.devices.iter().map(|d| d.name.as_str()).collect()
+}
+
+fn hook_args(spec: &Spec) -> Vec<Vec<&str>> {
+    spec.container_edits.hooks.iter().map(|h| h.args.iter().map(String::as_str).collect()).collect()
+}
+
+#[test]
+fn two_gpus_default_options_whole_spec() {
+    let spec = generate(&inventory(false), &Options::default()).unwrap();
+    let ro = |host: &str, container: &str| Mount {
+        host_path: host.into(),
+        container_path: container.into(),
+        options: ["ro", "nosuid", "nodev", "bind"].map(String::from).into(),
+        kind: None,
+    };
+    let mut ipc = ro("/drv/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket");
+    ipc.options.push("noexec".into());
+    let hook = |args: &[&str]| Hook {
+        hook_name: "createContainer".into(),
+        path: "/usr/bin/nvidia-cdi-hook".into(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: vec![HOOK_ENV_PATH.into()],
+    };
+    let dev = |name: &str, nodes: Vec<DeviceNode>| Device {
+        name: name.into(),
+        container_edits: ContainerEdits { device_nodes: nodes, ..Default::default() },
+    };
+    let want = Spec {
+        cdi_version: "0.5.0".into(),
+        kind: "nvidia.com/gpu".into(),
+        devices: vec![
+            dev("0", vec![node("/dev/nvidia0", 195, 0)]),
+            dev("GPU-0", vec![node("/dev/nvidia0", 195, 0)]),
+            dev("1", vec![node("/dev/nvidia1", 195, 1)]),
+            dev("GPU-1", vec![node("/dev/nvidia1", 195, 1)]),
+            dev("all", vec![node("/dev/nvidia0", 195, 0), node("/dev/nvidia1", 195, 1)]),
+        ],
+        container_edits: ContainerEdits {
+            env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
+            device_nodes: vec![
+                node("/dev/nvidia-modeset", 195, 254),
+                node("/dev/nvidia-uvm", 508, 0),
+                node("/dev/nvidia-uvm-tools", 508, 1),
+                node("/dev/nvidiactl", 195, 255),
+            ],
+            mounts: vec![
+                ro("/drv/lib/firmware/nvidia/550.54.15/gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
+                ipc,
+                ro("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi"),
+                ro("/drv/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"),
+                ro("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15"),
+            ],
+            hooks: vec![
+                hook(&["nvidia-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"]),
+                hook(&["nvidia-cdi-hook", "disable-device-node-modification"]),
+                hook(&["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"]),
+            ],
+        },
+    };
+    assert_eq!(spec, want);
+}
+
+#[test]
+fn naming_strategy_cases() {
+    use NameStrategy::*;
+    let cases: Vec<(&str, bool, Vec<NameStrategy>, Vec<&str>)> = vec![
+        ("index", false, vec![Index], vec!["0", "1", "all"]),
+        ("uuid", false, vec![Uuid], vec!["GPU-0", "GPU-1", "all"]),
+        ("type-index", false, vec![TypeIndex], vec!["gpu0", "gpu1", "all"]),
+        ("duplicates ignored", false, vec![Index, Index], vec!["0", "1", "all"]),
+        ("mig index", true, vec![Index], vec!["0", "1", "1:0", "all"]),
+        ("mig uuid", true, vec![Uuid], vec!["GPU-0", "GPU-1", "MIG-1a", "all"]),
+        ("mig type-index", true, vec![TypeIndex, Index], vec!["gpu0", "0", "gpu1", "1", "mig1:0", "1:0", "all"]),
+    ];
+    for (case, mig, strategies, want) in cases {
+        let spec = generate(&inventory(mig), &Options { strategies, ..Options::default() }).unwrap();
+        assert_eq!(names(&spec), want, "case {case}");
+    }
+}
+
+#[test]
+fn mig_device_gets_its_cap_nodes_and_all_has_the_union() {
+    let spec = generate(&inventory(true), &Options { strategies: vec![NameStrategy::Index], ..Options::default() }).unwrap();
+    let nodes = |name: &str| -> Vec<String> {
+        let d = spec.devices.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("no device {name}"));
+        d.container_edits.device_nodes.iter().map(|n| n.path.clone()).collect()
+    };
+    assert_eq!(nodes("1:0"), ["/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/dev/nvidia1"]);
+    assert_eq!(nodes("1"), ["/dev/nvidia1"]);
+    assert_eq!(nodes("all"), ["/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/dev/nvidia0", "/dev/nvidia1"]);
+}
+
+#[test]
+fn version_is_the_minimum_needed() {
+    // type-index names start with a letter, but node hostPaths still need 0.5.0.
+    let spec = generate(&inventory(false), &Options { strategies: vec![NameStrategy::TypeIndex], ..Options::default() }).unwrap();
+    assert_eq!(spec.cdi_version, "0.5.0");
+}
+
+#[test]
+fn hook_option_cases() {
+    let all: BTreeSet<HookKind> = HookKind::ALL.into_iter().collect();
+    let cases: Vec<(&str, Options, Vec<Vec<&str>>)> = vec![
+        ("all disabled", Options { disabled_hooks: all, ..Options::default() }, vec![]),
+        (
+            "ldconfig path, symlinks disabled",
+            Options {
+                ldconfig_path: Some("/sbin/ldconfig.real".into()),
+                disabled_hooks: BTreeSet::from([HookKind::CreateSymlinks]),
+                ..Options::default()
+            },
+            vec![
+                vec!["nvidia-cdi-hook", "disable-device-node-modification"],
+                vec!["nvidia-cdi-hook", "update-ldcache", "--ldconfig-path", "/sbin/ldconfig.real", "--folder", "/usr/lib/x86_64-linux-gnu"],
+            ],
+        ),
+    ];
+    for (case, opts, want) in cases {
+        let spec = generate(&inventory(false), &opts).unwrap();
+        assert_eq!(hook_args(&spec), want, "case {case}");
+        for h in &spec.container_edits.hooks {
+            assert_eq!(h.hook_name, "createContainer", "case {case}");
+            assert!(!h.env.is_empty(), "case {case}: every hook carries an explicit env");
+        }
+    }
+}
+
+#[test]
+fn device_id_selection_cases() {
+    let only = |ids: &[&str]| Devices::List(ids.iter().map(|s| DeviceId::parse(s).unwrap()).collect());
+    let cases: Vec<(&str, Devices, Result<&str, GenerateError>)> = vec![
+        ("index", only(&["1"]), Ok("1 all")),
+        ("uuid", only(&["GPU-0"]), Ok("0 all")),
+        ("mig", only(&["1:0"]), Ok("1:0 all")),
+        ("unknown", only(&["7"]), Err(GenerateError::UnknownDevice { id: "7".into(), count: 2 })),
+    ];
+    for (case, devices, want) in cases {
+        let got = generate(&inventory(true), &Options { devices, strategies: vec![NameStrategy::Index], ..Options::default() });
+        assert_eq!(got.map(|s| names(&s).join(" ")), want.map(String::from), "case {case}");
+    }
+}
+
+#[test]
+fn bad_kind_is_refused() {
+    let got = generate(&inventory(false), &Options { class: "g.pu".into(), ..Options::default() });
+    assert!(matches!(got, Err(GenerateError::Kind(_))), "{got:?}");
+}
+
+#[test]
+fn same_input_same_bytes() {
+    let a = generate(&inventory(true), &Options::default()).unwrap();
+    let b = generate(&inventory(true), &Options::default()).unwrap();
+    for f in [super::super::Format::Yaml, super::super::Format::Json] {
+        assert_eq!(a.encode(f).unwrap(), b.encode(f).unwrap());
+    }
+}

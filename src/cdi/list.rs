@@ -1,0 +1,90 @@
+//! `cdi list`: reads CDI spec directories and returns every qualified device name. Files are
+//! `*.yaml`, `*.yml` and `*.json`, read in name order per directory, directories in the order
+//! given. A missing directory is normal (no spec installed); a broken file is reported as a
+//! warning naming it and the others are still read. Read-only.
+
+use super::name::QualifiedName;
+use super::validate;
+use std::path::{Path, PathBuf};
+
+/// The default spec directories, lowest priority first.
+pub const DEFAULT_SPEC_DIRS: &[&str] = &["/etc/cdi", "/var/run/cdi"];
+
+/// Spec files bigger than this are refused rather than read.
+const MAX_SPEC_FILE: u64 = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    pub names: Vec<QualifiedName>,
+    /// One line per file that could not be used, naming it and why.
+    pub warnings: Vec<String>,
+}
+
+/// The spec files of `dir`, sorted by name.
+fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn read(path: &Path) -> Result<Vec<QualifiedName>, String> {
+    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if len > MAX_SPEC_FILE {
+        return Err(format!("{len} bytes is more than a spec file may have ({MAX_SPEC_FILE})"));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let doc = super::spec::parse_value(&text).map_err(|e| format!("not YAML or JSON: {e}"))?;
+    if let Some(p) = validate::schema(&doc).first() {
+        return Err(p.to_string());
+    }
+    let spec: super::Spec = serde_json::from_value(doc).map_err(|e| e.to_string())?;
+    spec.devices.iter().map(|d| QualifiedName::new(&spec.kind, &d.name).map_err(|e| e.to_string())).collect()
+}
+
+pub fn list(dirs: &[PathBuf]) -> Listing {
+    let mut out = Listing::default();
+    for dir in dirs {
+        let files = match spec_files(dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                out.warnings.push(format!("{}: cannot read directory: {e}", dir.display()));
+                continue;
+            }
+        };
+        for file in files {
+            match read(&file) {
+                Ok(names) => out.names.extend(names),
+                Err(e) => out.warnings.push(format!("{}: skipped: {e}", file.display())),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_good_files_and_names_broken_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        write("a.yaml", "cdiVersion: 0.5.0\nkind: vendor.com/x\ndevices:\n- name: \"0\"\n  containerEdits: {env: [A=b]}\n");
+        write("b.json", r#"{"cdiVersion":"0.3.0","kind":"vendor.com/y","devices":[{"name":"one","containerEdits":{}}]}"#);
+        write("c.yaml", "kind: [broken\n");
+        write("d.json", r#"{"cdiVersion":"0.3.0","devices":[]}"#);
+        write("notes.txt", "ignored");
+        let got = list(&[dir.path().to_path_buf(), dir.path().join("missing")]);
+        let names: Vec<String> = got.names.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["vendor.com/x=0", "vendor.com/y=one"]);
+        assert_eq!(got.warnings.len(), 2, "{:?}", got.warnings);
+        assert!(got.warnings[0].starts_with(&format!("{}: skipped: not YAML or JSON", dir.path().join("c.yaml").display())), "{:?}", got.warnings);
+        assert_eq!(got.warnings[1], format!("{}: skipped: kind: is required", dir.path().join("d.json").display()));
+    }
+}

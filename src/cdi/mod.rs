@@ -1,0 +1,15 @@
+//! CDI (Container Device Interface): our own small model of the spec format, names and
+//! versions, the pure generator (Inventory → Spec, through the planner), the checks of
+//! `cdi validate`, and the reading of spec directories for `cdi list`.
+//! Why not the `container-device-interface` crate: docs/CDI.md.
+
+pub mod generate;
+pub mod list;
+pub mod name;
+pub mod spec;
+pub mod validate;
+pub mod version;
+
+pub use generate::{generate, GenerateError, HookKind, NameStrategy, Options};
+pub use name::QualifiedName;
+pub use spec::{ContainerEdits, Device, DeviceNode, Format, Hook, Mount, Spec};

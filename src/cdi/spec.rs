@@ -1,0 +1,245 @@
+//! The CDI spec model: [`Spec`], [`Device`], [`ContainerEdits`] and their parts, with the CDI
+//! JSON field names (camelCase) and empty fields omitted. Encoding to / decoding from YAML and
+//! JSON lives here too. Plain data only: no checks (see `validate.rs`), no file system.
+
+use serde::{Deserialize, Serialize};
+
+/// One CDI spec file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    pub cdi_version: String,
+    /// `vendor/class`, e.g. `nvidia.com/gpu`.
+    pub kind: String,
+    #[serde(default)]
+    pub devices: Vec<Device>,
+    #[serde(default, skip_serializing_if = "ContainerEdits::is_empty")]
+    pub container_edits: ContainerEdits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    pub name: String,
+    #[serde(default)]
+    pub container_edits: ContainerEdits,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerEdits {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_nodes: Vec<DeviceNode>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<Hook>,
+}
+
+impl ContainerEdits {
+    pub fn is_empty(&self) -> bool {
+        self.env.is_empty() && self.device_nodes.is_empty() && self.mounts.is_empty() && self.hooks.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceNode {
+    /// Path in the container.
+    pub path: String,
+    /// Path on the host (CDI 0.5.0+); absent = same as `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<String>,
+    /// `c` for character devices.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor: Option<i64>,
+    /// cgroup access: `rw`, `rwm`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub host_path: String,
+    pub container_path: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// Mount type (CDI 0.4.0+).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hook {
+    /// OCI hook stage; we only write `createContainer`.
+    pub hook_name: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Always written by us (a hook without `env` inherits the container's; see ARCHITECTURE).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// Output encoding of a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+impl Format {
+    /// From a file name: `.json` → JSON, `.yaml`/`.yml` → YAML, else `None`.
+    pub fn from_path(path: &std::path::Path) -> Option<Format> {
+        match path.extension()?.to_str()? {
+            "json" => Some(Format::Json),
+            "yaml" | "yml" => Some(Format::Yaml),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("cannot encode the CDI spec as YAML: {0}")]
+    Yaml(#[from] serde_norway::Error),
+    #[error("cannot encode the CDI spec as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Spec {
+    /// The spec's bytes: YAML (with a leading `---`) or indented JSON, ending in a newline.
+    pub fn encode(&self, format: Format) -> Result<String, EncodeError> {
+        Ok(match format {
+            Format::Yaml => format!("---\n{}", quote_sexagesimal(&serde_norway::to_string(self)?)),
+            Format::Json => serde_json::to_string_pretty(self)? + "\n",
+        })
+    }
+}
+
+/// `1:0` is a plain string to a YAML 1.2 parser but a base-60 integer (60) to a YAML 1.1 one
+/// (PyYAML, older Go libraries), and MIG device names look exactly like that. Such plain
+/// scalars (a line's value after `key: ` or `- `) are single-quoted so that every parser reads
+/// a string.
+fn quote_sexagesimal(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len());
+    for line in yaml.lines() {
+        let split = line.find(": ").map(|i| i + 2).or_else(|| {
+            let trimmed = line.trim_start();
+            trimmed.starts_with("- ").then(|| line.len() - trimmed.len() + 2)
+        });
+        match split {
+            Some(at) if is_sexagesimal(&line[at..]) => {
+                out.push_str(&line[..at]);
+                out.push('\'');
+                out.push_str(&line[at..]);
+                out.push('\'');
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// YAML 1.1 base-60 numbers: `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?`.
+fn is_sexagesimal(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (s, frac) = match s.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let mut parts = s.split(':');
+    let head = parts.next().unwrap_or("");
+    let head_ok = head.starts_with(|c: char| c.is_ascii_digit()) && head.chars().all(|c| c.is_ascii_digit() || c == '_');
+    let rest: Vec<&str> = parts.collect();
+    let rest_ok = !rest.is_empty()
+        && rest.iter().all(|p| (1..=2).contains(&p.len()) && p.chars().all(|c| c.is_ascii_digit()) && (p.len() == 1 || p.as_bytes()[0] <= b'5'));
+    head_ok && rest_ok && !frac.is_some_and(|f| !f.chars().all(|c| c.is_ascii_digit() || c == '_'))
+}
+
+/// A spec file's text as a generic JSON value (YAML is a superset of JSON, so the YAML parser
+/// reads both). Validation works on this value so that it can name wrong types.
+pub fn parse_value(text: &str) -> Result<serde_json::Value, serde_norway::Error> {
+    serde_norway::from_str(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Spec {
+        Spec {
+            cdi_version: "0.5.0".into(),
+            kind: "nvidia.com/gpu".into(),
+            devices: vec![Device {
+                name: "0".into(),
+                container_edits: ContainerEdits {
+                    device_nodes: vec![DeviceNode {
+                        path: "/dev/nvidia0".into(),
+                        host_path: Some("/dev/nvidia0".into()),
+                        kind: Some("c".into()),
+                        major: Some(195),
+                        minor: Some(0),
+                        permissions: Some("rw".into()),
+                    }],
+                    ..Default::default()
+                },
+            }],
+            container_edits: ContainerEdits { env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()], ..Default::default() },
+        }
+    }
+
+    #[test]
+    fn json_field_names_and_omitted_empties() {
+        let v: serde_json::Value = serde_json::from_str(&sample().encode(Format::Json).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "cdiVersion": "0.5.0",
+                "kind": "nvidia.com/gpu",
+                "devices": [{"name": "0", "containerEdits": {"deviceNodes": [
+                    {"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "permissions": "rw"}
+                ]}}],
+                "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void"]}
+            })
+        );
+    }
+
+    #[test]
+    fn yaml_and_json_round_trip() {
+        for format in [Format::Yaml, Format::Json] {
+            let text = sample().encode(format).unwrap();
+            let back: Spec = serde_json::from_value(parse_value(&text).unwrap()).unwrap();
+            assert_eq!(back, sample(), "{format:?}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn sexagesimal_names_are_quoted() {
+        for (value, quoted) in [("1:0", true), ("12:7", true), ("1:60", false), ("gpu0", false), ("0", false), ("GPU-1:2", false), ("a::b", false)] {
+            assert_eq!(is_sexagesimal(value), quoted, "{value}");
+        }
+        let mut spec = sample();
+        spec.devices[0].name = "1:0".into();
+        let text = spec.encode(Format::Yaml).unwrap();
+        assert!(text.contains("- name: '1:0'\n"), "{text}");
+        let back: Spec = serde_json::from_value(parse_value(&text).unwrap()).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn format_from_extension() {
+        for (path, want) in [("a.json", Some(Format::Json)), ("a.yaml", Some(Format::Yaml)), ("a.yml", Some(Format::Yaml)), ("a", None), ("a.txt", None)] {
+            assert_eq!(Format::from_path(std::path::Path::new(path)), want, "{path}");
+        }
+    }
+}

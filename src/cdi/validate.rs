@@ -1,0 +1,336 @@
+//! `cdi validate`: checks of a CDI spec that name the field at fault
+//! (`devices[3].containerEdits.deviceNodes[0].hostPath`). Two layers:
+//! - [`schema`]: PURE checks on the parsed document (required fields, types, name charsets,
+//!   kind format, known cdiVersion, known hook names) — the rules of the CDI JSON schema plus
+//!   the name rules the schema cannot express;
+//! - [`semantic`]: checks against the host and across devices (device names unique, every
+//!   hostPath exists, a device node's major:minor matches the node on the host, cdiVersion
+//!   not below what the content needs). Reads the file system (stat only).
+
+use super::name;
+use super::spec::{ContainerEdits, Spec};
+use super::version;
+use serde_json::Value;
+use std::fmt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+/// OCI hook stages a CDI hook may name.
+pub const HOOK_NAMES: &[&str] = &["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Field path, e.g. `devices[0].name`; empty for the document itself.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+struct Checker {
+    problems: Vec<Problem>,
+}
+
+fn join(base: &str, key: &str) -> String {
+    if base.is_empty() {
+        key.to_string()
+    } else {
+        format!("{base}.{key}")
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Checker {
+    fn fail(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem { field: field.into(), message: message.into() });
+    }
+
+    /// The field `key` of `obj` if present and of the wanted type; reports otherwise.
+    fn get<'v>(&mut self, obj: &'v serde_json::Map<String, Value>, base: &str, key: &str, required: bool, want: &str) -> Option<&'v Value> {
+        let field = join(base, key);
+        let Some(v) = obj.get(key) else {
+            if required {
+                self.fail(field, "is required");
+            }
+            return None;
+        };
+        let ok = match want {
+            "string" => v.is_string(),
+            "array" => v.is_array(),
+            "object" => v.is_object(),
+            "integer" => v.is_i64() || v.is_u64(),
+            _ => true,
+        };
+        if !ok {
+            self.fail(field, format!("must be {} {want}, not {}", if want == "array" || want == "object" || want == "integer" { "an" } else { "a" }, type_name(v)));
+            return None;
+        }
+        Some(v)
+    }
+
+    fn string_array(&mut self, obj: &serde_json::Map<String, Value>, base: &str, key: &str) -> Vec<String> {
+        let Some(items) = self.get(obj, base, key, false, "array").and_then(Value::as_array) else { return vec![] };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item.as_str() {
+                Some(s) => out.push(s.to_string()),
+                None => self.fail(format!("{}[{i}]", join(base, key)), format!("must be a string, not {}", type_name(item))),
+            }
+        }
+        out
+    }
+
+    fn objects<'v>(&mut self, obj: &'v serde_json::Map<String, Value>, base: &str, key: &str, required: bool) -> Vec<(String, &'v serde_json::Map<String, Value>)> {
+        let Some(items) = self.get(obj, base, key, required, "array").and_then(Value::as_array) else { return vec![] };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let field = format!("{}[{i}]", join(base, key));
+            match item.as_object() {
+                Some(o) => out.push((field, o)),
+                None => self.fail(field, format!("must be an object, not {}", type_name(item))),
+            }
+        }
+        out
+    }
+
+    fn edits(&mut self, obj: &serde_json::Map<String, Value>, base: &str, required: bool) {
+        let Some(edits) = self.get(obj, base, "containerEdits", required, "object").and_then(Value::as_object) else { return };
+        let base = join(base, "containerEdits");
+        for (i, e) in self.string_array(edits, &base, "env").iter().enumerate() {
+            if !e.contains('=') || e.starts_with('=') {
+                self.fail(format!("{base}.env[{i}]"), format!("{e:?} is not KEY=VALUE"));
+            }
+        }
+        for (field, node) in self.objects(edits, &base, "deviceNodes", false) {
+            if let Some(p) = self.get(node, &field, "path", true, "string").and_then(Value::as_str) {
+                if !p.starts_with('/') {
+                    self.fail(join(&field, "path"), format!("{p:?} is not an absolute path"));
+                }
+            }
+            self.get(node, &field, "hostPath", false, "string");
+            if let Some(t) = self.get(node, &field, "type", false, "string").and_then(Value::as_str) {
+                if !["b", "c", "u", "p"].contains(&t) {
+                    self.fail(join(&field, "type"), format!("{t:?} is not a device type (b, c, u or p)"));
+                }
+            }
+            for key in ["major", "minor", "uid", "gid"] {
+                self.get(node, &field, key, false, "integer");
+            }
+            if let Some(p) = self.get(node, &field, "permissions", false, "string").and_then(Value::as_str) {
+                if p.is_empty() || !p.chars().all(|c| "rwm".contains(c)) {
+                    self.fail(join(&field, "permissions"), format!("{p:?} is not a combination of r, w and m"));
+                }
+            }
+        }
+        for (field, mount) in self.objects(edits, &base, "mounts", false) {
+            self.get(mount, &field, "hostPath", true, "string");
+            self.get(mount, &field, "containerPath", true, "string");
+            self.string_array(mount, &field, "options");
+            self.get(mount, &field, "type", false, "string");
+        }
+        for (field, hook) in self.objects(edits, &base, "hooks", false) {
+            if let Some(n) = self.get(hook, &field, "hookName", true, "string").and_then(Value::as_str) {
+                if !HOOK_NAMES.contains(&n) {
+                    self.fail(join(&field, "hookName"), format!("unknown hook {n:?}; known: {}", HOOK_NAMES.join(", ")));
+                }
+            }
+            self.get(hook, &field, "path", true, "string");
+            self.string_array(hook, &field, "args");
+            self.string_array(hook, &field, "env");
+            self.get(hook, &field, "timeout", false, "integer");
+        }
+    }
+}
+
+/// Schema-level checks of a parsed spec document.
+pub fn schema(doc: &Value) -> Vec<Problem> {
+    let mut c = Checker { problems: vec![] };
+    let Some(root) = doc.as_object() else {
+        c.fail("", format!("a CDI spec must be an object, not {}", type_name(doc)));
+        return c.problems;
+    };
+    if let Some(v) = c.get(root, "", "cdiVersion", true, "string").and_then(Value::as_str) {
+        if !version::is_known(v) {
+            c.fail("cdiVersion", format!("unknown version {v:?}; known: {}", version::KNOWN.join(", ")));
+        }
+    }
+    if let Some(kind) = c.get(root, "", "kind", true, "string").and_then(Value::as_str) {
+        if let Err(e) = name::parse_kind(kind) {
+            c.fail("kind", e.to_string());
+        }
+    }
+    for (field, device) in c.objects(root, "", "devices", true) {
+        if let Some(n) = c.get(device, &field, "name", true, "string").and_then(Value::as_str) {
+            if let Err(e) = name::validate_device_name(n) {
+                c.fail(join(&field, "name"), e.to_string());
+            }
+        }
+        c.edits(device, &field, true);
+    }
+    c.edits(root, "", false);
+    c.problems
+}
+
+fn version_tuple(v: &str) -> Vec<u64> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// Checks across devices and against the host. `spec` should have passed [`schema`].
+pub fn semantic(spec: &Spec) -> Vec<Problem> {
+    let mut c = Checker { problems: vec![] };
+    let need = version::minimum(spec);
+    if version_tuple(&spec.cdi_version) < version_tuple(need) {
+        c.fail("cdiVersion", format!("{:?} is too old for this content, which needs {need}", spec.cdi_version));
+    }
+    for (i, d) in spec.devices.iter().enumerate() {
+        if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {
+            c.fail(format!("devices[{i}].name"), format!("{:?} is already the name of devices[{first}]", d.name));
+        }
+    }
+    let edits = spec
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (format!("devices[{i}].containerEdits"), &d.container_edits))
+        .chain(std::iter::once(("containerEdits".to_string(), &spec.container_edits)));
+    for (base, e) in edits {
+        host_checks(&mut c, &base, e);
+    }
+    c.problems
+}
+
+fn host_checks(c: &mut Checker, base: &str, e: &ContainerEdits) {
+    for (i, n) in e.device_nodes.iter().enumerate() {
+        let (field, path) = match &n.host_path {
+            Some(h) => (format!("{base}.deviceNodes[{i}].hostPath"), h),
+            None => (format!("{base}.deviceNodes[{i}].path"), &n.path),
+        };
+        match std::fs::metadata(path) {
+            Err(err) => c.fail(field, format!("{path}: {err}")),
+            Ok(meta) => {
+                let is_dev = meta.file_type().is_char_device() || meta.file_type().is_block_device();
+                if !is_dev {
+                    c.fail(field, format!("{path} is not a device node"));
+                    continue;
+                }
+                let (major, minor) = (i64::from(libc::major(meta.rdev())), i64::from(libc::minor(meta.rdev())));
+                for (key, want, have) in [("major", n.major, major), ("minor", n.minor, minor)] {
+                    if want.is_some_and(|w| w != have) {
+                        c.fail(format!("{base}.deviceNodes[{i}].{key}"), format!("{} but {path} is {major}:{minor} on this host", want.unwrap_or_default()));
+                    }
+                }
+            }
+        }
+    }
+    for (i, m) in e.mounts.iter().enumerate() {
+        if let Err(err) = std::fs::symlink_metadata(&m.host_path) {
+            c.fail(format!("{base}.mounts[{i}].hostPath"), format!("{}: {err}", m.host_path));
+        }
+    }
+}
+
+/// Both layers on a spec file's text: the typed spec, or every problem found.
+pub fn validate_text(text: &str) -> Result<Spec, Vec<Problem>> {
+    let doc = super::spec::parse_value(text).map_err(|e| vec![Problem { field: String::new(), message: format!("not YAML or JSON: {e}") }])?;
+    let problems = schema(&doc);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let spec: Spec = serde_json::from_value(doc).map_err(|e| vec![Problem { field: String::new(), message: e.to_string() }])?;
+    let problems = semantic(&spec);
+    if problems.is_empty() {
+        Ok(spec)
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({
+            "cdiVersion": "0.5.0",
+            "kind": "nvidia.com/gpu",
+            "devices": [{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/null", "type": "c", "major": 1, "minor": 3}]}}],
+            "containerEdits": {"env": ["A=b"], "hooks": [{"hookName": "createContainer", "path": "/bin/true", "env": ["PATH=/bin"]}]}
+        })
+    }
+
+    #[test]
+    fn schema_cases() {
+        let edit = |f: &dyn Fn(&mut Value)| {
+            let mut v = base();
+            f(&mut v);
+            v
+        };
+        let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+            ("valid", base(), vec![]),
+            ("not an object", json!([1]), vec!["a CDI spec must be an object, not an array"]),
+            ("missing kind", edit(&|v| { v.as_object_mut().unwrap().remove("kind"); }), vec!["kind: is required"]),
+            ("bad kind", edit(&|v| v["kind"] = json!("nvidia.com")), vec!["kind: \"nvidia.com\" is not a CDI kind: expected vendor/class, e.g. nvidia.com/gpu"]),
+            ("unknown version", edit(&|v| v["cdiVersion"] = json!("9.9.9")), vec!["cdiVersion: unknown version \"9.9.9\"; known: 0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0, 0.9.0, 1.0.0, 1.1.0"]),
+            ("bad device name", edit(&|v| v["devices"][0]["name"] = json!("a/b")),
+                vec!["devices[0].name: device name \"a/b\" contains '/'; allowed: letters, digits and _.:-"]),
+            ("name not a string", edit(&|v| v["devices"][0]["name"] = json!(3)), vec!["devices[0].name: must be a string, not a number"]),
+            ("device without edits", edit(&|v| { v["devices"][0].as_object_mut().unwrap().remove("containerEdits"); }),
+                vec!["devices[0].containerEdits: is required"]),
+            ("node without path", edit(&|v| { v["devices"][0]["containerEdits"]["deviceNodes"][0].as_object_mut().unwrap().remove("path"); }),
+                vec!["devices[0].containerEdits.deviceNodes[0].path: is required"]),
+            ("major not an integer", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = json!("195")),
+                vec!["devices[0].containerEdits.deviceNodes[0].major: must be an integer, not a string"]),
+            ("unknown hook", edit(&|v| v["containerEdits"]["hooks"][0]["hookName"] = json!("preStart")),
+                vec!["containerEdits.hooks[0].hookName: unknown hook \"preStart\"; known: prestart, createRuntime, createContainer, startContainer, poststart, poststop"]),
+            ("env not KEY=VALUE", edit(&|v| v["containerEdits"]["env"] = json!(["A=1", "B"])), vec!["containerEdits.env[1]: \"B\" is not KEY=VALUE"]),
+            ("mount without containerPath", edit(&|v| v["containerEdits"]["mounts"] = json!([{"hostPath": "/a"}])),
+                vec!["containerEdits.mounts[0].containerPath: is required"]),
+        ];
+        for (case, doc, want) in cases {
+            let got: Vec<String> = schema(&doc).iter().map(ToString::to_string).collect();
+            assert_eq!(got, want, "case {case}");
+        }
+    }
+
+    #[test]
+    fn semantic_cases() {
+        let edit = |f: &dyn Fn(&mut Value)| {
+            let mut v = base();
+            f(&mut v);
+            serde_json::from_value::<Spec>(v).unwrap()
+        };
+        let cases: Vec<(&str, Spec, Vec<&str>)> = vec![
+            ("valid", edit(&|_| {}), vec![]),
+            ("duplicate names", edit(&|v| { let d = v["devices"][0].clone(); v["devices"].as_array_mut().unwrap().push(d); }),
+                vec!["devices[1].name: \"0\" is already the name of devices[0]"]),
+            ("missing hostPath", edit(&|v| v["containerEdits"]["mounts"] = json!([{"hostPath": "/nonexistent/nvct", "containerPath": "/x"}])),
+                vec!["containerEdits.mounts[0].hostPath: /nonexistent/nvct: No such file or directory (os error 2)"]),
+            ("wrong minor", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["minor"] = json!(5)),
+                vec!["devices[0].containerEdits.deviceNodes[0].minor: 5 but /dev/null is 1:3 on this host"]),
+            ("version too old", edit(&|v| v["cdiVersion"] = json!("0.3.0")),
+                vec!["cdiVersion: \"0.3.0\" is too old for this content, which needs 0.5.0"]),
+        ];
+        for (case, spec, want) in cases {
+            let got: Vec<String> = semantic(&spec).iter().map(ToString::to_string).collect();
+            assert_eq!(got, want, "case {case}");
+        }
+    }
+}

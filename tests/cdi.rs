@@ -1,0 +1,416 @@
+//! `nvidia-ctk cdi generate|list|validate` end to end: the real binary against simulated GPU
+//! hosts (tests/common/fakehost.rs), generated specs checked against the official CDI JSON
+//! schema (tests/fixtures/cdi-schema), and real podman containers given GPUs through CDI.
+//!
+//! podman 4.3 has no `--cdi-spec-dir`: the podman tests write their spec to
+//! `/etc/cdi/nvct-test-<pid>-<n>.yaml` with a kind unique to the test (`nvidia.com/t<pid>n<n>`,
+//! so that a concurrent test run or a real NVIDIA spec in /etc/cdi never conflicts with it) and
+//! remove it in a Drop guard.
+
+mod common;
+
+use common::bundle::{self, Bundle, Image};
+use common::fakehost::FakeHost;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+const CTK: &str = env!("CARGO_BIN_EXE_nvidia-ctk");
+
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::Builder::new().prefix("nvct-cdi-").tempdir().unwrap().keep())
+}
+
+fn unique(prefix: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    scratch().join(format!("{prefix}-{}", N.fetch_add(1, Ordering::SeqCst)))
+}
+
+/// Fake hosts by shape (gpus, mig), built once per test binary.
+fn host(gpus: u32, mig: bool) -> FakeHost {
+    static HOSTS: OnceLock<Mutex<BTreeMap<(u32, bool), FakeHost>>> = OnceLock::new();
+    bundle::require_root();
+    let mut hosts = HOSTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    hosts
+        .entry((gpus, mig))
+        .or_insert_with(|| {
+            FakeHost::builder().gpus(gpus).mig(mig).build(&scratch().join(format!("host-{gpus}-{mig}"))).unwrap_or_else(|e| {
+                panic!("cannot build a fake host ({e}); run `cargo build --examples` and scripts/install-deps.sh first")
+            })
+        })
+        .clone()
+}
+
+fn out_text(cmd: &Command, out: &Output) -> String {
+    format!(
+        "{cmd:?}\nstatus {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs nvidia-ctk; returns (success, stdout, stderr, full context for messages).
+fn ctk(args: &[&str]) -> (bool, String, String, String) {
+    let mut cmd = Command::new(CTK);
+    cmd.args(args);
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {CTK}: {e}"));
+    let text = out_text(&cmd, &out);
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into(), text)
+}
+
+fn root_args(h: &FakeHost) -> Vec<String> {
+    let s = |p: PathBuf| p.display().to_string();
+    vec!["--driver-root".into(), s(h.driver_root()), "--dev-root".into(), s(h.dev_root()), "--proc-root".into(), s(h.proc_root())]
+}
+
+/// `cdi generate` on `h` with extra flags; the spec text (stdout), panicking with context on failure.
+fn generate(h: &FakeHost, extra: &[&str]) -> String {
+    let mut args: Vec<String> = vec!["cdi".into(), "generate".into()];
+    args.extend(root_args(h));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, stdout, _, text) = ctk(&args);
+    assert!(ok, "{text}");
+    stdout
+}
+
+fn parse(text: &str) -> Value {
+    serde_norway::from_str(text).unwrap_or_else(|e| panic!("spec is not YAML/JSON: {e}\n{text}"))
+}
+
+/// The official schema, with `defs.json`'s definitions placed in the root document and the
+/// `defs.json#/…` references pointed there (the schema refers to defs.json by relative name).
+fn cdi_schema() -> jsonschema::Validator {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cdi-schema");
+    let read = |name: &str| -> Value {
+        let path = dir.join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+    };
+    fn rewrite(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, x) in map.iter_mut() {
+                    match x {
+                        Value::String(s) if k == "$ref" => {
+                            if let Some(local) = s.strip_prefix("defs.json") {
+                                *s = local.to_string();
+                            }
+                        }
+                        _ => rewrite(x),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(rewrite),
+            _ => {}
+        }
+    }
+    let mut schema = read("schema.json");
+    schema["definitions"] = read("defs.json")["definitions"].clone();
+    rewrite(&mut schema);
+    jsonschema::draft7::new(&schema).expect("the CDI schema compiles")
+}
+
+fn schema_errors(validator: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+    validator.iter_errors(doc).map(|e| format!("{}: {e}", e.instance_path)).collect()
+}
+
+#[test]
+fn generated_specs_validate_against_the_official_schema() {
+    let validator = cdi_schema();
+    // The validator is not vacuous: it refuses a spec without kind and a mount without containerPath.
+    for bad in [
+        json!({"cdiVersion": "0.5.0", "devices": []}),
+        json!({"cdiVersion": "0.5.0", "kind": "a.b/c", "devices": [], "containerEdits": {"mounts": [{"hostPath": "/x"}]}}),
+    ] {
+        assert!(!schema_errors(&validator, &bad).is_empty(), "schema must refuse {bad}");
+    }
+    for (gpus, mig) in [(1, false), (8, false), (64, false), (8, true)] {
+        let h = host(gpus, mig);
+        for format in ["json", "yaml"] {
+            let file = unique("spec").with_extension(format);
+            let file_s = file.display().to_string();
+            generate(&h, &["--device-name-strategy", "index", "--device-name-strategy", "uuid", "--device-name-strategy", "type-index", "--output", &file_s]);
+            let text = std::fs::read_to_string(&file).unwrap();
+            if format == "json" {
+                serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{gpus} GPUs: --output *.json must be JSON: {e}"));
+            } else {
+                assert!(text.starts_with("---\n"), "{gpus} GPUs: YAML document expected:\n{text}");
+            }
+            let doc = parse(&text);
+            let errors = schema_errors(&validator, &doc);
+            assert!(errors.is_empty(), "{gpus} GPUs, mig {mig}, {format}: {errors:#?}\n{text}");
+            let migs = if mig { 2 } else { 0 };
+            let want_devices = 3 * (gpus as usize + migs) + 1;
+            assert_eq!(doc["devices"].as_array().unwrap().len(), want_devices, "{gpus} GPUs, mig {mig}, {format}");
+            let (ok, _, _, out) = ctk(&["cdi", "validate", &file_s]);
+            assert!(ok, "our own validate accepts the generated spec: {out}");
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o644, "{file_s}");
+        }
+    }
+}
+
+#[test]
+fn same_host_same_bytes() {
+    let h = host(8, true);
+    for format in ["yaml", "json"] {
+        let a = generate(&h, &["--format", format]);
+        let b = generate(&h, &["--format", format]);
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "{format}: two runs must give the same bytes");
+    }
+}
+
+#[test]
+fn two_gpu_host_names_and_shared_edits() {
+    let h = host(2, false);
+    let doc = parse(&generate(&h, &[]));
+    let (u0, u1) = (h.gpus()[0].uuid.as_str(), h.gpus()[1].uuid.as_str());
+    let names: Vec<&str> = doc["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["0", u0, "1", u1, "all"]);
+    assert_eq!(doc["cdiVersion"], "0.5.0");
+    assert_eq!(doc["kind"], "nvidia.com/gpu");
+    let dev = h.dev_root().join("dev").display().to_string();
+    let node = |name: &str, major: u32, minor: u32| {
+        json!({"path": format!("/dev/{name}"), "hostPath": format!("{dev}/{name}"), "type": "c", "major": major, "minor": minor, "permissions": "rw"})
+    };
+    assert_eq!(doc["devices"][0]["containerEdits"], json!({"deviceNodes": [node("nvidia0", 195, 0)]}));
+    assert_eq!(doc["devices"][4]["containerEdits"], json!({"deviceNodes": [node("nvidia0", 195, 0), node("nvidia1", 195, 1)]}));
+
+    let edits = &doc["containerEdits"];
+    assert_eq!(edits["env"], json!(["NVIDIA_VISIBLE_DEVICES=void"]));
+    assert_eq!(
+        edits["deviceNodes"],
+        json!([node("nvidia-modeset", 195, 254), node("nvidia-uvm", 508, 0), node("nvidia-uvm-tools", 508, 1), node("nvidiactl", 195, 255)])
+    );
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let mut want_targets: Vec<String> = ["gsp_ga10x.bin", "gsp_tu10x.bin"].iter().map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}")).collect();
+    want_targets.extend(
+        ["nvidia-cuda-mps-control", "nvidia-cuda-mps-server", "nvidia-debugdump", "nvidia-persistenced", "nvidia-smi"].iter().map(|b| format!("/usr/bin/{b}")),
+    );
+    want_targets.extend(
+        [
+            "libEGL_nvidia", "libGLX_nvidia", "libcuda", "libcudadebugger", "libnvcuvid", "libnvidia-allocator", "libnvidia-cfg",
+            "libnvidia-eglcore", "libnvidia-encode", "libnvidia-glcore", "libnvidia-gpucomp", "libnvidia-ml", "libnvidia-nscq",
+            "libnvidia-nvvm", "libnvidia-opencl", "libnvidia-ptxjitcompiler",
+        ]
+        .iter()
+        .map(|l| format!("{lib}/{l}.so.550.54.15")),
+    );
+    let mounts = edits["mounts"].as_array().unwrap();
+    let targets: Vec<&str> = mounts.iter().map(|m| m["containerPath"].as_str().unwrap()).collect();
+    assert_eq!(targets, want_targets);
+    for m in mounts {
+        let target = m["containerPath"].as_str().unwrap();
+        assert_eq!(m["hostPath"], h.driver_root().join(&target[1..]).display().to_string(), "{m}");
+        assert_eq!(m["options"], json!(["ro", "nosuid", "nodev", "bind"]), "{m}");
+    }
+    let env = json!(["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]);
+    let hook = |args: Value| json!({"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": args, "env": env});
+    assert_eq!(
+        edits["hooks"],
+        json!([
+            hook(json!(["nvidia-cdi-hook", "create-symlinks", "--link", format!("libcuda.so.1::{lib}/libcuda.so")])),
+            hook(json!(["nvidia-cdi-hook", "disable-device-node-modification"])),
+            hook(json!(["nvidia-cdi-hook", "update-ldcache", "--folder", lib])),
+        ])
+    );
+}
+
+#[test]
+fn flags_cases() {
+    let h = host(2, true);
+    let names = |extra: &[&str]| -> Vec<String> {
+        let doc = parse(&generate(&h, extra));
+        doc["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap().to_string()).collect()
+    };
+    let mig0 = h.gpus()[0].migs[0].uuid.clone();
+    let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+        ("type-index", vec!["--device-name-strategy", "type-index"], vec!["gpu0", "mig0:0", "mig0:1", "gpu1", "all"]),
+        ("one device id", vec!["--device-name-strategy", "index", "--device-id", "1"], vec!["1", "all"]),
+        ("MIG uuid id", vec!["--device-name-strategy", "index", "--device-id", &mig0], vec!["0:0", "all"]),
+    ];
+    for (case, extra, want) in cases {
+        assert_eq!(names(&extra), want, "case {case}");
+    }
+    let doc = parse(&generate(&h, &["--vendor", "example.com", "--class", "acc", "--disable-hook", "all", "--format", "json"]));
+    assert_eq!(doc["kind"], "example.com/acc");
+    assert!(doc["containerEdits"].get("hooks").is_none(), "--disable-hook all: {doc}");
+
+    let mut args: Vec<String> = vec!["cdi".into(), "generate".into()];
+    args.extend(root_args(&h));
+    for (case, bad, needle) in [
+        ("unknown device", vec!["--device-id", "9"], "--device-id \"9\" matches no GPU"),
+        ("unknown hook", vec!["--disable-hook", "nope"], "--disable-hook \"nope\""),
+        ("unknown strategy", vec!["--device-name-strategy", "name"], "--device-name-strategy \"name\""),
+        ("bad class", vec!["--class", "a.b"], "class \"a.b\" contains '.'"),
+    ] {
+        let all: Vec<&str> = args.iter().map(String::as_str).chain(bad).collect();
+        let (ok, _, stderr, text) = ctk(&all);
+        assert!(!ok, "case {case}: {text}");
+        assert!(stderr.contains(needle), "case {case}: {text}");
+    }
+}
+
+#[test]
+fn list_prints_every_device_and_names_broken_files() {
+    let h = host(8, false);
+    let dir = unique("specs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = |name: &str| dir.join(name).display().to_string();
+    generate(&h, &["--output", &out("nvidia.yaml")]);
+    generate(&h, &["--class", "other", "--device-name-strategy", "type-index", "--output", &out("other.json")]);
+    std::fs::write(dir.join("broken.yaml"), "cdiVersion: [\n").unwrap();
+    let (ok, stdout, stderr, text) = ctk(&["cdi", "list", "--spec-dir", &dir.display().to_string()]);
+    assert!(ok, "{text}");
+    // Files in name order (nvidia.yaml, other.json), devices in spec order.
+    let mut want: Vec<String> = Vec::new();
+    for g in h.gpus() {
+        want.push(format!("nvidia.com/gpu={}", g.index));
+        want.push(format!("nvidia.com/gpu={}", g.uuid));
+    }
+    want.push("nvidia.com/gpu=all".into());
+    want.extend((0..8).map(|i| format!("nvidia.com/other=gpu{i}")));
+    want.push("nvidia.com/other=all".into());
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), want, "{text}");
+    assert!(stderr.contains(&format!("{}: skipped", dir.join("broken.yaml").display())), "the broken file is named: {text}");
+
+    let (ok, stdout, _, text) = ctk(&["cdi", "list", "--spec-dir", &dir.display().to_string(), "--format", "json"]);
+    assert!(ok, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(&stdout).unwrap(), json!(want), "{text}");
+}
+
+#[test]
+fn validate_rejects_broken_specs_naming_the_field() {
+    let h = host(8, false);
+    let good: Value = parse(&generate(&h, &["--format", "json"]));
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        v
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("missing kind", edit(&|v| { v.as_object_mut().unwrap().remove("kind"); }), "kind: is required"),
+        ("bad device name", edit(&|v| v["devices"][3]["name"] = json!("gpu/3")), "devices[3].name: device name \"gpu/3\" contains '/'"),
+        ("duplicate names", edit(&|v| v["devices"][1]["name"] = json!("0")), "devices[1].name: \"0\" is already the name of devices[0]"),
+        ("missing hostPath", edit(&|v| v["devices"][3]["containerEdits"]["deviceNodes"][0]["hostPath"] = json!("/nonexistent/nvidia9")),
+            "devices[3].containerEdits.deviceNodes[0].hostPath: /nonexistent/nvidia9: No such file or directory"),
+        ("missing mount source", edit(&|v| v["containerEdits"]["mounts"][0]["hostPath"] = json!("/nonexistent/lib.so")),
+            "containerEdits.mounts[0].hostPath: /nonexistent/lib.so"),
+        ("wrong major", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = json!(196)),
+            "devices[0].containerEdits.deviceNodes[0].major: 196 but"),
+        ("unknown hook", edit(&|v| v["containerEdits"]["hooks"][0]["hookName"] = json!("createContainers")),
+            "containerEdits.hooks[0].hookName: unknown hook \"createContainers\""),
+        ("unknown version", edit(&|v| v["cdiVersion"] = json!("0.42.0")), "cdiVersion: unknown version \"0.42.0\""),
+    ];
+    for (case, doc, needle) in cases {
+        let file = unique("bad").with_extension("json");
+        std::fs::write(&file, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        let mut cmd = Command::new(CTK);
+        cmd.args(["cdi", "validate"]).arg(&file);
+        let out = cmd.output().unwrap();
+        let text = out_text(&cmd, &out);
+        assert_eq!(out.status.code(), Some(1), "case {case}: exit 1 expected: {text}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(needle), "case {case}: {needle:?} expected: {text}");
+    }
+}
+
+/// A spec installed in /etc/cdi for one test; removed on drop.
+struct InstalledSpec {
+    path: PathBuf,
+    kind: String,
+}
+
+impl InstalledSpec {
+    fn new(h: &FakeHost) -> InstalledSpec {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let pid = std::process::id();
+        let class = format!("t{pid}n{n}");
+        let path = PathBuf::from(format!("/etc/cdi/nvct-test-{pid}-{n}.yaml"));
+        let spec = InstalledSpec { path, kind: format!("nvidia.com/{class}") };
+        // Hooks off: nvidia-cdi-hook is not part of this build yet.
+        generate(h, &["--class", &class, "--disable-hook", "all", "--output", &spec.path.display().to_string()]);
+        spec
+    }
+}
+
+impl Drop for InstalledSpec {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn podman(rootfs: &Path, device: &str, script: &str) -> (String, String) {
+    let mut cmd = Command::new(bundle::require("podman"));
+    cmd.args(["run", "--rm", "--runtime", "runc", "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096", "--device", device, "--rootfs"])
+        .arg(rootfs)
+        .args(["sh", "-c", script]);
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run podman: {e}"));
+    let text = out_text(&cmd, &out);
+    assert!(out.status.success(), "{text}");
+    (String::from_utf8_lossy(&out.stdout).into(), text)
+}
+
+#[test]
+fn podman_gets_exactly_the_named_gpus() {
+    bundle::require("podman");
+    let h = host(8, false);
+    let spec = InstalledSpec::new(&h);
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let gpu_nodes = |stdout: &str| -> Vec<String> {
+        let mut v: Vec<String> = stdout.lines().filter(|l| l.starts_with("/dev/nvidia") && l[11..].chars().all(|c| c.is_ascii_digit())).map(String::from).collect();
+        v.sort();
+        v
+    };
+    let cases: Vec<(&str, String, Vec<String>)> = vec![
+        ("index 0", format!("{}=0", spec.kind), vec!["/dev/nvidia0".into()]),
+        ("uuid of GPU 3", format!("{}={}", spec.kind, h.gpus()[3].uuid), vec!["/dev/nvidia3".into()]),
+        ("all", format!("{}=all", spec.kind), (0..8).map(|i| format!("/dev/nvidia{i}")).collect()),
+    ];
+    for (case, device, want) in cases {
+        let (stdout, text) = podman(&rootfs, &device, "ls -1 /dev/nvidia*");
+        assert_eq!(gpu_nodes(&stdout), want, "case {case}: {text}");
+        for control in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
+            assert!(stdout.lines().any(|l| l == control), "case {case}: {control} expected: {text}");
+        }
+    }
+}
+
+#[test]
+fn podman_mounts_libraries_read_only() {
+    bundle::require("podman");
+    let h = host(8, false);
+    let spec = InstalledSpec::new(&h);
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let (stdout, text) = podman(&rootfs, &format!("{}=0", spec.kind), "cat /proc/mounts");
+    let line = |target: &str| {
+        stdout.lines().find(|l| l.split(' ').nth(1) == Some(target)).unwrap_or_else(|| panic!("{target} not mounted: {text}")).to_string()
+    };
+    for target in ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/bin/nvidia-smi"] {
+        let l = line(target);
+        let opts: Vec<&str> = l.split(' ').nth(3).unwrap().split(',').collect();
+        for want in ["ro", "nosuid", "nodev"] {
+            assert!(opts.contains(&want), "{target} must be {want}: {l}");
+        }
+    }
+}
+
+#[test]
+fn podman_gets_a_mig_device_by_its_index_pair() {
+    bundle::require("podman");
+    let h = host(8, true);
+    let spec = InstalledSpec::new(&h);
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    // `0:1` is written quoted in YAML (a YAML 1.1 parser would read a base-60 number).
+    let (stdout, text) = podman(&rootfs, &format!("{}=0:1", spec.kind), "ls -1 /dev/nvidia0 /dev/nvidia1 /dev/nvidia-caps/; true");
+    assert!(stdout.lines().any(|l| l == "/dev/nvidia0"), "{text}");
+    assert!(!stdout.contains("/dev/nvidia1\n"), "GPU 1 must not be there: {text}");
+    let caps: Vec<&str> = stdout.lines().filter(|l| l.starts_with("nvidia-cap")).collect();
+    assert_eq!(caps, ["nvidia-cap21", "nvidia-cap22"], "gi 2 / ci 0 caps of GPU 0: {text}");
+}
