@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo build --locked --bins --examples
-cargo test --locked --all-targets -- "$@"
+# --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
+# it is never part of a default or release build.
+cargo build --locked --bins --examples --all-features
+cargo test --locked --all-targets --all-features -- "$@"

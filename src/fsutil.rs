@@ -9,8 +9,11 @@
 //! so a glob such as containerd's `imports = ["conf.d/*.toml"]` never picks one up. A temp file
 //! left by a crash is not cleaned up automatically.
 //!
-//! [`WriteOptions::after_temp_write`] is a TEST-ONLY fault-injection point: the binary sets it
-//! (from `NVCT_FAULT_AFTER_TEMP_WRITE=1`) to abort between writing the temp file and renaming it.
+//! [`WriteOptions::fault`] is a TEST-ONLY fault-injection point: it is called at every [`Step`]
+//! of the write with the path the step just touched. The library never reads the environment;
+//! the binaries (`nvidia-ctk runtime configure`, the shim's config.json write) arm it from
+//! `NVCT_FAULT_AT=<step>` ([`Step::NAMES`]) to `abort()` there, so a test can kill the process at
+//! each step and check the file is always the old or the new content.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -48,14 +51,48 @@ pub enum Written {
     Replaced,
 }
 
+/// The steps of [`write_atomic`], in order: the points where a crash is simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The temp file exists, empty (mode 0600).
+    TempCreated,
+    /// The content is written to the temp file, not yet synced, mode not yet set.
+    TempWritten,
+    /// Owner and mode are set and the temp file is fsynced.
+    TempSynced,
+    /// The temp file was renamed over the file; the directory is not yet fsynced.
+    Renamed,
+    /// The directory is fsynced: the write is complete.
+    DirSynced,
+}
+
+impl Step {
+    /// Every step with its name (the value of the binaries' `NVCT_FAULT_AT`).
+    pub const NAMES: &'static [(&'static str, Step)] = &[
+        ("temp-created", Step::TempCreated),
+        ("temp-written", Step::TempWritten),
+        ("temp-synced", Step::TempSynced),
+        ("renamed", Step::Renamed),
+        ("dir-synced", Step::DirSynced),
+    ];
+
+    pub fn parse(name: &str) -> Option<Step> {
+        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, s)| *s == self).map_or("?", |(n, _)| n)
+    }
+}
+
 /// Options of [`write_atomic`].
 #[derive(Default)]
 pub struct WriteOptions<'a> {
     /// Keep the previous content in `<file>.bak`.
     pub backup: bool,
-    /// TEST-ONLY fault injection: called with the temp path after it is written and synced,
-    /// before the rename.
-    pub after_temp_write: Option<&'a dyn Fn(&Path)>,
+    /// TEST-ONLY fault injection: called at each [`Step`] of the write of the file itself (not
+    /// of its `.bak`) with the path the step touched (the temp file, then the file).
+    pub fault: Option<&'a dyn Fn(Step, &Path)>,
 }
 
 /// `<file>.bak`.
@@ -122,6 +159,11 @@ pub fn write_atomic(
         let plain = WriteOptions::default();
         write_atomic(&backup_path(path), old, &plain)?;
     }
+    let fault = |step: Step, p: &Path| {
+        if let Some(f) = opts.fault {
+            f(step, p);
+        }
+    };
     let tmp = temp_path(path);
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -130,7 +172,9 @@ pub fn write_atomic(
             .mode(0o600)
             .open(&tmp)
             .map_err(io_err(&tmp, "create temp file"))?;
+        fault(Step::TempCreated, &tmp);
         f.write_all(content).map_err(io_err(&tmp, "write"))?;
+        fault(Step::TempWritten, &tmp);
         let mode = meta.as_ref().map_or(0o644, |m| m.mode() & 0o7777);
         if let Some(m) = &meta {
             std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))
@@ -139,21 +183,46 @@ pub fn write_atomic(
         f.set_permissions(fs::Permissions::from_mode(mode))
             .map_err(io_err(&tmp, "chmod"))?;
         f.sync_all().map_err(io_err(&tmp, "fsync"))?;
-        if let Some(hook) = opts.after_temp_write {
-            hook(&tmp);
-        }
+        fault(Step::TempSynced, &tmp);
         fs::rename(&tmp, path).map_err(io_err(path, "rename temp file over"))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result?;
+    fault(Step::Renamed, path);
     sync_dir(dir)?;
+    fault(Step::DirSynced, path);
     Ok(if old.is_some() {
         Written::Replaced
     } else {
         Written::Created
     })
+}
+
+/// TEST-ONLY: a [`WriteOptions::fault`] hook that aborts the process (as a crash or
+/// `kill -9` would end it: no unwinding, no cleanup) at step `at`. Binaries arm it from
+/// `NVCT_FAULT_AT`; nothing else may.
+pub fn abort_at(at: Step, program: &'static str) -> impl Fn(Step, &Path) {
+    move |step, p| {
+        if step == at {
+            eprintln!("{program}: NVCT_FAULT_AT={}: aborting at {}", step.name(), p.display());
+            std::process::abort();
+        }
+    }
+}
+
+/// An exclusive advisory lock (flock) on the directory of `path`, held until the returned
+/// value is dropped. Every read-modify-write of an engine config by `nvidia-ctk` takes it, so
+/// concurrent runs serialise instead of losing each other's updates. Locking the directory
+/// (not a lock file) leaves nothing behind for an engine's `conf.d/*` glob to pick up. The
+/// directory is created (0755) when missing.
+pub fn lock_dir_of(path: &Path) -> Result<File, FsError> {
+    let dir = parent(path);
+    fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+    let f = File::open(dir).map_err(io_err(dir, "open directory to lock"))?;
+    crate::sys::flock_exclusive(std::os::fd::AsFd::as_fd(&f)).map_err(io_err(dir, "lock (flock)"))?;
+    Ok(f)
 }
 
 /// Remove `path` (keeping its content in `<file>.bak` when `backup`); `false` if it was absent.
@@ -237,6 +306,33 @@ mod tests {
                 .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
                 .collect();
             assert!(leftovers.is_empty(), "case {name}: temp files left");
+        }
+    }
+
+    #[test]
+    fn fault_points_fire_in_order_with_the_state_they_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        fs::write(&p, "old\n").unwrap();
+        let seen = std::cell::RefCell::new(Vec::new());
+        let hook = |step: Step, at: &Path| {
+            let file = fs::read_to_string(&p).unwrap();
+            let at_content = fs::read_to_string(at).unwrap();
+            seen.borrow_mut().push((step.name(), file, at_content));
+        };
+        let opts = WriteOptions { backup: true, fault: Some(&hook) };
+        write_atomic(&p, b"new\n", &opts).unwrap();
+        let want: Vec<(&str, String, String)> = vec![
+            ("temp-created", "old\n".into(), "".into()),
+            ("temp-written", "old\n".into(), "new\n".into()),
+            ("temp-synced", "old\n".into(), "new\n".into()),
+            ("renamed", "new\n".into(), "new\n".into()),
+            ("dir-synced", "new\n".into(), "new\n".into()),
+        ];
+        assert_eq!(*seen.borrow(), want);
+        for (name, step) in Step::NAMES {
+            assert_eq!(Step::parse(name), Some(*step));
+            assert_eq!(step.name(), *name);
         }
     }
 }

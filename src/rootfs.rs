@@ -97,6 +97,15 @@ impl Rootfs {
     /// An fd for the object at `path` to mount onto, creating it (and its parents) if
     /// missing. An existing symlink, or an object of the wrong type, is refused.
     pub fn mount_target(&self, path: &Path, kind: Target) -> Result<OwnedFd, RootfsError> {
+        let fd = self.mount_target_fd(path, kind)?;
+        // TEST-ONLY (feature `fault-injection`, off by default): the image swaps the object
+        // between the check above and the caller's use of the fd.
+        #[cfg(feature = "fault-injection")]
+        fault::after_resolve(self, path);
+        Ok(fd)
+    }
+
+    fn mount_target_fd(&self, path: &Path, kind: Target) -> Result<OwnedFd, RootfsError> {
         if kind == Target::Dir {
             return self.mkdir_all(path);
         }
@@ -115,6 +124,46 @@ impl Rootfs {
             libc::S_IFLNK => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a symlink" }),
             libc::S_IFDIR => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a directory" }),
             _ => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a special file" }),
+        }
+    }
+}
+
+/// TEST-ONLY check-then-use race (cargo feature `fault-injection`, never in a default build).
+/// The hook binary arms it from `NVCT_FAULT_SWAP_PATH=<container path>` and
+/// `NVCT_FAULT_SWAP_TARGET=<host path>`; right after [`Rootfs::mount_target`] has resolved and
+/// checked that container path, the regular file there is atomically replaced (rename inside
+/// the rootfs) by a symlink to the host path, as a process in the image racing the hook would.
+/// Whatever is then mounted must be the object that was checked (the fd), or nothing.
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    use super::{split, Rootfs};
+    use crate::sys;
+    use std::os::fd::AsFd;
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    static SWAP: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+
+    /// Arms the swap of `container_path` for a symlink to `link_target`.
+    pub fn arm(container_path: PathBuf, link_target: PathBuf) {
+        let _ = SWAP.set((container_path, link_target));
+    }
+
+    pub(super) fn after_resolve(root: &Rootfs, path: &Path) {
+        let Some((want, target)) = SWAP.get() else { return };
+        if want != path {
+            return;
+        }
+        let result = (|| -> Result<(), String> {
+            let (parent, name) = split(path).map_err(|e| e.to_string())?;
+            let dir = root.resolve(&parent, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| e.to_string())?;
+            let tmp = Path::new(".nvct-fault-swap");
+            sys::symlinkat(target, dir.as_fd(), tmp).map_err(|e| format!("symlink: {e}"))?;
+            sys::renameat(dir.as_fd(), tmp, &name).map_err(|e| format!("rename: {e}"))
+        })();
+        match result {
+            Ok(()) => eprintln!("nvct fault-injection: swapped {} for a symlink to {}", path.display(), target.display()),
+            Err(e) => eprintln!("nvct fault-injection: could not swap {}: {e}", path.display()),
         }
     }
 }

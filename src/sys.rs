@@ -294,3 +294,21 @@ pub fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
     names.sort();
     Ok(names)
 }
+
+/// flock(LOCK_EX) on `fd`, waiting for other holders (advisory; released when the fd closes).
+pub fn flock_exclusive(fd: BorrowedFd) -> io::Result<()> {
+    loop {
+        // SAFETY: flock on a valid fd.
+        match check(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } as libc::c_long) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r.map(drop),
+        }
+    }
+}
+
+/// renameat(dir, from, dir, to): atomically replaces `to` in `dir`.
+pub fn renameat(dir: BorrowedFd, from: &Path, to: &Path) -> io::Result<()> {
+    let (f, t) = (cstring(from)?, cstring(to)?);
+    // SAFETY: valid C strings and a valid directory fd.
+    check(unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) } as libc::c_long).map(drop)
+}

@@ -183,3 +183,87 @@ fn privilege_rules() {
     assert!(out.status.success() && stdout.contains("RAN"), "{stdout}");
     assert!(!stdout.contains("nvidia"), "an unprivileged env request must be ignored: {stdout}");
 }
+
+/// A library whose constructor writes `CANARY` (a host path) and says so on stderr; also an
+/// LD_AUDIT module (la_version).
+const EVIL_C: &str = r#"
+#include <stdio.h>
+__attribute__((constructor)) static void evil(void) {
+    FILE *f = fopen("CANARY", "w");
+    if (f) { fputs("pwned\n", f); fclose(f); }
+    fputs("EVIL-LOADED\n", stderr);
+}
+unsigned int la_version(unsigned int v) { return v; }
+"#;
+
+#[test]
+fn image_loader_env_never_reaches_host_side_processes() {
+    // The image's env names a library inside the image for every loader variable. The
+    // constructor writes a canary at a path that exists only on the host: a host-side process
+    // (our hooks, the host ldconfig they run) that loaded it would create the file. The hook
+    // entries carry an explicit env (the shim's, and the CDI createContainer hook's), so runc
+    // never hands them the container's env.
+    let h = host();
+    let shim_bin = env!("CARGO_BIN_EXE_nvidia-container-runtime");
+    let work = h.dir.join("env-injection");
+    std::fs::create_dir_all(&work).unwrap();
+    let canary = work.join("canary-host-only");
+    let mut b = Bundle::new(&h.dir, Image::Glibc);
+    let evil_dir = b.rootfs().join("usr/lib/evil");
+    std::fs::create_dir_all(&evil_dir).unwrap();
+    let src = work.join("evil.c");
+    std::fs::write(&src, EVIL_C.replace("CANARY", &canary.display().to_string())).unwrap();
+    let gcc = std::process::Command::new(bundle::require("gcc"))
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(evil_dir.join("libevil.so"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(gcc.status.success(), "gcc: {}", String::from_utf8_lossy(&gcc.stderr));
+    for kv in [
+        "LD_PRELOAD=/usr/lib/evil/libevil.so",
+        "LD_LIBRARY_PATH=/usr/lib/evil",
+        "LD_AUDIT=/usr/lib/evil/libevil.so",
+        "GCONV_PATH=/usr/lib/evil",
+        "NVIDIA_VISIBLE_DEVICES=0",
+    ] {
+        b.env(kv);
+    }
+
+    // The shim writes the prestart hook (fake low-level runtime: it only records the create).
+    let fake = work.join("fake-runc");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let extra = format!(
+        "[nvidia-container-runtime]\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+        fake.display().to_string(),
+        bundle::HOOK
+    );
+    let config = bundle::write_config(&work, &h.host.driver_root(), &h.host.proc_root(), &extra);
+    let cfg_json = b.dir.join("config.json");
+    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
+    let out = std::process::Command::new(shim_bin)
+        .args(["create", "--bundle"])
+        .arg(&b.dir)
+        .arg(&b.id)
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", &config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "shim: {}", String::from_utf8_lossy(&out.stderr));
+    b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+    let entry = &b.spec["hooks"]["prestart"][0];
+    let env: Vec<&str> = entry["env"].as_array().expect("the shim's hook entry has an explicit env").iter().filter_map(|v| v.as_str()).collect();
+    assert!(!env.is_empty() && env.iter().all(|e| !e.starts_with("LD_") && !e.starts_with("GCONV_PATH")), "{entry}");
+
+    // And the CDI path: a createContainer hook (runc runs it from the container's init) that
+    // runs the host ldconfig, with the explicit env a CDI spec carries.
+    b.add_hook("createContainer", bundle::CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--ldconfig-path", "/sbin/ldconfig"]);
+    let out = b.run("dlcuda");
+    let context = format!("status {}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{context}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
+    // The attack is live inside the container (its own processes load the library)...
+    assert!(String::from_utf8_lossy(&out.stderr).contains("EVIL-LOADED"), "the image's LD_PRELOAD did not work at all: {context}");
+    // ...but nothing on the host side loaded it.
+    assert!(!canary.exists(), "a host-side process loaded the image's library: {context}");
+}

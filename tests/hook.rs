@@ -207,3 +207,41 @@ fn command_line() {
         assert!(text.contains(needle), "case {name}: {text}");
     }
 }
+
+#[test]
+fn twenty_gpu_containers_at_once() {
+    // 20 containers started in parallel through the hook, container i asking for GPU i mod 8:
+    // every one starts, sees exactly its GPU (and may open it: ENXIO, not EPERM), and the host
+    // mount table is the same after all of them as before.
+    let h = host();
+    let mut bundles: Vec<(usize, Bundle)> = (0..20)
+        .map(|i| {
+            let mut b = Bundle::new(&h.dir, Image::Busybox);
+            b.hook(&h.config).env(&format!("NVIDIA_VISIBLE_DEVICES={}", i % 8));
+            (i, b)
+        })
+        .collect();
+    let before = bundle::host_mounts();
+    let outs: Vec<(usize, std::process::Output)> = std::thread::scope(|s| {
+        let handles: Vec<_> = bundles
+            .iter_mut()
+            .map(|(i, b)| {
+                let i = *i;
+                s.spawn(move || (i, b.run_unchecked(&format!("{SHOW}; cat /dev/nvidia{} 2>&1; echo RAN", i % 8))))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let after = bundle::host_mounts();
+    for (i, out) in &outs {
+        let text = out_text(out);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains("RAN"), "container {i}: {text}");
+        let g = i % 8;
+        let gpus: Vec<String> = devs(&stdout).into_iter().filter(|d| d.starts_with("/dev/nvidia") && d.as_bytes()[11].is_ascii_digit()).collect();
+        assert_eq!(gpus, vec![format!("/dev/nvidia{g} c3:{g:x}")], "container {i}: {text}");
+        assert!(stdout.contains("No such device or address"), "container {i}: its GPU must be allowed (ENXIO): {text}");
+        assert!(stdout.contains("LIBS"), "container {i}: {text}");
+    }
+    assert_eq!(before, after, "mounts left behind on the host by 20 concurrent containers");
+}

@@ -1,7 +1,7 @@
 //! Black-box tests of `nvidia-ctk runtime configure|unconfigure`: the real binary, in a fresh
 //! temp dir per case, against committed golden files (tests/fixtures/runtime_config), the real
-//! containerd (`containerd config dump` is the judge of what we write), bad inputs, a torn write
-//! and `--dry-run`.
+//! containerd (`containerd config dump` is the judge of what we write), bad inputs, a crash at
+//! every step of the write, concurrent runs, and `--dry-run`.
 //!
 //! `UPDATE_GOLDEN=1 cargo test --test runtime_configure` rewrites the golden files; review the
 //! diff before committing. The containerd tests need the `containerd` binary (Debian:
@@ -26,7 +26,7 @@ fn input(name: &str) -> String {
 /// Run the binary; the returned output is printed in full by [`ctx`] on failure.
 fn ctk(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(BIN);
-    cmd.args(args).env_remove("NVCT_FAULT_AFTER_TEMP_WRITE");
+    cmd.args(args).env_remove("NVCT_FAULT_AT");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -638,70 +638,108 @@ fn bad_inputs_fail_and_leave_the_file_untouched() {
     }
 }
 
+/// The steps of fsutil::write_atomic a crash is simulated at (`NVCT_FAULT_AT`), named.
+const WRITE_STEPS: &[&str] = &["temp-created", "temp-written", "temp-synced", "renamed", "dir-synced"];
+
 #[test]
-fn torn_write_leaves_original_intact() {
-    // (name, drop-in?)
-    for (name, drop_in) in [("in place", false), ("drop-in", true)] {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("config.toml");
-        let original = input("containerd-v2-default.toml");
-        fs::write(&config, &original).unwrap();
-        fs::set_permissions(&config, fs::Permissions::from_mode(0o640)).unwrap();
-        let config_s = config.display().to_string();
-        let conf_d = dir.path().join("conf.d");
-        let drop_in_s = conf_d.join("99-nvidia.toml").display().to_string();
-        let mut args = vec![
-            "runtime",
-            "configure",
-            "--runtime=containerd",
-            "--config",
-            &config_s,
-        ];
-        if drop_in {
-            args.extend(["--drop-in-config", &drop_in_s]);
-        }
-        let out = ctk(&args, &[("NVCT_FAULT_AFTER_TEMP_WRITE", "1")]);
-        assert!(
-            !out.status.success(),
-            "case {name}: fault injection did not abort{}",
-            ctx(&args, &out)
-        );
-        assert_eq!(
-            fs::read_to_string(&config).unwrap(),
-            original,
-            "case {name}: original changed"
-        );
-        assert_eq!(
-            fs::metadata(&config).unwrap().permissions().mode() & 0o7777,
-            0o640,
-            "case {name}: mode changed"
-        );
-        for d in [dir.path(), conf_d.as_path()] {
-            let Ok(rd) = fs::read_dir(d) else { continue };
-            for e in rd {
-                let n = e.unwrap().file_name().to_string_lossy().into_owned();
-                assert!(
-                    n == "config.toml" || !n.ends_with(".toml"),
-                    "case {name}: {n} would be read by containerd"
-                );
+fn crash_at_each_write_step_leaves_old_or_new() {
+    // (layout, drop-in?) × every step: the process aborts there (SIGABRT, no cleanup).
+    for (layout, drop_in) in [("in place", false), ("drop-in", true)] {
+        // The content a clean run writes, computed once per layout in its own dir: the paths in
+        // it are made equal by running every case at the same path (recreated per case).
+        let mut new_content: Option<(Option<String>, Option<String>)> = None;
+        for step in std::iter::once("none").chain(WRITE_STEPS.iter().copied()) {
+            let name = format!("{layout} / {step}");
+            let base = tempfile::tempdir().unwrap();
+            let dir = base.path().join("etc-containerd");
+            fs::create_dir_all(&dir).unwrap();
+            let config = dir.join("config.toml");
+            let original = input("containerd-v2-default.toml");
+            fs::write(&config, &original).unwrap();
+            fs::set_permissions(&config, fs::Permissions::from_mode(0o640)).unwrap();
+            let config_s = config.display().to_string();
+            let conf_d = dir.join("conf.d");
+            let drop_in_path = conf_d.join("99-nvidia.toml");
+            let drop_in_s = drop_in_path.display().to_string();
+            let mut args = vec!["runtime", "configure", "--runtime=containerd", "--config", &config_s];
+            if drop_in {
+                args.extend(["--drop-in-config", &drop_in_s]);
             }
+            let relative = |t: Option<String>| t.map(|t| t.replace(&base.path().display().to_string(), "@TMP@"));
+            let state = || (relative(read_opt(&config)), relative(read_opt(&drop_in_path)));
+            if step == "none" {
+                ok(&args);
+                new_content = Some(state());
+                continue;
+            }
+            let (new_main, new_drop_in) = new_content.clone().unwrap();
+            let out = ctk(&args, &[("NVCT_FAULT_AT", step)]);
+            assert!(!out.status.success(), "case {name}: fault injection did not abort{}", ctx(&args, &out));
+            assert!(String::from_utf8_lossy(&out.stderr).contains("aborting at"), "case {name}{}", ctx(&args, &out));
+            let (main, drop) = state();
+            let orig = relative(Some(original.clone()));
+            assert!(main == orig || main == new_main, "case {name}: config.toml torn: {main:?}{}", ctx(&args, &out));
+            assert!(drop.is_none() || drop == new_drop_in, "case {name}: drop-in torn: {drop:?}");
+            assert!(main.as_deref().is_some_and(|m| !m.is_empty()), "case {name}: config.toml empty");
+            assert_eq!(fs::metadata(&config).unwrap().permissions().mode() & 0o7777, 0o640, "case {name}: mode changed");
+            for d in [dir.as_path(), conf_d.as_path()] {
+                let Ok(rd) = fs::read_dir(d) else { continue };
+                for e in rd {
+                    let n = e.unwrap().file_name().to_string_lossy().into_owned();
+                    assert!(n == "config.toml" || n == "99-nvidia.toml" || !n.ends_with(".toml"), "case {name}: {n} would be read by containerd");
+                }
+            }
+            // A later normal run succeeds despite the stale temp file and ends in the new content.
+            ok(&args);
+            assert_eq!(state(), (new_main, new_drop_in), "case {name}: the later run");
+            assert_eq!(fs::metadata(&config).unwrap().permissions().mode() & 0o7777, 0o640, "case {name}: mode after");
+            assert!(
+                containerd_dump(&config)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"].get("nvidia").is_some(),
+                "case {name}: containerd does not see the runtime"
+            );
         }
-        assert!(
-            containerd_dump(&config)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
-                ["runtimes"]
-                .get("nvidia")
-                .is_none()
-        );
-        // A later normal run succeeds despite the stale temp file.
-        ok(&args);
-        assert!(
-            containerd_dump(&config)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
-                ["runtimes"]
-                .get("nvidia")
-                .is_some(),
-            "case {name}"
-        );
     }
+    // An unknown step name is refused, never ignored (a typo would silently test nothing).
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = dir.path().join("daemon.json").display().to_string();
+    let args = ["runtime", "configure", "--runtime=docker", "--config", &daemon];
+    let out = ctk(&args, &[("NVCT_FAULT_AT", "bogus")]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is not a write step"), "{}", ctx(&args, &out));
+}
+
+#[test]
+fn concurrent_configures_all_land() {
+    // 10 runs at once, each adding its own runtime name to the same containerd config: the
+    // lock on the config's directory serialises read-modify-write, so no update is lost.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    fs::write(&config, input("containerd-v2-default.toml")).unwrap();
+    let config_s = config.display().to_string();
+    let names: Vec<String> = (0..10).map(|i| format!("nvidia-{i}")).collect();
+    let outs: Vec<(String, Output)> = std::thread::scope(|s| {
+        let handles: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let config_s = &config_s;
+                s.spawn(move || {
+                    let rn = format!("--nvidia-runtime-name={n}");
+                    (n.clone(), ctk(&["runtime", "configure", "--runtime=containerd", "--config", config_s, &rn], &[]))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (n, out) in &outs {
+        assert!(out.status.success(), "run {n} failed{}", ctx(&["runtime", "configure", n], out));
+    }
+    let text = fs::read_to_string(&config).unwrap();
+    let doc: toml_edit::DocumentMut = text.parse().unwrap_or_else(|e| panic!("final file does not parse: {e}\n{text}"));
+    let runtimes = &doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"];
+    for n in &names {
+        assert!(runtimes.get(n).is_some(), "runtime {n} lost (a concurrent update was overwritten):\n{text}");
+    }
+    let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().contains(".tmp-")).collect();
+    assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
 }
 
 #[test]

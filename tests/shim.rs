@@ -323,3 +323,58 @@ fn containerd_ctr_run_with_shim() {
 
     drop(cd);
 }
+
+#[test]
+fn crash_at_each_step_of_the_config_json_write() {
+    // (step) — the shim aborts (SIGABRT, no cleanup) at that step of its config.json write:
+    // config.json is always the old or the new content, never torn or empty, its mode is kept,
+    // and a later create succeeds and ends with the new content.
+    bundle::require("runc");
+    let steps = ["temp-created", "temp-written", "temp-synced", "renamed", "dir-synced"];
+    let dir = tempfile::Builder::new().prefix("nvct-shim-crash-").tempdir().unwrap();
+    let (fake, _record) = fake_runtime(dir.path());
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[nvidia-container-runtime]\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n", fake.display().to_string(), HOOK),
+    )
+    .unwrap();
+    let b = Bundle::new(dir.path(), Image::Busybox);
+    let cfg_json = b.dir.join("config.json");
+    let bundle_s = b.dir.display().to_string();
+    let old = custom_spec(&b.spec, true);
+    let args = ["create", "--bundle", &bundle_s, "ctr1"];
+    let reset = || {
+        std::fs::write(&cfg_json, &old).unwrap();
+        std::fs::set_permissions(&cfg_json, std::fs::Permissions::from_mode(0o640)).unwrap();
+    };
+    reset();
+    let out = shim(&args, &config, "0");
+    assert!(out.status.success(), "{}", out_text(&out));
+    let new = std::fs::read(&cfg_json).unwrap();
+    assert_ne!(new, old);
+    let hook: Value = serde_json::from_slice(&new).unwrap();
+    assert!(
+        hook["hooks"]["prestart"][0]["env"].as_array().is_some_and(|e| !e.is_empty()),
+        "the hook entry the shim writes must carry an explicit env: {hook}"
+    );
+    for step in steps {
+        reset();
+        let out = Command::new(SHIM)
+            .args(args)
+            .env("NVIDIA_CTK_CONFIG_FILE_PATH", &config)
+            .env("NVCT_FAULT_AT", step)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!("step {step}: {}", out_text(&out));
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("aborting at"), "{text}");
+        let now = std::fs::read(&cfg_json).unwrap();
+        assert!(now == old || now == new, "config.json torn or empty after a crash: {text}\n{}", String::from_utf8_lossy(&now));
+        let mode = std::fs::metadata(&cfg_json).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640, "mode changed: {text}");
+        let out = shim(&args, &config, "0");
+        assert!(out.status.success(), "the later create: {text}\n{}", out_text(&out));
+        assert_eq!(std::fs::read(&cfg_json).unwrap(), new, "the later create: {text}");
+    }
+}

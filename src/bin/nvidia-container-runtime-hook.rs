@@ -54,6 +54,11 @@ fn main() -> ExitCode {
             std::env::remove_var(k);
         }
     }
+    // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
+    #[cfg(feature = "fault-injection")]
+    if let (Some(p), Some(t)) = (std::env::var_os("NVCT_FAULT_SWAP_PATH"), std::env::var_os("NVCT_FAULT_SWAP_TARGET")) {
+        nvct::rootfs::fault::arm(p.into(), t.into());
+    }
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

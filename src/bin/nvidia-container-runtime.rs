@@ -3,10 +3,13 @@
 //! of a container that asks for a GPU, `<bundle>/config.json` gains our prestart hook (legacy
 //! mode) before the runtime is exec'd. Never writes to stdout except through the runtime; logs
 //! go through [`nvct::log::Logger`] (config `debug` file and runc's `--log`).
+//!
+//! TEST-ONLY: `NVCT_FAULT_AT=<step>` (a [`fsutil::Step`] name) makes the process abort at that
+//! step of the config.json write (used by the crash-safety test).
 
 use anyhow::{Context, Result};
 use nvct::config::{self, Config};
-use nvct::fsutil::{self, WriteOptions};
+use nvct::fsutil::{self, Step, WriteOptions};
 use nvct::log::{Format, Logger};
 use nvct::oci;
 use nvct::shim;
@@ -76,7 +79,15 @@ fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&
     }
     let mut out = serde_json::to_vec_pretty(&spec).context("cannot serialize config.json")?;
     out.push(b'\n');
-    fsutil::write_atomic(&path, &out, &WriteOptions::default())?;
+    let fault = match std::env::var("NVCT_FAULT_AT") {
+        Ok(name) => Some(fsutil::abort_at(
+            Step::parse(&name).with_context(|| format!("NVCT_FAULT_AT={name:?} is not a write step"))?,
+            "nvidia-container-runtime",
+        )),
+        Err(_) => None,
+    };
+    let wopts = WriteOptions { backup: false, fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)) };
+    fsutil::write_atomic(&path, &out, &wopts)?;
     log.info(&format!("{}: added prestart hook {}", path.display(), hook.display()));
     Ok(())
 }

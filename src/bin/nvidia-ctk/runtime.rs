@@ -2,15 +2,19 @@
 //! from `nvct::runtime_config`, then show a diff (`--dry-run`) or write each changed file
 //! atomically with a `.bak` backup. Raw clap values are resolved into [`Resolved`] first.
 //!
-//! TEST-ONLY: `NVCT_FAULT_AFTER_TEMP_WRITE=1` makes the process abort after a temp file is
-//! written and before it is renamed over the real file (used by the torn-write test).
+//! The whole read → transform → write runs under an advisory lock on the config file's
+//! directory ([`fsutil::lock_dir_of`]), so concurrent runs never lose each other's updates.
+//!
+//! TEST-ONLY: `NVCT_FAULT_AT=<step>` (a [`fsutil::Step`] name: temp-created, temp-written,
+//! temp-synced, renamed, dir-synced) makes the process abort at that step of each file write
+//! (used by the crash-safety test).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
-use nvct::fsutil::{self, WriteOptions, Written};
+use nvct::fsutil::{self, Step, WriteOptions, Written};
 use nvct::runtime_config::{
     self, containerd, crio, docker, oci_hook, Change, Options, Outcome, Source,
 };
@@ -161,6 +165,8 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
     if v.debug {
         eprintln!("nvidia-ctk: {r:?}");
     }
+    // Held until the end of this function: read, transform and write as one step.
+    let _lock = if r.dry_run { None } else { Some(fsutil::lock_dir_of(&r.config)?) };
     let outcome = plan(&r, configure)?;
     if !v.quiet {
         for note in &outcome.notes {
@@ -275,21 +281,18 @@ fn unified_diff(path: &Path, old: Option<&str>, new: Option<&str>) -> String {
         .to_string()
 }
 
-fn abort_after_temp_write(tmp: &Path) {
-    eprintln!(
-        "nvidia-ctk: NVCT_FAULT_AFTER_TEMP_WRITE: aborting after writing {}",
-        tmp.display()
-    );
-    std::process::abort();
-}
-
 /// Show or write every change whose content differs from the file on disk.
 fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
-    let fault = std::env::var("NVCT_FAULT_AFTER_TEMP_WRITE").is_ok_and(|s| s == "1");
-    let hook: &dyn Fn(&Path) = &abort_after_temp_write;
+    let fault = match std::env::var("NVCT_FAULT_AT") {
+        Ok(name) => Some(fsutil::abort_at(
+            Step::parse(&name).with_context(|| format!("NVCT_FAULT_AT={name:?} is not a write step"))?,
+            "nvidia-ctk",
+        )),
+        Err(_) => None,
+    };
     let wopts = WriteOptions {
         backup: true,
-        after_temp_write: fault.then_some(hook),
+        fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)),
     };
     let mut changed = 0;
     for c in changes {
