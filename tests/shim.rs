@@ -172,7 +172,7 @@ fn create_rewrite_with_fake_runtime() {
     // Unsupported mode and a missing hook: clear errors, config.json untouched.
     std::fs::write(&cfg_json, &before).unwrap();
     for (extra, want) in [
-        ("mode = \"cdi\"\n", "mode \"cdi\" is not supported yet"),
+        ("mode = \"csv\"\n", "mode \"csv\" is not supported"),
         ("", "\"no-such-hook\" (config nvidia-container-runtime-hook.path) was not found"),
     ] {
         let cfg2 = dir.path().join("config2.toml");
