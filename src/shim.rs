@@ -61,7 +61,7 @@ pub enum ShimError {
     #[error("{path}: unresolvable CDI device {name}: {why}")]
     JitDevice { path: PathBuf, name: String, why: String },
     #[error("{path}: cannot generate CDI edits for {names} (jit-cdi): {source}")]
-    Jit { path: PathBuf, names: String, source: GenerateError },
+    Jit { path: PathBuf, names: String, source: Box<GenerateError> },
     #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path) nor in PATH; jit-cdi needs it")]
     NoCdiHook { hook: String },
     #[error(transparent)]
@@ -340,9 +340,9 @@ pub fn jit_spec(names: &[QualifiedName], inv: &Inventory, config: &Config, cdi_h
     cdi::generate(inv, &opts).map_err(|source| match &source {
         GenerateError::UnknownDevice { id, count } => match ids.iter().find(|(i, _)| &i.to_string() == id) {
             Some((_, name)) => unresolvable(name, format!("no such GPU or MIG device on this host ({count} GPU(s))")),
-            None => ShimError::Jit { path: path.to_path_buf(), names: join(names), source },
+            None => ShimError::Jit { path: path.to_path_buf(), names: join(names), source: Box::new(source) },
         },
-        _ => ShimError::Jit { path: path.to_path_buf(), names: join(names), source },
+        _ => ShimError::Jit { path: path.to_path_buf(), names: join(names), source: Box::new(source) },
     })
 }
 
