@@ -143,9 +143,11 @@ fn assert_gpu0(v: &View, diag: &str) {
 }
 
 /// The legacy hook path's view of `NVIDIA_VISIBLE_DEVICES=0` (same containerd, config switched).
-fn legacy_view(s: &Setup, cd: &Containerd) -> View {
+/// `id` must differ between tests: runc's state root (`/run/containerd/runc/default`) is shared
+/// by every containerd on the machine.
+fn legacy_view(s: &Setup, cd: &Containerd, id: &str) -> View {
     s.configure("legacy", &[]);
-    let (out, diag) = s.run(cd, "legacy", Some("NVIDIA_VISIBLE_DEVICES=0"), None);
+    let (out, diag) = s.run(cd, id, Some("NVIDIA_VISIBLE_DEVICES=0"), None);
     view(&out, &diag)
 }
 
@@ -181,7 +183,7 @@ fn cdi_mode_with_a_generated_spec() {
     assert_refused(&out, &diag, "nvidia.com/gpu=nosuch");
 
     // The legacy hook path gives the same GPUs; the CDI spec's control nodes include its.
-    let legacy = legacy_view(&s, &cd);
+    let legacy = legacy_view(&s, &cd, "cdi-legacy");
     assert_eq!(gpus(&legacy), gpus(&by_annotation), "legacy {legacy:?}\ncdi {by_annotation:?}");
     assert!(legacy.nodes.is_subset(&by_annotation.nodes), "legacy {legacy:?}\ncdi {by_annotation:?}");
     drop(cd);
@@ -205,7 +207,7 @@ fn jit_cdi_mode_without_a_spec_file() {
     let (out, diag) = s.run(&cd, "jit-unknown", Some("NVIDIA_VISIBLE_DEVICES=9"), None);
     assert_refused(&out, &diag, "nvidia.com/gpu=9");
 
-    let legacy = legacy_view(&s, &cd);
+    let legacy = legacy_view(&s, &cd, "jit-legacy");
     assert_eq!(gpus(&legacy), gpus(&jit), "legacy {legacy:?}\njit {jit:?}");
     assert!(legacy.nodes.is_subset(&jit.nodes), "legacy {legacy:?}\njit {jit:?}");
     drop(cd);
