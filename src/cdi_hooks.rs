@@ -228,10 +228,17 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 
 /// The host's `/proc/driver/nvidia` (under `proc_root`) as the files the container should see,
 /// with `ModifyDeviceFiles: 0` in `params`. `None` when the host's params already say 0
-/// (upstream does nothing then). Read on the host, before entering the container.
+/// (upstream does nothing then), and `None` when the host has no `params` file at all (no
+/// NVIDIA driver loaded, or a simulated host whose procfs copy is elsewhere): upstream's hook
+/// treats a missing file as nothing to do, and a spec written for such a host must not make
+/// every container fail. Read on the host, before entering the container.
 pub fn masked_proc_driver(proc_root: &Path) -> Result<Option<Vec<(PathBuf, String)>>, HookError> {
     let base = proc_root.join("driver/nvidia");
     let params_path = base.join("params");
+    match std::fs::symlink_metadata(&params_path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
+    }
     let params = devices::read_proc_file(&params_path)
         .map_err(|e| HookError::HostProc { path: params_path.clone(), source: io::Error::other(e.to_string()) })?;
     let modify = devices::params_without_device_modification(&params);

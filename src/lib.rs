@@ -27,3 +27,4 @@ pub mod fsutil;
 pub mod log;
 pub mod runtime_config;
 pub mod shim;
+pub mod spec_edit;

@@ -1,17 +1,43 @@
 //! The pure parts of `nvidia-container-runtime`, the runc-compatible shim: reading runc's
-//! command line (subcommand, bundle), choosing the low-level runtime, deciding whether a
-//! container asks for a GPU, and adding our prestart hook to config.json (kept as a
-//! `serde_json::Value` so that key order and fields unknown to oci-spec survive).
+//! command line (subcommand, bundle), choosing the low-level runtime, deciding what a `create`
+//! does ([`decide`]: pass through, legacy prestart hook, `cdi` or `jit-cdi` edits), and the
+//! config.json edits themselves (kept as a `serde_json::Value` so that key order and fields
+//! unknown to oci-spec survive).
+//!
+//! Modes (config `nvidia-container-runtime.mode`), as upstream chooses them:
+//! - `legacy`: a GPU container (request.rs) gets our prestart hook;
+//! - `cdi`: CDI names come from annotations whose key starts with an `annotation-prefixes`
+//!   entry (keys sorted, values comma-split) or, when there are none, from
+//!   `NVIDIA_VISIBLE_DEVICES` (qualified `vendor/class=name` entries as they are, bare ids such
+//!   as `0` or `all` as `<default-kind>=<id>`); they are looked up in the specs of `spec-dirs`
+//!   (`cdi/inject.rs`) and applied with `spec_edit.rs`; `NVIDIA_VISIBLE_DEVICES=void` is then
+//!   set so that a prestart hook registered elsewhere does nothing;
+//! - `jit-cdi`: the same names (of `default-kind` only), but the edits come from a spec
+//!   generated in memory for just those devices (`cdi::generate` on a fresh discovery); the
+//!   CDI hooks in it run `nvidia-cdi-hook` found by [`find_cdi_hook`];
+//! - `auto`: `cdi` when an annotation or a qualified name in `NVIDIA_VISIBLE_DEVICES` asks for
+//!   a CDI device, else `legacy` (`jit-cdi` is only ever chosen explicitly).
+//!
+//! A container that asks for nothing passes through untouched whatever the mode (an unknown
+//! mode is only an error for a GPU container). `none`, `void` and empty lists ask for nothing
+//! in the CDI modes.
 
+use crate::cdi::name::{NameError, QualifiedName};
+use crate::cdi::{self, ContainerEdits, GenerateError};
 use crate::config::Config;
+use crate::discover::Inventory;
 use crate::oci;
-use crate::request::{self, ContainerView};
+use crate::request::{self, ContainerView, DeviceId, Devices};
+use crate::spec_edit::{self, SpecEditError};
 use oci_spec::runtime::Spec;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// File name of the hook binary; a prestart hook with this file name is ours.
 pub const HOOK_NAME: &str = "nvidia-container-runtime-hook";
+/// File name of the CDI hook binary that `jit-cdi` specs reference.
+pub const CDI_HOOK_NAME: &str = "nvidia-cdi-hook";
 /// PATH given to the hook explicitly (runc starts hooks with an empty environment).
 pub const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -24,8 +50,22 @@ pub enum ShimError {
     NoRuntime(Vec<String>),
     #[error("the hook {0:?} (config nvidia-container-runtime-hook.path) was not found")]
     NoHook(String),
-    #[error("mode {0:?} is not supported yet (config nvidia-container-runtime.mode; use \"legacy\" or \"auto\")")]
+    #[error("mode {0:?} is not supported (config nvidia-container-runtime.mode; use \"auto\", \"legacy\", \"cdi\" or \"jit-cdi\")")]
     Mode(String),
+    #[error("{what}: {source}")]
+    CdiName { what: String, source: NameError },
+    #[error("config nvidia-container-runtime.modes.cdi.default-kind: {0}")]
+    DefaultKind(NameError),
+    #[error("{path}: {source}")]
+    Inject { path: PathBuf, source: cdi::inject::InjectError },
+    #[error("{path}: unresolvable CDI device {name}: {why}")]
+    JitDevice { path: PathBuf, name: String, why: String },
+    #[error("{path}: cannot generate CDI edits for {names} (jit-cdi): {source}")]
+    Jit { path: PathBuf, names: String, source: Box<GenerateError> },
+    #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path) nor in PATH; jit-cdi needs it")]
+    NoCdiHook { hook: String },
+    #[error(transparent)]
+    Edit(#[from] SpecEditError),
     #[error("{path}: {why}")]
     Spec { path: PathBuf, why: String },
     #[error(transparent)]
@@ -142,15 +182,107 @@ pub fn find_hook(config: &Config, which: &dyn Fn(&str) -> Option<PathBuf>) -> Re
     find_program(&config.hook.path, which).ok_or_else(|| ShimError::NoHook(config.hook.path.clone()))
 }
 
-/// Refuses modes this version cannot do.
-pub fn check_mode(config: &Config) -> Result<(), ShimError> {
+/// What one `create` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Not a GPU container: config.json is not touched.
+    PassThrough,
+    /// Add our prestart hook.
+    Legacy,
+    /// Apply the edits of these devices from the specs of `spec-dirs`.
+    Cdi(Vec<QualifiedName>),
+    /// Apply edits generated now for these devices.
+    JitCdi(Vec<QualifiedName>),
+}
+
+/// The container's CDI request (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CdiRequest {
+    pub names: Vec<QualifiedName>,
+    /// An annotation or a qualified name asked for CDI explicitly (what `auto` looks at).
+    pub explicit: bool,
+}
+
+/// Reads the CDI request from annotations and `NVIDIA_VISIBLE_DEVICES`. With `strict` false
+/// only `explicit` is computed (bare ids are not converted, so a legacy id can never fail here).
+pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>, config: &Config, strict: bool) -> Result<CdiRequest, ShimError> {
+    let cdi = &config.runtime.modes.cdi;
+    let mut out = CdiRequest::default();
+    for (key, value) in annotations {
+        if !cdi.annotation_prefixes.iter().any(|p| !p.is_empty() && key.starts_with(p.as_str())) {
+            continue;
+        }
+        for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            out.explicit = true;
+            let name = QualifiedName::parse(item)
+                .map_err(|source| ShimError::CdiName { what: format!("annotation {key}={value:?}"), source })?;
+            if !out.names.contains(&name) {
+                out.names.push(name);
+            }
+        }
+    }
+    if out.explicit {
+        return Ok(out);
+    }
+    let env = view.env.iter().rev().find_map(|e| e.strip_prefix("NVIDIA_VISIBLE_DEVICES="));
+    let honoured = view.privileged || config.accept_nvidia_visible_devices_envvar_when_unprivileged;
+    let Some(env) = env.filter(|_| honoured) else { return Ok(out) };
+    let items: Vec<&str> = env.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if items.contains(&"void") || items.contains(&"none") {
+        return Ok(out);
+    }
+    out.explicit = items.iter().any(|i| i.contains('='));
+    if !strict {
+        return Ok(out);
+    }
+    if items.len() > request::MAX_DEVICE_IDS {
+        return Err(ShimError::CdiName {
+            what: format!("NVIDIA_VISIBLE_DEVICES has {} entries (at most {})", items.len(), request::MAX_DEVICE_IDS),
+            source: NameError::Empty { what: "a shorter list" },
+        });
+    }
+    for item in items {
+        let parsed = if item.contains('=') { QualifiedName::parse(item) } else { QualifiedName::new(&cdi.default_kind, item) };
+        let name = parsed.map_err(|source| ShimError::CdiName { what: format!("NVIDIA_VISIBLE_DEVICES entry {item:?}"), source })?;
+        if !out.names.contains(&name) {
+            out.names.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// Decides what `create` does for the container described by config.json (`bytes`, read
+/// from `path`).
+pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, ShimError> {
+    let spec: Spec = serde_json::from_slice(bytes)
+        .map_err(|source| oci::OciError::SpecParse { path: path.to_path_buf(), source })?;
+    let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
+    let annotations: BTreeMap<String, String> = spec.annotations().clone().unwrap_or_default().into_iter().collect();
+    let legacy = || -> Result<Action, ShimError> {
+        let resolved = request::resolve(&view, config)
+            .map_err(|source| ShimError::Request { path: path.to_path_buf(), source })?;
+        Ok(if resolved.request.is_some() { Action::Legacy } else { Action::PassThrough })
+    };
+    let strict = || cdi_request(&view, &annotations, config, true);
     match config.runtime.mode.as_str() {
-        "legacy" | "auto" => Ok(()),
-        other => Err(ShimError::Mode(other.to_string())),
+        "legacy" => legacy(),
+        "auto" if cdi_request(&view, &annotations, config, false)?.explicit => Ok(Action::Cdi(strict()?.names)),
+        "auto" => legacy(),
+        "cdi" => Ok(Some(strict()?.names).filter(|n| !n.is_empty()).map_or(Action::PassThrough, Action::Cdi)),
+        "jit-cdi" => Ok(Some(strict()?.names).filter(|n| !n.is_empty()).map_or(Action::PassThrough, Action::JitCdi)),
+        other => {
+            let cdi_asks = cdi_request(&view, &annotations, config, false).map_or(true, |r| r.explicit);
+            if cdi_asks || !matches!(legacy(), Ok(Action::PassThrough)) {
+                Err(ShimError::Mode(other.to_string()))
+            } else {
+                Ok(Action::PassThrough)
+            }
+        }
     }
 }
 
-/// Whether the container described by config.json (`bytes`, read from `path`) asks for a GPU.
+/// Whether the container described by config.json (`bytes`, read from `path`) asks for a GPU
+/// (in legacy terms).
 pub fn wants_gpu(bytes: &[u8], path: &Path, config: &Config) -> Result<bool, ShimError> {
     let spec: Spec = serde_json::from_slice(bytes)
         .map_err(|source| oci::OciError::SpecParse { path: path.to_path_buf(), source })?;
@@ -158,6 +290,82 @@ pub fn wants_gpu(bytes: &[u8], path: &Path, config: &Config) -> Result<bool, Shi
     let resolved = request::resolve(&view, config)
         .map_err(|source| ShimError::Request { path: path.to_path_buf(), source })?;
     Ok(resolved.request.is_some())
+}
+
+/// `cdi` mode: the edits of `names` from `specs` (read from `searched`), applied to `doc`,
+/// then `NVIDIA_VISIBLE_DEVICES=void`.
+pub fn inject_from_specs(doc: &mut Value, names: &[QualifiedName], specs: &[(PathBuf, cdi::Spec)], searched: &str, path: &Path) -> Result<(), ShimError> {
+    let edits = cdi::inject::resolve(names, specs, searched).map_err(|source| ShimError::Inject { path: path.to_path_buf(), source })?;
+    inject(doc, &edits, path)
+}
+
+/// Applies `edits` and sets `NVIDIA_VISIBLE_DEVICES=void` (so that a legacy hook does nothing).
+pub fn inject(doc: &mut Value, edits: &[&ContainerEdits], path: &Path) -> Result<(), ShimError> {
+    spec_edit::apply(doc, edits, path)?;
+    spec_edit::set_env(doc, "NVIDIA_VISIBLE_DEVICES=void", path)?;
+    Ok(())
+}
+
+/// `jit-cdi` mode: a spec generated from `inv` for exactly `names` (all of `default-kind`),
+/// with its hooks running `cdi_hook`. Returns the edits to apply: the spec-level ones and
+/// those of the spec's `all` device, which is the union of the requested devices.
+pub fn jit_spec(names: &[QualifiedName], inv: &Inventory, config: &Config, cdi_hook: &Path, path: &Path) -> Result<cdi::Spec, ShimError> {
+    let kind = &config.runtime.modes.cdi.default_kind;
+    let (vendor, class) = cdi::name::parse_kind(kind).map_err(ShimError::DefaultKind)?;
+    let unresolvable = |name: &QualifiedName, why: String| ShimError::JitDevice { path: path.to_path_buf(), name: name.to_string(), why };
+    let mut ids: Vec<(DeviceId, &QualifiedName)> = Vec::new();
+    let mut all = false;
+    for name in names {
+        if name.vendor != vendor || name.class != class {
+            return Err(unresolvable(name, format!("jit-cdi only makes devices of the default kind {kind} (config nvidia-container-runtime.modes.cdi.default-kind)")));
+        }
+        if name.name == "all" {
+            all = true;
+            continue;
+        }
+        let id = DeviceId::parse(&name.name)
+            .ok_or_else(|| unresolvable(name, "not a GPU index, MIG index, UUID or PCI bus id".into()))?;
+        ids.push((id, name));
+    }
+    let ldconfig = config.host_ldconfig();
+    let opts = cdi::Options {
+        vendor: vendor.into(),
+        class: class.into(),
+        strategies: vec![cdi::NameStrategy::Index],
+        hook_path: cdi_hook.display().to_string(),
+        ldconfig_path: (ldconfig != Path::new(crate::cdi_hooks::DEFAULT_LDCONFIG)).then(|| ldconfig.display().to_string()),
+        devices: if all { Devices::All } else { Devices::List(ids.iter().map(|(id, _)| id.clone()).collect()) },
+        ..cdi::Options::default()
+    };
+    cdi::generate(inv, &opts).map_err(|source| match &source {
+        GenerateError::UnknownDevice { id, count } => match ids.iter().find(|(i, _)| &i.to_string() == id) {
+            Some((_, name)) => unresolvable(name, format!("no such GPU or MIG device on this host ({count} GPU(s))")),
+            None => ShimError::Jit { path: path.to_path_buf(), names: join(names), source: Box::new(source) },
+        },
+        _ => ShimError::Jit { path: path.to_path_buf(), names: join(names), source: Box::new(source) },
+    })
+}
+
+/// The edits of a [`jit_spec`]: spec level, then the `all` device (the requested union).
+pub fn jit_edits(spec: &cdi::Spec) -> Vec<&ContainerEdits> {
+    std::iter::once(&spec.container_edits).chain(spec.devices.iter().rev().find(|d| d.name == "all").map(|d| &d.container_edits)).collect()
+}
+
+fn join(names: &[QualifiedName]) -> String {
+    names.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// `nvidia-cdi-hook` for `jit-cdi` specs. Rule: the file of that name next to the legacy hook
+/// (config `nvidia-container-runtime-hook.path`, resolved as for legacy mode), else
+/// `nvidia-cdi-hook` in PATH. Packages install both side by side, so no new config key.
+pub fn find_cdi_hook(config: &Config, which: &dyn Fn(&str) -> Option<PathBuf>) -> Result<PathBuf, ShimError> {
+    if let Some(hook) = find_program(&config.hook.path, which) {
+        let sibling = hook.with_file_name(CDI_HOOK_NAME);
+        if sibling.is_file() {
+            return Ok(sibling);
+        }
+    }
+    which(CDI_HOOK_NAME).ok_or_else(|| ShimError::NoCdiHook { hook: config.hook.path.clone() })
 }
 
 /// The hook's explicit env: PATH, and the config file when the shim's came from the env var.
@@ -301,16 +509,76 @@ mod tests {
         assert!(add_hook(&mut bad, Path::new("/h"), &env, Path::new("c.json")).unwrap_err().to_string().contains("c.json"));
     }
 
+    fn doc(env: &[&str], annotations: &[(&str, &str)]) -> Vec<u8> {
+        let ann: serde_json::Map<String, Value> = annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        serde_json::to_vec(&json!({"ociVersion": "1.0.2", "process": {"cwd": "/", "args": ["sh"], "env": env, "user": {"uid": 0, "gid": 0}}, "annotations": ann})).unwrap()
+    }
+
+    fn q(names: &[&str]) -> Vec<QualifiedName> {
+        names.iter().map(|n| QualifiedName::parse(n).unwrap()).collect()
+    }
+
     #[test]
-    fn modes() {
-        let mut c = Config::default();
-        for (mode, ok) in [("auto", true), ("legacy", true), ("cdi", false), ("csv", false), ("jit-cdi", false)] {
+    fn decide_cases() {
+        use Action::*;
+        let gpu0 = "NVIDIA_VISIBLE_DEVICES=0";
+        let ann = [("cdi.k8s.io/b", "nvidia.com/gpu=1"), ("cdi.k8s.io/a", "nvidia.com/gpu=0, example.com/x=y"), ("other/c", "nvidia.com/gpu=3")];
+        type Case<'a> = (&'a str, &'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, Result<Action, &'a str>);
+        let cases: Vec<Case> = vec![
+            ("auto, nothing", "auto", vec![], vec![], Ok(PassThrough)),
+            ("auto, index is legacy", "auto", vec![gpu0], vec![], Ok(Legacy)),
+            ("auto, legacy cuda image", "auto", vec!["CUDA_VERSION=11.8.0"], vec![], Ok(Legacy)),
+            ("auto, qualified env is cdi, bare ids get the default kind", "auto", vec!["NVIDIA_VISIBLE_DEVICES=example.com/x=a,1"], vec![],
+                Ok(Cdi(q(&["example.com/x=a", "nvidia.com/gpu=1"])))),
+            ("auto, annotations sorted by key and split, win over env", "auto", vec![gpu0], ann.to_vec(),
+                Ok(Cdi(q(&["nvidia.com/gpu=0", "example.com/x=y", "nvidia.com/gpu=1"])))),
+            ("auto, other prefixes ignored", "auto", vec![], vec![("other/c", "nvidia.com/gpu=3")], Ok(PassThrough)),
+            ("legacy ignores annotations", "legacy", vec![], ann.to_vec(), Ok(PassThrough)),
+            ("legacy refuses a qualified env", "legacy", vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"], vec![], Err("not a device id")),
+            ("cdi, bare ids", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=0,all,0"], vec![], Ok(Cdi(q(&["nvidia.com/gpu=0", "nvidia.com/gpu=all"])))),
+            ("cdi, void", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=void"], vec![], Ok(PassThrough)),
+            ("cdi, none", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=none"], vec![], Ok(PassThrough)),
+            ("cdi, nothing", "cdi", vec!["CUDA_VERSION=11.8.0"], vec![], Ok(PassThrough)),
+            ("cdi, bad name", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=a/b"], vec![],
+                Err("NVIDIA_VISIBLE_DEVICES entry \"nvidia.com/gpu=a/b\": device name \"a/b\" contains '/'")),
+            ("cdi, bad annotation", "cdi", vec![], vec![("cdi.k8s.io/x", "gpu0")],
+                Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name")),
+            ("jit-cdi", "jit-cdi", vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
+            ("jit-cdi, nothing", "jit-cdi", vec![], vec![], Ok(PassThrough)),
+            ("unknown mode, GPU container", "csv", vec![gpu0], vec![], Err("mode \"csv\" is not supported")),
+            ("unknown mode, CDI annotation", "csv", vec![], ann.to_vec(), Err("mode \"csv\" is not supported")),
+            ("unknown mode, qualified env", "csv", vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"], vec![], Err("mode \"csv\" is not supported")),
+            ("unknown mode, no GPU", "csv", vec!["NVIDIA_VISIBLE_DEVICES=void"], vec![], Ok(PassThrough)),
+        ];
+        for (name, mode, env, annotations, want) in cases {
+            let mut c = Config::default();
             c.runtime.mode = mode.into();
-            let r = check_mode(&c);
-            assert_eq!(r.is_ok(), ok, "mode {mode}");
-            if let Err(e) = r {
-                assert!(e.to_string().contains(&format!("mode \"{mode}\" is not supported yet")), "{e}");
+            let got = decide(&doc(&env, &annotations), Path::new("c.json"), &c);
+            match (got, want) {
+                (Ok(a), Ok(w)) => assert_eq!(a, w, "case {name}"),
+                (Err(e), Err(needle)) => assert!(e.to_string().contains(needle), "case {name}: {e}"),
+                (got, want) => panic!("case {name}: got {got:?}, want {want:?}"),
             }
         }
+        let mut c = Config::default();
+        c.accept_nvidia_visible_devices_envvar_when_unprivileged = false;
+        c.runtime.mode = "cdi".into();
+        assert_eq!(decide(&doc(&[gpu0], &[]), Path::new("c.json"), &c).unwrap(), Action::PassThrough, "unprivileged env ignored");
+    }
+
+    #[test]
+    fn cdi_hook_next_to_the_legacy_hook_else_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join(HOOK_NAME);
+        std::fs::write(&hook, "").unwrap();
+        let mut c = Config::default();
+        c.hook.path = hook.display().to_string();
+        let nowhere = |_: &str| None;
+        let in_path = |n: &str| (n == CDI_HOOK_NAME).then(|| PathBuf::from("/usr/bin/nvidia-cdi-hook"));
+        assert_eq!(find_cdi_hook(&c, &in_path).unwrap(), PathBuf::from("/usr/bin/nvidia-cdi-hook"), "no sibling: PATH");
+        let e = find_cdi_hook(&c, &nowhere).unwrap_err().to_string();
+        assert!(e.starts_with("nvidia-cdi-hook was found neither next to the hook"), "{e}");
+        std::fs::write(dir.path().join(CDI_HOOK_NAME), "").unwrap();
+        assert_eq!(find_cdi_hook(&c, &in_path).unwrap(), dir.path().join(CDI_HOOK_NAME), "sibling first");
     }
 }

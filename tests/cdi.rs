@@ -327,15 +327,27 @@ struct InstalledSpec {
 }
 
 impl InstalledSpec {
+    /// Hooks off.
     fn new(h: &FakeHost) -> InstalledSpec {
+        Self::with_flags(h, &["--disable-hook", "all"])
+    }
+
+    /// Hooks on, running this build's nvidia-cdi-hook.
+    fn with_hooks(h: &FakeHost) -> InstalledSpec {
+        Self::with_flags(h, &["--nvidia-cdi-hook-path", bundle::CDI_HOOK])
+    }
+
+    fn with_flags(h: &FakeHost, flags: &[&str]) -> InstalledSpec {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::SeqCst);
         let pid = std::process::id();
         let class = format!("t{pid}n{n}");
         let path = PathBuf::from(format!("/etc/cdi/nvct-test-{pid}-{n}.yaml"));
         let spec = InstalledSpec { path, kind: format!("nvidia.com/{class}") };
-        // Hooks off: nvidia-cdi-hook is not part of this build yet.
-        generate(h, &["--class", &class, "--disable-hook", "all", "--output", &spec.path.display().to_string()]);
+        let out = spec.path.display().to_string();
+        let mut args = vec!["--class", &class, "--output", &out];
+        args.extend_from_slice(flags);
+        generate(h, &args);
         spec
     }
 }
@@ -413,4 +425,34 @@ fn podman_gets_a_mig_device_by_its_index_pair() {
     assert!(!stdout.contains("/dev/nvidia1\n"), "GPU 1 must not be there: {text}");
     let caps: Vec<&str> = stdout.lines().filter(|l| l.starts_with("nvidia-cap")).collect();
     assert_eq!(caps, ["nvidia-cap21", "nvidia-cap22"], "gi 2 / ci 0 caps of GPU 0: {text}");
+}
+
+/// With the spec's hooks enabled, podman runs them as createContainer hooks: the ld cache
+/// of a glibc image then resolves `libcuda.so.1` (update-ldcache ran) and the
+/// `libcuda.so` link exists (create-symlinks ran).
+#[test]
+fn podman_runs_the_spec_hooks() {
+    bundle::require("podman");
+    let h = host(8, false);
+    let spec = InstalledSpec::with_hooks(&h);
+    let rootfs = Bundle::new(scratch(), Image::Glibc).rootfs();
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let script = format!(
+        "/usr/bin/dlcuda; readlink {lib}/libcuda.so; readlink {lib}/libcuda.so.1; grep -q {lib}/libcuda.so.1 /etc/ld.so.cache && echo CACHED; echo VIS=$NVIDIA_VISIBLE_DEVICES; true"
+    );
+    let (stdout, text) = podman(&rootfs, &format!("{}=0", spec.kind), &script);
+    assert!(stdout.contains("cuDriverGetVersion rc=0 version=12040"), "libcuda.so.1 must resolve: {text}");
+    assert!(stdout.lines().any(|l| l == "CACHED"), "update-ldcache: the ld cache must list libcuda.so.1: {text}");
+    assert!(stdout.lines().any(|l| l == "libcuda.so.550.54.15"), "ldconfig made the SONAME link: {text}");
+    assert!(stdout.lines().any(|l| l == "libcuda.so.1"), "create-symlinks: libcuda.so -> libcuda.so.1 expected: {text}");
+    assert!(stdout.lines().any(|l| l == "VIS=void"), "{text}");
+
+    // A fresh copy of the image (`--rootfs` is used in place, so the hooks' links and cache
+    // stay in the first one) with a spec without hooks: nothing resolves, so the checks above
+    // are not vacuous.
+    let plain = InstalledSpec::new(&h);
+    let fresh = Bundle::new(scratch(), Image::Glibc).rootfs();
+    let (stdout, text) = podman(&fresh, &format!("{}=0", plain.kind), &script);
+    assert!(stdout.contains("dlopen failed"), "{text}");
+    assert!(!stdout.lines().any(|l| l == "CACHED"), "{text}");
 }

@@ -5,12 +5,12 @@
 mod common;
 
 use common::bundle::{self, Bundle, Image, HOOK};
+use common::containerd::start_containerd;
 use common::fakehost::FakeHost;
 use serde_json::{json, Map, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
 
@@ -172,7 +172,7 @@ fn create_rewrite_with_fake_runtime() {
     // Unsupported mode and a missing hook: clear errors, config.json untouched.
     std::fs::write(&cfg_json, &before).unwrap();
     for (extra, want) in [
-        ("mode = \"cdi\"\n", "mode \"cdi\" is not supported yet"),
+        ("mode = \"csv\"\n", "mode \"csv\" is not supported"),
         ("", "\"no-such-hook\" (config nvidia-container-runtime-hook.path) was not found"),
     ] {
         let cfg2 = dir.path().join("config2.toml");
@@ -199,67 +199,6 @@ fn create_rewrite_with_fake_runtime() {
     assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-runc") && err.contains("/nonexistent/crun"), "{err}");
-}
-
-/// containerd started by the test; killed (and waited for) on drop.
-struct Containerd {
-    child: Child,
-    sock: PathBuf,
-    log: PathBuf,
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_containerd(dir: &Path, config_env: &Path) -> Containerd {
-    let containerd = bundle::require("containerd");
-    let sock = dir.join("containerd.sock");
-    let conf = dir.join("containerd.toml");
-    std::fs::write(
-        &conf,
-        format!(
-            "version = 2\nroot = {:?}\nstate = {:?}\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\naddress = {:?}\n[ttrpc]\naddress = {:?}\n",
-            dir.join("root").display().to_string(),
-            dir.join("state").display().to_string(),
-            sock.display().to_string(),
-            dir.join("containerd.sock.ttrpc").display().to_string(),
-        ),
-    )
-    .unwrap();
-    let log = dir.join("containerd.log");
-    let child = Command::new(containerd)
-        .arg("--config")
-        .arg(&conf)
-        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config_env)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start containerd");
-    let mut c = Containerd { child, sock, log };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !c.sock.exists() {
-        if let Ok(Some(st)) = c.child.try_wait() {
-            panic!("containerd exited ({st}): {}", std::fs::read_to_string(&c.log).unwrap_or_default());
-        }
-        assert!(Instant::now() < deadline, "containerd socket did not appear: {}", std::fs::read_to_string(&c.log).unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    c
 }
 
 #[test]

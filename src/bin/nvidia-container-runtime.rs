@@ -1,15 +1,18 @@
 //! `nvidia-container-runtime`: the runc-compatible shim. Every command but `create` is exec'd
 //! unchanged on the low-level runtime (config `nvidia-container-runtime.runtimes`). On `create`
 //! of a container that asks for a GPU, `<bundle>/config.json` gains our prestart hook (legacy
-//! mode) before the runtime is exec'd. Never writes to stdout except through the runtime; logs
-//! go through [`nvct::log::Logger`] (config `debug` file and runc's `--log`).
+//! mode) or the CDI edits of the requested devices (`cdi`, `jit-cdi`; see `nvct::shim`) in
+//! one atomic write before the runtime is exec'd; on any error it is left untouched. Never
+//! writes to stdout except through the runtime; logs go through [`nvct::log::Logger`] (config `debug` file and runc's `--log`).
 //!
 //! TEST-ONLY: `NVCT_FAULT_AT=<step>` (a [`fsutil::Step`] name) makes the process abort at that
 //! step of the config.json write (used by the crash-safety test).
 
 use anyhow::{Context, Result};
 use nvct::config::{self, Config};
+use nvct::discover;
 use nvct::fsutil::{self, Step, WriteOptions};
+use nvct::root::DriverRoot;
 use nvct::log::{Format, Logger};
 use nvct::oci;
 use nvct::shim;
@@ -64,19 +67,46 @@ fn try_run(raw: &[OsString], args: &[String], inv: &shim::Invocation, log: &mut 
 fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&Path>, log: &mut Logger) -> Result<()> {
     let path = bundle.join("config.json");
     let bytes = oci::read_capped(&path, oci::MAX_SPEC_BYTES)?;
-    if !shim::wants_gpu(&bytes, &path, config)? {
+    let action = shim::decide(&bytes, &path, config)?;
+    if action == shim::Action::PassThrough {
         log.info(&format!("{}: no GPU requested; config.json unchanged", path.display()));
         return Ok(());
     }
-    shim::check_mode(config)?;
-    let hook = shim::find_hook(config, &which)?;
     let mut spec: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|source| oci::OciError::SpecParse { path: path.clone(), source })?;
-    let env = shim::hook_env(from_env.map(|_| config_path));
-    if !shim::add_hook(&mut spec, &hook, &env, &path)? {
-        log.info(&format!("{}: our hook is already there", path.display()));
-        return Ok(());
-    }
+    let done = match action {
+        shim::Action::PassThrough => unreachable!("returned above"),
+        shim::Action::Legacy => {
+            let hook = shim::find_hook(config, &which)?;
+            let env = shim::hook_env(from_env.map(|_| config_path));
+            if !shim::add_hook(&mut spec, &hook, &env, &path)? {
+                log.info(&format!("{}: our hook is already there", path.display()));
+                return Ok(());
+            }
+            format!("added prestart hook {}", hook.display())
+        }
+        shim::Action::Cdi(names) => {
+            let dirs: Vec<PathBuf> = config.runtime.modes.cdi.spec_dirs.iter().map(PathBuf::from).collect();
+            let (specs, warnings) = nvct::cdi::list::load(&dirs);
+            for w in warnings {
+                log.warning(&w);
+            }
+            let searched = config.runtime.modes.cdi.spec_dirs.join(", ");
+            shim::inject_from_specs(&mut spec, &names, &specs, &searched, &path)?;
+            format!("injected CDI devices {} (cdi mode)", join(&names))
+        }
+        shim::Action::JitCdi(names) => {
+            let cdi_hook = shim::find_cdi_hook(config, &which)?;
+            let root = DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+            let inv = discover::discover(&root)?;
+            for note in &inv.notes {
+                log.debug(note);
+            }
+            let generated = shim::jit_spec(&names, &inv, config, &cdi_hook, &path)?;
+            shim::inject(&mut spec, &shim::jit_edits(&generated), &path)?;
+            format!("injected CDI devices {} (jit-cdi mode, hooks {})", join(&names), cdi_hook.display())
+        }
+    };
     let mut out = serde_json::to_vec_pretty(&spec).context("cannot serialize config.json")?;
     out.push(b'\n');
     let fault = match std::env::var("NVCT_FAULT_AT") {
@@ -88,6 +118,10 @@ fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&
     };
     let wopts = WriteOptions { backup: false, fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)) };
     fsutil::write_atomic(&path, &out, &wopts)?;
-    log.info(&format!("{}: added prestart hook {}", path.display(), hook.display()));
+    log.info(&format!("{}: {done}", path.display()));
     Ok(())
+}
+
+fn join(names: &[nvct::cdi::QualifiedName]) -> String {
+    names.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }

@@ -187,6 +187,7 @@ fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
         major: Some(n.major.into()),
         minor: Some(n.minor.into()),
         permissions: Some("rw".into()),
+        ..Default::default()
     }
 }
 

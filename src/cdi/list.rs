@@ -1,4 +1,5 @@
-//! `cdi list`: reads CDI spec directories and returns every qualified device name. Files are
+//! Reading CDI spec directories: `cdi list` (every qualified device name) and the runtime
+//! shim's `cdi` mode ([`load`]: every usable spec with its file). Files are
 //! `*.yaml`, `*.yml` and `*.json`, read in name order per directory, directories in the order
 //! given. A missing directory is normal (no spec installed); a broken file is reported as a
 //! warning naming it and the others are still read. Read-only.
@@ -32,7 +33,8 @@ fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn read(path: &Path) -> Result<Vec<QualifiedName>, String> {
+/// Reads and checks one spec file; the error says why it cannot be used.
+pub fn read_spec(path: &Path) -> Result<super::Spec, String> {
     let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     if len > MAX_SPEC_FILE {
         return Err(format!("{len} bytes is more than a spec file may have ({MAX_SPEC_FILE})"));
@@ -42,26 +44,42 @@ fn read(path: &Path) -> Result<Vec<QualifiedName>, String> {
     if let Some(p) = validate::schema(&doc).first() {
         return Err(p.to_string());
     }
-    let spec: super::Spec = serde_json::from_value(doc).map_err(|e| e.to_string())?;
-    spec.devices.iter().map(|d| QualifiedName::new(&spec.kind, &d.name).map_err(|e| e.to_string())).collect()
+    serde_json::from_value(doc).map_err(|e| e.to_string())
 }
 
-pub fn list(dirs: &[PathBuf]) -> Listing {
-    let mut out = Listing::default();
+/// Every usable spec of `dirs` with its file, in reading order (directories as given, files
+/// in name order), and one warning per file or directory that could not be used.
+pub fn load(dirs: &[PathBuf]) -> (Vec<(PathBuf, super::Spec)>, Vec<String>) {
+    let mut specs = Vec::new();
+    let mut warnings = Vec::new();
     for dir in dirs {
         let files = match spec_files(dir) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
-                out.warnings.push(format!("{}: cannot read directory: {e}", dir.display()));
+                warnings.push(format!("{}: cannot read directory: {e}", dir.display()));
                 continue;
             }
         };
         for file in files {
-            match read(&file) {
-                Ok(names) => out.names.extend(names),
-                Err(e) => out.warnings.push(format!("{}: skipped: {e}", file.display())),
+            match read_spec(&file) {
+                Ok(spec) => specs.push((file, spec)),
+                Err(e) => warnings.push(format!("{}: skipped: {e}", file.display())),
             }
+        }
+    }
+    (specs, warnings)
+}
+
+/// Every qualified device name of the specs in `dirs` (see [`load`]).
+pub fn list(dirs: &[PathBuf]) -> Listing {
+    let (specs, warnings) = load(dirs);
+    let mut out = Listing { names: Vec::new(), warnings };
+    for (file, spec) in specs {
+        let names: Result<Vec<QualifiedName>, _> = spec.devices.iter().map(|d| QualifiedName::new(&spec.kind, &d.name)).collect();
+        match names {
+            Ok(n) => out.names.extend(n),
+            Err(e) => out.warnings.push(format!("{}: skipped: {e}", file.display())),
         }
     }
     out

@@ -1,9 +1,11 @@
 //! CDI (Container Device Interface): our own small model of the spec format, names and
-//! versions, the pure generator (Inventory → Spec, through the planner), the checks of
+//! versions, the pure generator, the resolution of requested names to edits (`inject.rs`, for the
+//! runtime shim), (Inventory → Spec, through the planner), the checks of
 //! `cdi validate`, and the reading of spec directories for `cdi list`.
 //! Why not the `container-device-interface` crate: docs/CDI.md.
 
 pub mod generate;
+pub mod inject;
 pub mod list;
 pub mod name;
 pub mod spec;

@@ -44,7 +44,7 @@ impl ContainerEdits {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceNode {
     /// Path in the container.
@@ -62,6 +62,13 @@ pub struct DeviceNode {
     /// cgroup access: `rw`, `rwm`, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<String>,
+    /// Mode bits of the node in the container (e.g. 0o666).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_mode: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,6 +197,7 @@ mod tests {
                         major: Some(195),
                         minor: Some(0),
                         permissions: Some("rw".into()),
+                        ..Default::default()
                     }],
                     ..Default::default()
                 },

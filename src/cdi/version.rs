@@ -48,7 +48,7 @@ mod tests {
     fn minimum_version_cases() {
         let device = |name: &str, edits: ContainerEdits| Device { name: name.into(), container_edits: edits };
         let node = |host: Option<&str>| DeviceNode {
-            path: "/dev/nvidia0".into(), host_path: host.map(String::from), kind: None, major: None, minor: None, permissions: None,
+            path: "/dev/nvidia0".into(), host_path: host.map(String::from), kind: None, major: None, minor: None, permissions: None, ..Default::default()
         };
         let mount = |kind: Option<&str>| Mount { host_path: "/a".into(), container_path: "/a".into(), options: vec![], kind: kind.map(String::from) };
         let cases: Vec<(&str, Vec<Device>, &str)> = vec![

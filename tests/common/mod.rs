@@ -1,4 +1,5 @@
 //! Shared helpers for the integration tests: the [`fakehost::FakeHost`] builder.
 
 pub mod bundle;
+pub mod containerd;
 pub mod fakehost;

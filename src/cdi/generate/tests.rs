@@ -71,6 +71,7 @@ fn node(path: &str, major: i64, minor: i64) -> DeviceNode {
         major: Some(major),
         minor: Some(minor),
         permissions: Some("rw".into()),
+        ..Default::default()
     }
 }
 
