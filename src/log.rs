@@ -162,9 +162,49 @@ impl Logger {
     }
 }
 
+/// One line for an error and its causes, as `{:#}` would print them, but without repeating a
+/// cause that a message already contains (our thiserror messages embed their `source`).
+pub fn error_text<'a>(chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
+    let mut out = String::new();
+    for cause in chain {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("container path /usr/lib64: {source}")]
+        Embeds { source: std::io::Error },
+        #[error("cannot mask /proc/driver/nvidia")]
+        Wraps(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn error_text_cases() {
+        let eloop = || std::io::Error::from_raw_os_error(libc::ELOOP);
+        let cases: [(&str, Outer, &str); 2] = [
+            ("a cause already in the message is not repeated", Outer::Embeds { source: eloop() },
+                "container path /usr/lib64: Too many levels of symbolic links (os error 40)"),
+            ("a cause not in the message is appended", Outer::Wraps(eloop()),
+                "cannot mask /proc/driver/nvidia: Too many levels of symbolic links (os error 40)"),
+        ];
+        for (name, err, want) in cases {
+            let chain = std::iter::successors(Some(&err as &(dyn std::error::Error + 'static)), |e| e.source());
+            assert_eq!(error_text(chain), want, "case {name}");
+        }
+    }
 
     #[test]
     fn times() {

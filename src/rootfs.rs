@@ -17,7 +17,7 @@ pub enum RootfsError {
     Open { path: PathBuf, source: io::Error },
     #[error("container path {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("container path {path} is {what}; refusing to use it as a mount target")]
+    #[error("container path {path} is {what}; refusing to mount onto or write through it")]
     BadTarget { path: PathBuf, what: &'static str },
     #[error("container path {path} is not absolute and clean")]
     BadPath { path: PathBuf },

@@ -13,6 +13,8 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
+
 struct Host {
     host: FakeHost,
     dir: PathBuf,
@@ -26,6 +28,10 @@ fn host() -> &'static Host {
         bundle::require("runc");
         let dir = tempfile::Builder::new().prefix("nvct-attack-").tempdir().unwrap().keep();
         let host = FakeHost::builder().gpus(2).build(&dir.join("host")).expect("fake host");
+        // A live persistenced socket, so that both paths mount /run/nvidia-persistenced/socket.
+        let sock = host.driver_root().join("run/nvidia-persistenced/socket");
+        std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
+        std::mem::forget(std::os::unix::net::UnixListener::bind(&sock).expect("bind the persistenced socket"));
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         Host { host, dir, config }
     })
@@ -109,15 +115,65 @@ fn redirected_mount_targets() {
             setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap(); } },
         Case { name: "firmware dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
             setup: |r, c| { std::fs::create_dir_all(r.join("lib/firmware")).unwrap(); symlink(c, r.join("lib/firmware/nvidia")).unwrap(); } },
+        Case { name: "persistenced dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("run")).unwrap(); symlink(c, r.join("run/nvidia-persistenced")).unwrap(); } },
         Case { name: "/dev is a symlink to a host dir", image: Image::Busybox, runc_writes_canary: true,
             setup: |r, c| { std::fs::remove_dir_all(r.join("dev")).unwrap(); symlink(c, r.join("dev")).unwrap(); } },
     ];
+    run_redirect_cases(h, &cases, |b| {
+        b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0");
+    });
+}
+
+/// The same attack through the CDI path: the shim in `jit-cdi` mode writes the CDI edits into
+/// config.json (mounts at the driver's own paths, `/usr/lib/x86_64-linux-gnu` here, and the
+/// `createContainer` hooks `create-symlinks` / `update-ldcache` /
+/// `disable-device-node-modification`), then real runc makes the mounts and runs the hooks.
+#[test]
+fn redirected_mount_targets_cdi_path() {
+    let h = host();
+    let cases = [
+        Case { name: "cdi: lib dir is an absolute symlink to a host dir", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink(c, r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
+        Case { name: "cdi: lib dir is a ../ chain", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink(format!("../../../../../../../../..{}", c.display()), r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
+        Case { name: "cdi: lib dir through /proc/self/root", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink(format!("/proc/self/root{}", c.display()), r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
+        Case { name: "cdi: lib dir through /proc/1/cwd", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, _| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink("/proc/1/cwd", r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
+        Case { name: "cdi: /usr/bin through /proc/self/fd", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap(); } },
+        Case { name: "cdi: /usr/bin symlinked to the host, glibc image", image: Image::Glibc, runc_writes_canary: false,
+            setup: |r, c| { std::fs::remove_dir_all(r.join("usr/bin")).unwrap(); symlink(c, r.join("usr/bin")).unwrap(); } },
+        Case { name: "cdi: firmware dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("lib/firmware")).unwrap(); symlink(c, r.join("lib/firmware/nvidia")).unwrap(); } },
+        Case { name: "cdi: persistenced dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
+            setup: |r, c| { std::fs::create_dir_all(r.join("run")).unwrap(); symlink(c, r.join("run/nvidia-persistenced")).unwrap(); } },
+        Case { name: "cdi: ld.so.conf.d symlinked to the host", image: Image::Glibc, runc_writes_canary: false,
+            setup: |r, c| { symlink(c, r.join("etc/ld.so.conf.d")).unwrap(); } },
+    ];
+    let work = h.dir.join("cdi-redirect");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = shim_config(h, &work, "jit-cdi");
+    run_redirect_cases(h, &cases, |b| {
+        b.env("NVIDIA_VISIBLE_DEVICES=0");
+        shim_create(b, &config);
+        let hooks = b.spec["hooks"]["createContainer"].as_array().map(Vec::len).unwrap_or(0);
+        assert!(hooks >= 2, "jit-cdi wrote no createContainer hooks: {}", b.spec["hooks"]);
+    });
+}
+
+/// Runs each case: `prepare` wires the GPU request (hook or shim) into the bundle; the
+/// container lists its mounts. Asserts the host canary is untouched and, when the container
+/// ran, that every NVIDIA mount comes from the fake host; when it was refused, that a message
+/// says so (ours, or runc's when runc itself refused a mount destination).
+fn run_redirect_cases(h: &Host, cases: &[Case], prepare: impl Fn(&mut Bundle)) {
     for case in cases {
         let canary_dir = canary(&h.dir, &format!("canary-{}", case.name.replace(['/', ' '], "_")));
         let before = snapshot(&canary_dir);
         let mut b = Bundle::new(&h.dir, case.image);
         (case.setup)(&b.rootfs(), &canary_dir);
-        b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0");
+        prepare(&mut b);
         let out = b.run(&format!("{MOUNTS}; echo RAN"));
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         let context = format!("case {}: status {}\n{stdout}\n{}", case.name, out.status, String::from_utf8_lossy(&out.stderr));
@@ -129,13 +185,45 @@ fn redirected_mount_targets() {
         } else {
             assert_eq!(after, before, "host canary changed: {context}");
         }
+        eprintln!("case {}: {}", case.name, if out.status.success() { "ran".to_string() } else { format!("refused: {}", String::from_utf8_lossy(&out.stderr).trim()) });
         if out.status.success() {
             assert!(stdout.contains("RAN"), "{context}");
             check_mounts(&stdout, h.host.dir(), &context);
         } else {
-            assert!(context.contains("nvidia-container-runtime-hook: error"), "refused without our message: {context}");
+            let refused = ["nvidia-container-runtime-hook: error", "nvidia-cdi-hook: error", "runc run failed"];
+            assert!(refused.iter().any(|m| context.contains(m)), "refused without a message: {context}");
         }
     }
+}
+
+/// A toolkit config for the shim in `mode`, with a low-level runtime that does nothing (so
+/// that config.json keeps exactly what the shim wrote) and our hooks next to each other.
+fn shim_config(h: &Host, work: &Path, mode: &str) -> PathBuf {
+    let fake = work.join("fake-runc");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let extra = format!(
+        "[nvidia-container-runtime]\nmode = {mode:?}\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+        fake.display().to_string(),
+        bundle::HOOK
+    );
+    bundle::write_config(work, &h.host.driver_root(), &h.host.proc_root(), &extra)
+}
+
+/// `nvidia-container-runtime create` on the bundle with `config`; reloads `b.spec` from the
+/// config.json the shim wrote.
+fn shim_create(b: &mut Bundle, config: &Path) {
+    let cfg_json = b.dir.join("config.json");
+    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
+    let out = std::process::Command::new(SHIM)
+        .args(["create", "--bundle"])
+        .arg(&b.dir)
+        .arg(&b.id)
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "shim: {}", String::from_utf8_lossy(&out.stderr));
+    b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
 }
 
 #[test]
@@ -204,7 +292,6 @@ fn image_loader_env_never_reaches_host_side_processes() {
     // entries carry an explicit env (the shim's, and the CDI createContainer hook's), so runc
     // never hands them the container's env.
     let h = host();
-    let shim_bin = env!("CARGO_BIN_EXE_nvidia-container-runtime");
     let work = h.dir.join("env-injection");
     std::fs::create_dir_all(&work).unwrap();
     let canary = work.join("canary-host-only");
@@ -231,26 +318,7 @@ fn image_loader_env_never_reaches_host_side_processes() {
     }
 
     // The shim writes the prestart hook (fake low-level runtime: it only records the create).
-    let fake = work.join("fake-runc");
-    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let extra = format!(
-        "[nvidia-container-runtime]\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
-        fake.display().to_string(),
-        bundle::HOOK
-    );
-    let config = bundle::write_config(&work, &h.host.driver_root(), &h.host.proc_root(), &extra);
-    let cfg_json = b.dir.join("config.json");
-    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
-    let out = std::process::Command::new(shim_bin)
-        .args(["create", "--bundle"])
-        .arg(&b.dir)
-        .arg(&b.id)
-        .env("NVIDIA_CTK_CONFIG_FILE_PATH", &config)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "shim: {}", String::from_utf8_lossy(&out.stderr));
-    b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+    shim_create(&mut b, &shim_config(h, &work, "legacy"));
     let entry = &b.spec["hooks"]["prestart"][0];
     let env: Vec<&str> = entry["env"].as_array().expect("the shim's hook entry has an explicit env").iter().filter_map(|v| v.as_str()).collect();
     assert!(!env.is_empty() && env.iter().all(|e| !e.starts_with("LD_") && !e.starts_with("GCONV_PATH")), "{entry}");

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     match hook::run(cli.hook, "nvidia-cdi-hook") {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nvidia-cdi-hook: error: {e:#}");
+            eprintln!("nvidia-cdi-hook: error: {}", nvct::log::error_text(e.chain()));
             ExitCode::FAILURE
         }
     }

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         Some("prestart") => match prestart(args.config, args.debug) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("nvidia-container-runtime-hook: error: {e:#}");
+                eprintln!("nvidia-container-runtime-hook: error: {}", nvct::log::error_text(e.chain()));
                 ExitCode::FAILURE
             }
         },

@@ -37,8 +37,9 @@ fn main() {
         Ok(never) => match never {},
         Err(e) => e,
     };
-    log.error(&format!("nvidia-container-runtime: {err:#}"));
-    eprintln!("nvidia-container-runtime: error: {err:#}");
+    let text = nvct::log::error_text(err.chain());
+    log.error(&format!("nvidia-container-runtime: {text}"));
+    eprintln!("nvidia-container-runtime: error: {text}");
     std::process::exit(1);
 }
 

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nvidia-ctk: error: {e:#}");
+            eprintln!("nvidia-ctk: error: {}", nvct::log::error_text(e.chain()));
             ExitCode::FAILURE
         }
     }
