@@ -335,3 +335,72 @@ fn image_loader_env_never_reaches_host_side_processes() {
     // ...but nothing on the host side loaded it.
     assert!(!canary.exists(), "a host-side process loaded the image's library: {context}");
 }
+
+/// How a GPU request reaches the container in a test: the legacy prestart hook, or the shim's
+/// `jit-cdi` edits of config.json (mounts, device nodes and cgroup rules made by runc itself,
+/// `createContainer` hooks).
+#[derive(Clone, Copy, Debug)]
+enum Path_ {
+    Hook,
+    JitCdi,
+}
+
+fn request_gpu(h: &Host, b: &mut Bundle, path: Path_, work: &Path) {
+    b.env("NVIDIA_VISIBLE_DEVICES=0");
+    match path {
+        Path_::Hook => {
+            b.hook(&h.config);
+        }
+        Path_::JitCdi => shim_create(b, &shim_config(h, work, "jit-cdi")),
+    }
+}
+
+#[test]
+fn device_isolation_in_both_paths() {
+    // Only GPU 0 is injected. The container has CAP_MKNOD (as Docker's default set grants):
+    // making GPU 1's node works, opening it does not (the device cgroup: EPERM), while GPU 0
+    // opens as far as a host without a driver allows (ENXIO). /proc/driver/nvidia says
+    // ModifyDeviceFiles: 0 (so a driver would not create nodes on demand).
+    let h = host();
+    let work = h.dir.join("isolation");
+    std::fs::create_dir_all(&work).unwrap();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.add_capability("CAP_MKNOD");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run("cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
+                         grep ModifyDeviceFiles /proc/driver/nvidia/params; ls /dev; true");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let context = format!("path {path:?}: status {}\n{stdout}\n{stderr}", out.status);
+        assert!(out.status.success(), "{context}");
+        assert!(stderr.contains("can't open '/dev/nvidia0': No such device or address"), "GPU 0 allowed (ENXIO): {context}");
+        assert!(stdout.contains("MKNOD-OK"), "{context}");
+        assert!(stderr.contains("can't open '/dev/nvidia1': Operation not permitted"), "GPU 1 denied (EPERM): {context}");
+        assert!(stdout.contains("ModifyDeviceFiles: 0"), "{context}");
+    }
+}
+
+#[test]
+fn privilege_rules_through_the_shim() {
+    // With accept-nvidia-visible-devices-envvar-when-unprivileged = false, an unprivileged
+    // container's NVIDIA_VISIBLE_DEVICES is ignored in every shim mode: config.json is left
+    // byte for byte as it was, and the container starts without GPUs.
+    let h = host();
+    let work = h.dir.join("shim-privilege");
+    std::fs::create_dir_all(&work).unwrap();
+    for mode in ["legacy", "cdi", "jit-cdi", "auto"] {
+        let config = shim_config(h, &work, mode);
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("accept-nvidia-visible-devices-envvar-when-unprivileged = false\n{text}")).unwrap();
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_VISIBLE_DEVICES=0");
+        let before = serde_json::to_vec_pretty(&b.spec).unwrap();
+        shim_create(&mut b, &config);
+        assert_eq!(serde_json::to_vec_pretty(&b.spec).unwrap(), before, "mode {mode}: an ignored request must not edit config.json");
+        let out = b.run("ls /dev; echo RAN");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains("RAN"), "mode {mode}: {stdout}");
+        assert!(!stdout.contains("nvidia"), "mode {mode}: an unprivileged env request must be ignored: {stdout}");
+    }
+}

@@ -78,6 +78,9 @@ pub struct Options {
     pub hook_path: String,
     /// Passed to `update-ldcache --ldconfig-path` when set.
     pub ldconfig_path: Option<String>,
+    /// Passed to `disable-device-node-modification --proc-root` when set: where the host's
+    /// `driver/nvidia` files are read, when that is not `/proc` (a simulated host).
+    pub proc_root: Option<String>,
     pub disabled_hooks: BTreeSet<HookKind>,
     /// Which GPUs / MIG devices get an entry: `All` or a list of ids.
     pub devices: Devices,
@@ -92,6 +95,7 @@ impl Default for Options {
             strategies: vec![NameStrategy::Index, NameStrategy::Uuid],
             hook_path: DEFAULT_HOOK_PATH.into(),
             ldconfig_path: None,
+            proc_root: None,
             disabled_hooks: BTreeSet::new(),
             devices: Devices::All,
             capabilities: Capability::ALL.into_iter().filter(|c| c.implemented()).collect(),
@@ -227,7 +231,11 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
         }
     }
     if enabled(HookKind::DisableDeviceNodeModification) {
-        out.push(hook(opts, vec![HookKind::DisableDeviceNodeModification.name().into()]));
+        let mut args = vec![HookKind::DisableDeviceNodeModification.name().to_string()];
+        if let Some(proc_root) = &opts.proc_root {
+            args.extend(["--proc-root".into(), proc_root.clone()]);
+        }
+        out.push(hook(opts, args));
     }
     if enabled(HookKind::UpdateLdcache) && !plan.ldcache_dirs.is_empty() {
         let mut args = vec![HookKind::UpdateLdcache.name().to_string()];

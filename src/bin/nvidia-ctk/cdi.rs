@@ -143,6 +143,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         None => driver_root.clone(),
     };
     let proc_root = absolute(raw.proc_root, "--proc-root")?;
+    let hook_proc_root = (proc_root != Path::new("/proc")).then(|| proc_root.display().to_string());
     Ok(Generate {
         output,
         format,
@@ -153,6 +154,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             strategies,
             hook_path: raw.nvidia_cdi_hook_path,
             ldconfig_path: raw.ldconfig_path.filter(|p| !p.is_empty()),
+            proc_root: hook_proc_root,
             disabled_hooks,
             devices,
             ..Options::default()
@@ -218,7 +220,7 @@ fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
 }
 
 fn validate_file(raw: ValidateArgs, v: Verbosity) -> Result<()> {
-    let text = std::fs::read_to_string(&raw.file).with_context(|| format!("reading {}", raw.file.display()))?;
+    let text = list::read_text(&raw.file).map_err(|e| anyhow::anyhow!("reading {}: {e}", raw.file.display()))?;
     match validate::validate_text(&text) {
         Ok(spec) => {
             if !v.quiet {
