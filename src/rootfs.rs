@@ -91,6 +91,9 @@ impl Rootfs {
                 Err(e) => return Err(e),
             };
         }
+        // TEST-ONLY (feature `fault-injection`): the image swaps the checked directory.
+        #[cfg(feature = "fault-injection")]
+        fault::after_resolve(self, path);
         Ok(dir)
     }
 
@@ -129,10 +132,11 @@ impl Rootfs {
 }
 
 /// TEST-ONLY check-then-use race (cargo feature `fault-injection`, never in a default build).
-/// The hook binary arms it from `NVCT_FAULT_SWAP_PATH=<container path>` and
+/// The hook binaries (prestart and CDI) arm it from `NVCT_FAULT_SWAP_PATH=<container path>` and
 /// `NVCT_FAULT_SWAP_TARGET=<host path>`; right after [`Rootfs::mount_target`] has resolved and
-/// checked that container path, the regular file there is atomically replaced (rename inside
-/// the rootfs) by a symlink to the host path, as a process in the image racing the hook would.
+/// checked that container path (or [`Rootfs::mkdir_all`] has resolved that directory), the
+/// object there is replaced (rename inside the rootfs; a directory is first moved aside to
+/// [`MOVED`]) by a symlink to the host path, as a process in the image racing the hook would.
 /// Whatever is then mounted must be the object that was checked (the fd), or nothing.
 #[cfg(feature = "fault-injection")]
 pub mod fault {
@@ -143,6 +147,8 @@ pub mod fault {
     use std::sync::OnceLock;
 
     static SWAP: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    /// Where a swapped directory goes (next to it, inside the rootfs).
+    pub const MOVED: &str = ".nvct-fault-moved";
 
     /// Arms the swap of `container_path` for a symlink to `link_target`.
     pub fn arm(container_path: PathBuf, link_target: PathBuf) {
@@ -159,6 +165,11 @@ pub mod fault {
             let dir = root.resolve(&parent, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| e.to_string())?;
             let tmp = Path::new(".nvct-fault-swap");
             sys::symlinkat(target, dir.as_fd(), tmp).map_err(|e| format!("symlink: {e}"))?;
+            // A symlink cannot be renamed over a directory: move the directory aside first.
+            let is_dir = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY, 0).is_ok();
+            if is_dir {
+                sys::renameat(dir.as_fd(), &name, Path::new(MOVED)).map_err(|e| format!("move the directory aside: {e}"))?;
+            }
             sys::renameat(dir.as_fd(), tmp, &name).map_err(|e| format!("rename: {e}"))
         })();
         match result {

@@ -75,3 +75,48 @@ fn swapped_mount_target_never_reaches_the_host() {
         }
     }
 }
+
+/// The same race against the CDI hooks, which write through directories of the image: right
+/// after the gate has resolved the directory a hook writes into, the image moves it aside and
+/// puts a symlink to a host directory in its place. The hook must write into the directory it
+/// checked (now moved aside, still inside the rootfs), or fail; the host directory stays empty.
+#[test]
+fn swapped_directory_never_reaches_the_host_in_the_cdi_hooks() {
+    bundle::require_root();
+    bundle::require("runc");
+    let dir = tempfile::Builder::new().prefix("nvct-race-cdi-").tempdir().unwrap().keep();
+    // (name, directory swapped, hook argv)
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("update-ldcache writes its conf file", "/etc/ld.so.conf.d", &["update-ldcache", "--folder", "/usr/lib64"]),
+        ("create-symlinks makes its link", "/usr/lib64", &["create-symlinks", "--link", "libcuda.so.1::/usr/lib64/libcuda.so"]),
+    ];
+    for (name, swapped, argv) in cases {
+        let canary = dir.join(format!("canary-{}", name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
+        std::fs::create_dir_all(&canary).unwrap();
+        let mut b = Bundle::new(&dir, Image::Glibc);
+        std::fs::create_dir_all(b.rootfs().join(swapped.trim_start_matches('/'))).unwrap();
+        b.add_hook("createContainer", bundle::CDI_HOOK, argv);
+        let env = b.spec["hooks"]["createContainer"][0]["env"].as_array_mut().unwrap();
+        env.push(json!(format!("NVCT_FAULT_SWAP_PATH={swapped}")));
+        env.push(json!(format!("NVCT_FAULT_SWAP_TARGET={}", canary.display())));
+        let out = b.run("echo RAN");
+        let context = format!(
+            "case {name}: status {}\n--- stdout\n{}--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let swapped_path = b.rootfs().join(swapped.trim_start_matches('/'));
+        let meta = std::fs::symlink_metadata(&swapped_path).unwrap();
+        assert!(meta.file_type().is_symlink(), "the fault point did not fire: {context}");
+        let written: Vec<_> = std::fs::read_dir(&canary).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(written.is_empty(), "the hook wrote {written:?} into the host directory: {context}");
+        eprintln!("case {name}: {}", if out.status.success() { "ran; wrote into the checked directory" } else { "refused" });
+        if out.status.success() {
+            let moved = swapped_path.with_file_name(nvct::rootfs::fault::MOVED);
+            assert!(std::fs::read_dir(&moved).map(|d| d.count() > 0).unwrap_or(false), "nothing in the checked directory {}: {context}", moved.display());
+        } else {
+            assert!(context.contains("nvidia-cdi-hook: error"), "refused without our message: {context}");
+        }
+    }
+}
