@@ -6,12 +6,14 @@
 //! mount namespace and the host ldconfig. Then in a forked child (single-threaded, so setns
 //! works even if NVML started threads in the parent): enter the container's mount namespace,
 //! resolve every target through the rootfs gate to an fd, attach the mounts onto those fds
-//! (move_mount: no path is walked twice), mask `/proc/driver/nvidia`, and refresh the ld cache
+//! (move_mount: no path is walked twice), mask `/proc/driver/nvidia`, list the image's CUDA
+//! forward-compat dir in its ld.so.conf.d when allowed (`ldso_conf.rs`), and refresh the ld cache
 //! with the host ldconfig run in fresh namespaces, chrooted into the rootfs, with an empty
 //! environment (`ldconfig.rs`, shared with the CDI hooks). Everything mounted lives in the container's mount namespace only: a failure
 //! leaves nothing on the host.
 
 use crate::ldconfig;
+use crate::ldso_conf;
 use crate::plan::{CgroupRule, Plan};
 use crate::rootfs::{Rootfs, RootfsError, Target};
 use crate::sys;
@@ -47,6 +49,9 @@ pub struct ContainerTarget {
     pub ldconfig: PathBuf,
     /// Skip the device cgroup (config `no-cgroups`).
     pub no_cgroups: bool,
+    /// The host driver version, when the image's CUDA forward-compat libraries may go first in
+    /// its ld cache ([`ldso_conf::enable_cuda_compat`], before ldconfig runs).
+    pub cuda_compat: Option<String>,
 }
 
 struct Prepared {
@@ -132,6 +137,9 @@ fn in_container(plan: &Plan, target: &ContainerTarget, prepared: &[Prepared], ns
     }
     if let Some(mask) = &plan.proc_mask {
         mask_proc_driver(&root, &mask.files)?;
+    }
+    if let Some(version) = &target.cuda_compat {
+        ldso_conf::enable_cuda_compat(&root, version).map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
     if let Some(ldconfig) = ldconfig {
         ldconfig::run_isolated(&root, ldconfig.as_fd(), &plan.ldcache_dirs).map_err(|e| e.to_string())?;

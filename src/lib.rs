@@ -22,6 +22,7 @@ pub mod sys;
 pub mod apply;
 pub mod cdi_hooks;
 pub mod ldconfig;
+pub mod ldso_conf;
 pub mod cdi;
 pub mod fsutil;
 pub mod log;

@@ -404,3 +404,62 @@ fn privilege_rules_through_the_shim() {
         assert!(!stdout.contains("nvidia"), "mode {mode}: an unprivileged env request must be ignored: {stdout}");
     }
 }
+
+struct CompatCase {
+    name: &'static str,
+    /// Builds `/usr/local/cuda/compat` in the image; gets (rootfs, canary dir on the host).
+    setup: fn(&Path, &Path),
+    /// Whether the image's compat dir must end up listed in its ld.so.conf.d.
+    listed: bool,
+}
+
+#[test]
+fn cuda_compat_libraries_from_the_image_in_both_paths() {
+    // Forward compatibility only ever writes an ld.so.conf.d entry inside the rootfs naming
+    // /usr/local/cuda/compat, and only for one regular, newer libcuda there. Nothing from the
+    // image is mounted; a compat dir or library that is a symlink to the host, or a directory,
+    // is never used.
+    let h = host();
+    let work = h.dir.join("compat");
+    std::fs::create_dir_all(&work).unwrap();
+    let compat = |r: &Path| {
+        let d = r.join("usr/local/cuda/compat");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let cases = [
+        CompatCase { name: "newer regular library", listed: true,
+            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
+        CompatCase { name: "older regular library", listed: false,
+            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.500.1.1"), "old").unwrap(); } },
+        CompatCase { name: "library is a symlink to a host file", listed: false,
+            setup: |r, c| { symlink(c.join("canary"), r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap(); } },
+        CompatCase { name: "library is a directory", listed: false,
+            setup: |r, _| { std::fs::create_dir(r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap(); } },
+        CompatCase { name: "compat dir is a symlink to a host dir", listed: false,
+            setup: |r, c| {
+                std::fs::remove_dir(r.join("usr/local/cuda/compat")).unwrap();
+                std::fs::write(c.join("libcuda.so.999.1.1"), "host file").unwrap();
+                symlink(c, r.join("usr/local/cuda/compat")).unwrap();
+            } },
+    ];
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for case in &cases {
+            let canary_dir = canary(&h.dir, &format!("canary-compat-{path:?}-{}", case.name.replace(' ', "_")));
+            let mut b = Bundle::new(&h.dir, Image::Glibc);
+            compat(&b.rootfs());
+            (case.setup)(&b.rootfs(), &canary_dir);
+            let before = snapshot(&canary_dir);
+            request_gpu(h, &mut b, path, &work);
+            let out = b.run(&format!("echo CONF; cat /etc/ld.so.conf.d/*.conf 2>/dev/null; echo END; {MOUNTS}; dlcuda; echo RAN"));
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let context = format!("path {path:?}, case {}: status {}\n{stdout}\n{}", case.name, out.status, String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success() && stdout.contains("RAN"), "{context}");
+            assert_eq!(snapshot(&canary_dir), before, "host canary changed: {context}");
+            let conf = stdout.split_once("CONF\n").and_then(|(_, rest)| rest.split_once("END\n")).map(|(c, _)| c).unwrap_or_else(|| panic!("{context}"));
+            assert_eq!(conf.lines().any(|l| l == "/usr/local/cuda/compat"), case.listed, "compat dir listed: {context}");
+            assert!(!stdout.lines().any(|l| l.starts_with("MNT ") && l.contains("/usr/local/cuda")), "a mount from or onto the compat dir: {context}");
+            check_mounts(&stdout, h.host.dir(), &context);
+        }
+    }
+}

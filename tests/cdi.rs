@@ -217,6 +217,7 @@ fn two_gpu_host_names_and_shared_edits() {
         json!([
             hook(json!(["nvidia-cdi-hook", "create-symlinks", "--link", format!("libcuda.so.1::{lib}/libcuda.so")])),
             hook(json!(["nvidia-cdi-hook", "disable-device-node-modification", "--proc-root", h.proc_root()])),
+            hook(json!(["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", "550.54.15"])),
             hook(json!(["nvidia-cdi-hook", "update-ldcache", "--folder", lib])),
         ])
     );

@@ -50,16 +50,19 @@ pub enum HookKind {
     CreateSymlinks,
     UpdateLdcache,
     DisableDeviceNodeModification,
+    EnableCudaCompat,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 3] = [HookKind::CreateSymlinks, HookKind::UpdateLdcache, HookKind::DisableDeviceNodeModification];
+    pub const ALL: [HookKind; 4] =
+        [HookKind::CreateSymlinks, HookKind::UpdateLdcache, HookKind::DisableDeviceNodeModification, HookKind::EnableCudaCompat];
 
     pub fn name(self) -> &'static str {
         match self {
             HookKind::CreateSymlinks => "create-symlinks",
             HookKind::UpdateLdcache => "update-ldcache",
             HookKind::DisableDeviceNodeModification => "disable-device-node-modification",
+            HookKind::EnableCudaCompat => "enable-cuda-compat",
         }
     }
 
@@ -217,8 +220,9 @@ fn hook(opts: &Options, args: Vec<String>) -> Hook {
     }
 }
 
-/// The spec-level hooks: links, device-node protection, ld cache (in that order).
-fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
+/// The spec-level hooks: links, device-node protection, CUDA forward compatibility (with
+/// compute; before the ld cache, which it feeds), ld cache (in that order).
+fn hooks(opts: &Options, plan: &plan::Plan, driver_version: &str) -> Vec<Hook> {
     let enabled = |h: HookKind| !opts.disabled_hooks.contains(&h);
     let mut out = Vec::new();
     if enabled(HookKind::CreateSymlinks) {
@@ -236,6 +240,10 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
             args.extend(["--proc-root".into(), proc_root.clone()]);
         }
         out.push(hook(opts, args));
+    }
+    let compute = opts.capabilities.contains(&Capability::Compute);
+    if enabled(HookKind::EnableCudaCompat) && compute && !driver_version.is_empty() && !plan.ldcache_dirs.is_empty() {
+        out.push(hook(opts, vec![HookKind::EnableCudaCompat.name().into(), "--host-driver-version".into(), driver_version.into()]));
     }
     if enabled(HookKind::UpdateLdcache) && !plan.ldcache_dirs.is_empty() {
         let mut args = vec![HookKind::UpdateLdcache.name().to_string()];
@@ -298,7 +306,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
         device_nodes: shared.device_nodes.iter().map(node).collect(),
         mounts: shared.mounts.iter().map(mount).collect(),
-        hooks: hooks(opts, &shared),
+        hooks: hooks(opts, &shared, &inv.driver_version),
     };
     let mut spec = Spec { cdi_version: String::new(), kind, devices, container_edits };
     spec.cdi_version = version::minimum(&spec).to_string();

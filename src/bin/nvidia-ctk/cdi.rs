@@ -68,8 +68,8 @@ struct GenerateArgs {
     /// ldconfig for the update-ldcache hook (passed as --ldconfig-path when given).
     #[arg(long)]
     ldconfig_path: Option<String>,
-    /// A hook to leave out: create-symlinks, update-ldcache, disable-device-node-modification
-    /// or all (repeatable).
+    /// A hook to leave out: create-symlinks, update-ldcache, disable-device-node-modification,
+    /// enable-cuda-compat or all (repeatable).
     #[arg(long = "disable-hook")]
     disable_hook: Vec<String>,
     /// Devices to include: all, or ids (index, i:j, GPU-/MIG- uuid, PCI bus id); repeatable,

@@ -81,7 +81,7 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         HookCommand::EnableCudaCompat { host_driver_version } => {
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
-            cdi_hooks::enable_cuda_compat(&root, &host_driver_version)?;
+            nvct::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
         }
         HookCommand::Unknown(argv) => {
             let name = argv.first().map(String::as_str).unwrap_or_default();

@@ -132,6 +132,7 @@ fn two_gpus_default_options_whole_spec() {
             hooks: vec![
                 hook(&["nvidia-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"]),
                 hook(&["nvidia-cdi-hook", "disable-device-node-modification"]),
+                hook(&["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", "550.54.15"]),
                 hook(&["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"]),
             ],
         },
@@ -190,7 +191,29 @@ fn hook_option_cases() {
             },
             vec![
                 vec!["nvidia-cdi-hook", "disable-device-node-modification"],
+                vec!["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", "550.54.15"],
                 vec!["nvidia-cdi-hook", "update-ldcache", "--ldconfig-path", "/sbin/ldconfig.real", "--folder", "/usr/lib/x86_64-linux-gnu"],
+            ],
+        ),
+        (
+            "proc root, compat disabled",
+            Options {
+                proc_root: Some("/host/proc".into()),
+                disabled_hooks: BTreeSet::from([HookKind::EnableCudaCompat]),
+                ..Options::default()
+            },
+            vec![
+                vec!["nvidia-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"],
+                vec!["nvidia-cdi-hook", "disable-device-node-modification", "--proc-root", "/host/proc"],
+                vec!["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"],
+            ],
+        ),
+        (
+            "no compute: no compat hook",
+            Options { capabilities: BTreeSet::from([Capability::Utility]), ..Options::default() },
+            vec![
+                vec!["nvidia-cdi-hook", "disable-device-node-modification"],
+                vec!["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"],
             ],
         ),
     ];

@@ -1,0 +1,149 @@
+//! Entries in a container's `/etc/ld.so.conf.d`, written through the rootfs gate: the folder
+//! list of the CDI hook `update-ldcache`, and CUDA forward compatibility (the CDI hook
+//! `enable-cuda-compat` and the prestart hook both call [`enable_cuda_compat`]).
+//!
+//! Forward compatibility only ever writes a conf file naming the image's
+//! `/usr/local/cuda/compat`, so the next ldconfig (ours, run isolated) puts those libraries
+//! first; nothing from the image is mounted or followed to the host. Must not: write through a
+//! symlink or into anything but a regular file, or walk a path outside [`Rootfs`].
+
+use crate::rootfs::{Rootfs, RootfsError};
+use crate::sys;
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+/// Where CUDA images keep their forward-compatibility driver libraries.
+pub const CUDA_COMPAT_DIR: &str = "/usr/local/cuda/compat";
+const LDSO_CONF: &str = "/etc/ld.so.conf";
+const LDSO_CONF_D: &str = "/etc/ld.so.conf.d";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LdsoConfError {
+    #[error(transparent)]
+    Rootfs(#[from] RootfsError),
+    #[error("cannot write {path} in the container: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("{path} in the container is {what}; refusing to write through it")]
+    NotRegular { path: PathBuf, what: &'static str },
+    #[error("host driver version {0:?} is not a driver version like 550.54.15")]
+    BadVersion(String),
+    #[error("cannot list {path} in the container: {source}")]
+    List { path: PathBuf, source: io::Error },
+}
+
+/// `/etc/ld.so.conf` with `include /etc/ld.so.conf.d/*.conf`, created only if nothing is there
+/// (an image's own file, or link, is left alone).
+pub fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
+    let dir = root.mkdir_all(Path::new("/etc"))?;
+    let err = |source| LdsoConfError::Write { path: LDSO_CONF.into(), source };
+    match sys::openat(dir.as_fd(), Path::new("ld.so.conf"), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o644) {
+        Ok(fd) => std::fs::File::from(fd).write_all(format!("include {LDSO_CONF_D}/*.conf\n").as_bytes()).map_err(err),
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Writes `/etc/ld.so.conf.d/<name>` through the gate: the directory is resolved (created) in
+/// the rootfs, the file opened relative to it without following a symlink and without
+/// blocking on a FIFO, checked to be a regular file, and only then truncated and written.
+pub fn write_conf(root: &Rootfs, name: &str, text: &str) -> Result<PathBuf, LdsoConfError> {
+    let path = Path::new(LDSO_CONF_D).join(name);
+    let dir = root.mkdir_all(Path::new(LDSO_CONF_D))?;
+    // Look before opening for writing: opening a device node an image shipped could act on it.
+    if let Ok(existing) = sys::openat(dir.as_fd(), Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0) {
+        match sys::fstat(existing.as_fd()).map(|st| st.st_mode & libc::S_IFMT) {
+            Ok(libc::S_IFREG) => {}
+            Ok(libc::S_IFLNK) => return Err(LdsoConfError::NotRegular { path, what: "a symlink" }),
+            Ok(_) => return Err(LdsoConfError::NotRegular { path, what: "not a regular file" }),
+            Err(source) => return Err(LdsoConfError::Write { path, source }),
+        }
+    }
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let fd = match sys::openat(dir.as_fd(), Path::new(name), flags, 0o644) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(LdsoConfError::NotRegular { path, what: "a symlink" }),
+        Err(source) => return Err(LdsoConfError::Write { path, source }),
+    };
+    let st = sys::fstat(fd.as_fd()).map_err(|source| LdsoConfError::Write { path: path.clone(), source })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(LdsoConfError::NotRegular { path, what: "not a regular file" });
+    }
+    let mut file = std::fs::File::from(fd);
+    file.set_len(0)
+        .and_then(|()| file.write_all(text.as_bytes()))
+        .map_err(|source| LdsoConfError::Write { path: path.clone(), source })?;
+    Ok(path)
+}
+
+/// 32-bit FNV-1a: a stable, short name for a conf file from its contents.
+pub fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
+/// The major number of a driver version (`550.54.15` → 550).
+fn driver_major(version: &str) -> Option<u32> {
+    let major = version.split('.').next()?;
+    (!major.is_empty() && major.bytes().all(|b| b.is_ascii_digit())).then(|| major.parse().ok()).flatten()
+}
+
+/// `enable-cuda-compat`: if the image has exactly one regular file `libcuda.so.<major>.<…>`
+/// in `/usr/local/cuda/compat` and its major is newer than the host driver's (upstream's
+/// rule), writes `/etc/ld.so.conf.d/00-compat-<hash>.conf` naming that directory, so the next
+/// ldconfig puts the compat libraries first. Nothing is mounted. Returns the conf file written.
+pub fn enable_cuda_compat(root: &Rootfs, host_driver_version: &str) -> Result<Option<PathBuf>, LdsoConfError> {
+    if host_driver_version.is_empty() {
+        return Ok(None);
+    }
+    let host = driver_major(host_driver_version).ok_or_else(|| LdsoConfError::BadVersion(host_driver_version.into()))?;
+    let dir = match root.resolve(Path::new(CUDA_COMPAT_DIR), libc::O_RDONLY | libc::O_DIRECTORY) {
+        Ok(fd) => fd,
+        Err(RootfsError::Io { source, .. }) if matches!(source.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let names = sys::list_dir(dir.as_fd()).map_err(|source| LdsoConfError::List { path: CUDA_COMPAT_DIR.into(), source })?;
+    let compat: Vec<u32> = names.iter().filter_map(|n| compat_major(n).filter(|_| is_regular(dir.as_fd(), n))).collect();
+    match compat.as_slice() {
+        [major] if *major > host => {
+            let text = format!("{CUDA_COMPAT_DIR}\n");
+            Ok(Some(write_conf(root, &format!("00-compat-{:08x}.conf", fnv1a(text.as_bytes())), &text)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `libcuda.so.560.35.03` → 560 (upstream globs `libcuda.so.*.*`).
+fn compat_major(name: &OsStr) -> Option<u32> {
+    let version = name.to_str()?.strip_prefix("libcuda.so.")?;
+    version.contains('.').then(|| driver_major(version)).flatten()
+}
+
+fn is_regular(dir: BorrowedFd, name: &OsStr) -> bool {
+    sys::openat(dir, Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
+        .and_then(|fd| sys::fstat(fd.as_fd()))
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compat_major_cases() {
+        let cases: &[(&str, Option<u32>)] = &[
+            ("libcuda.so.560.35.03", Some(560)),
+            ("libcuda.so.1", None),
+            ("libcuda.so.560", None),
+            ("libcuda.so.x.1", None),
+            ("libcudart.so.12.4", None),
+            ("libnvidia-ptxjitcompiler.so.560.35.03", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(compat_major(OsStr::new(name)), *want, "case {name}");
+        }
+        assert_eq!(driver_major("550.54.15"), Some(550));
+        assert_eq!(driver_major("abc"), None);
+        assert_eq!(driver_major(""), None);
+    }
+}
