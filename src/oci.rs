@@ -23,16 +23,22 @@ pub enum OciError {
     StateTooLarge,
     #[error("the OCI hook state on stdin is not valid JSON: {0} (expected {{\"pid\": N, \"bundle\": \"/path\", ...}} as runc writes it)")]
     StateParse(serde_json::Error),
+    #[error("the OCI hook state on stdin is not a JSON object (expected {{\"pid\": N, \"bundle\": \"/path\", ...}} as runc writes it)")]
+    StateNotObject,
     #[error("the OCI hook state has no usable pid (got {0:?}); is the hook registered as prestart?")]
     StatePid(Option<i64>),
     #[error("the OCI hook state has an empty bundle path")]
     StateBundle,
+    #[error("the OCI hook state's bundle path {0:?} is not absolute (runtimes always pass an absolute one)")]
+    StateBundleRelative(PathBuf),
     #[error("cannot read {path}: {source}")]
     SpecRead { path: PathBuf, source: std::io::Error },
     #[error("{path} is larger than {MAX_SPEC_BYTES} bytes")]
     SpecTooLarge { path: PathBuf },
     #[error("{path} is not a valid OCI runtime spec: {source}")]
     SpecParse { path: PathBuf, source: serde_json::Error },
+    #[error("{path} is not a valid OCI runtime spec: the document is not a JSON object")]
+    SpecNotObject { path: PathBuf },
     #[error("{path} has no root.path: the container has no root filesystem")]
     NoRoot { path: PathBuf },
 }
@@ -57,12 +63,20 @@ struct RawState {
 impl HookState {
     pub fn parse(bytes: &[u8]) -> Result<HookState, OciError> {
         let raw: RawState = serde_json::from_slice(bytes).map_err(OciError::StateParse)?;
+        if !is_json_object(bytes) {
+            return Err(OciError::StateNotObject);
+        }
         let pid = match raw.pid {
             Some(p) if p > 0 && p <= i64::from(i32::MAX) => p as u32,
             other => return Err(OciError::StatePid(other)),
         };
         if raw.bundle.is_empty() {
             return Err(OciError::StateBundle);
+        }
+        // The OCI runtime spec requires an absolute path; a relative one would be resolved
+        // against whatever directory the hook happens to run in.
+        if !Path::new(&raw.bundle).is_absolute() {
+            return Err(OciError::StateBundleRelative(PathBuf::from(raw.bundle)));
         }
         Ok(HookState { id: raw.id, pid, bundle: PathBuf::from(raw.bundle) })
     }
@@ -89,11 +103,26 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, OciError> {
     Ok(buf)
 }
 
+/// Whether JSON text's top-level value is an object. serde's derived structs also accept an
+/// array of their fields in order (`[]` is an empty spec), which no engine writes.
+fn is_json_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b" \t\n\r".contains(b)) == Some(&b'{')
+}
+
+/// config.json's bytes (read from `path`) as a typed spec.
+pub fn parse_spec(bytes: &[u8], path: &Path) -> Result<Spec, OciError> {
+    let spec = serde_json::from_slice(bytes).map_err(|source| OciError::SpecParse { path: path.to_path_buf(), source })?;
+    if !is_json_object(bytes) {
+        return Err(OciError::SpecNotObject { path: path.to_path_buf() });
+    }
+    Ok(spec)
+}
+
 /// Loads `<bundle>/config.json` as a typed spec.
 pub fn load_spec(bundle: &Path) -> Result<Spec, OciError> {
     let path = bundle.join("config.json");
     let bytes = read_capped(&path, MAX_SPEC_BYTES)?;
-    serde_json::from_slice(&bytes).map_err(|source| OciError::SpecParse { path, source })
+    parse_spec(&bytes, &path)
 }
 
 /// The container's root filesystem on the host: `root.path`, relative to the bundle unless
@@ -142,7 +171,9 @@ mod tests {
             ("negative pid", r#"{"pid":-1,"bundle":"/b"}"#, Err("no usable pid (got Some(-1))")),
             ("huge pid", r#"{"pid":99999999999,"bundle":"/b"}"#, Err("no usable pid")),
             ("no bundle", r#"{"pid":3}"#, Err("empty bundle")),
+            ("relative bundle", r#"{"pid":3,"bundle":"b"}"#, Err("bundle path \"b\" is not absolute")),
             ("pid as string", r#"{"pid":"3","bundle":"/b"}"#, Err("not valid JSON")),
+            ("fields as an array", r#" ["c1", 3, "/b"]"#, Err("not a JSON object")),
         ];
         for (name, input, want) in cases {
             match (HookState::parse(input.as_bytes()), want) {

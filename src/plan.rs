@@ -226,7 +226,10 @@ fn parse_term(term: &str) -> Option<(&str, &str, &str)> {
     let (op, value) = rest.split_at(op_len);
     let known_key = ["cuda", "driver", "arch", "brand"].contains(&key);
     let known_op = ["=", "==", "!=", "<", "<=", ">", ">="].contains(&op);
-    (known_key && known_op && !value.is_empty()).then_some((key, op, value))
+    // A version we compare must be one (`cuda>=abc` would otherwise compare as 0 and pass).
+    let is_version = |v: &str| v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u64>().is_ok());
+    let value_ok = !value.is_empty() && (!matches!(key, "cuda" | "driver") || is_version(value));
+    (known_key && known_op && value_ok).then_some((key, op, value))
 }
 
 fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {

@@ -254,8 +254,7 @@ pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>,
 /// Decides what `create` does for the container described by config.json (`bytes`, read
 /// from `path`).
 pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, ShimError> {
-    let spec: Spec = serde_json::from_slice(bytes)
-        .map_err(|source| oci::OciError::SpecParse { path: path.to_path_buf(), source })?;
+    let spec: Spec = oci::parse_spec(bytes, path)?;
     let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
     let annotations: BTreeMap<String, String> = spec.annotations().clone().unwrap_or_default().into_iter().collect();
     let legacy = || -> Result<Action, ShimError> {
@@ -284,8 +283,7 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
 /// Whether the container described by config.json (`bytes`, read from `path`) asks for a GPU
 /// (in legacy terms).
 pub fn wants_gpu(bytes: &[u8], path: &Path, config: &Config) -> Result<bool, ShimError> {
-    let spec: Spec = serde_json::from_slice(bytes)
-        .map_err(|source| oci::OciError::SpecParse { path: path.to_path_buf(), source })?;
+    let spec: Spec = oci::parse_spec(bytes, path)?;
     let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
     let resolved = request::resolve(&view, config)
         .map_err(|source| ShimError::Request { path: path.to_path_buf(), source })?;

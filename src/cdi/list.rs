@@ -33,18 +33,38 @@ fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// A spec file's text, at most [`MAX_SPEC_FILE`] bytes (counted while reading, so a special
+/// file whose size says 0 cannot make it read forever); the error says why not.
+pub fn read_text(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SPEC_FILE + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_SPEC_FILE {
+        return Err(format!("more than the {MAX_SPEC_FILE} bytes a spec file may have"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))
+}
+
 /// Reads and checks one spec file; the error says why it cannot be used.
 pub fn read_spec(path: &Path) -> Result<super::Spec, String> {
     let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     if len > MAX_SPEC_FILE {
         return Err(format!("{len} bytes is more than a spec file may have ({MAX_SPEC_FILE})"));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let text = read_text(path)?;
     let doc = super::spec::parse_value(&text).map_err(|e| format!("not YAML or JSON: {e}"))?;
     if let Some(p) = validate::schema(&doc).first() {
         return Err(p.to_string());
     }
-    serde_json::from_value(doc).map_err(|e| e.to_string())
+    let spec: super::Spec = serde_json::from_value(doc).map_err(|e| e.to_string())?;
+    // Two devices of one name would make `kind=name` ambiguous (validate's semantic check).
+    for (i, d) in spec.devices.iter().enumerate() {
+        if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {
+            return Err(format!("devices[{i}].name: {:?} is already the name of devices[{first}]", d.name));
+        }
+    }
+    Ok(spec)
 }
 
 /// Every usable spec of `dirs` with its file, in reading order (directories as given, files
@@ -97,12 +117,14 @@ mod tests {
         write("b.json", r#"{"cdiVersion":"0.3.0","kind":"vendor.com/y","devices":[{"name":"one","containerEdits":{}}]}"#);
         write("c.yaml", "kind: [broken\n");
         write("d.json", r#"{"cdiVersion":"0.3.0","devices":[]}"#);
+        write("e.yaml", "cdiVersion: 0.5.0\nkind: vendor.com/z\ndevices:\n- {name: a, containerEdits: {env: [A=1]}}\n- {name: a, containerEdits: {env: [A=2]}}\n");
         write("notes.txt", "ignored");
         let got = list(&[dir.path().to_path_buf(), dir.path().join("missing")]);
         let names: Vec<String> = got.names.iter().map(ToString::to_string).collect();
         assert_eq!(names, ["vendor.com/x=0", "vendor.com/y=one"]);
-        assert_eq!(got.warnings.len(), 2, "{:?}", got.warnings);
+        assert_eq!(got.warnings.len(), 3, "{:?}", got.warnings);
         assert!(got.warnings[0].starts_with(&format!("{}: skipped: not YAML or JSON", dir.path().join("c.yaml").display())), "{:?}", got.warnings);
         assert_eq!(got.warnings[1], format!("{}: skipped: kind: is required", dir.path().join("d.json").display()));
+        assert_eq!(got.warnings[2], format!("{}: skipped: devices[1].name: \"a\" is already the name of devices[0]", dir.path().join("e.yaml").display()));
     }
 }

@@ -187,6 +187,10 @@ fn requirement_cases() {
         ("cuda>=13.0", Err(PlanError::Unsatisfied { expr: "cuda>=13.0".into(), facts: "driver 550.54.15, cuda 12.4".into() })),
         ("cuda~12", Err(PlanError::BadRequirement("cuda~12".into()))),
         ("gpu>=1", Err(PlanError::BadRequirement("gpu>=1".into()))),
+        ("cuda>=abc", Err(PlanError::BadRequirement("cuda>=abc".into()))),
+        ("driver>=550.x", Err(PlanError::BadRequirement("driver>=550.x".into()))),
+        ("cuda>=12..0", Err(PlanError::BadRequirement("cuda>=12..0".into()))),
+        ("cuda>=99999999999999999999", Err(PlanError::BadRequirement("cuda>=99999999999999999999".into()))),
     ];
     for (expr, want) in cases {
         let req = Request { requirements: vec![expr.into()], ..request(Devices::None, &[]) };
