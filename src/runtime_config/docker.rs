@@ -33,11 +33,13 @@ fn parse(src: &Source<'_>) -> Result<Map<String, Value>, Error> {
     }
 }
 
-/// The indentation unit of the first indented line, else four spaces.
+/// The indentation unit of the first indented line, else four spaces. Only spaces and tabs
+/// count: other whitespace (a vertical tab, a no-break space in an otherwise blank file) is not
+/// JSON whitespace, and printing with it would write a file docker cannot read.
 fn indent_of(text: &str) -> String {
     text.lines()
         .skip(1)
-        .map(|l| &l[..l.len() - l.trim_start().len()])
+        .map(|l| &l[..l.len() - l.trim_start_matches([' ', '\t']).len()])
         .find(|w| !w.is_empty())
         .unwrap_or("    ")
         .to_string()
@@ -176,6 +178,14 @@ mod tests {
                 Options { set_as_default: true, cdi_enabled: true, ..Options::default() },
                 "{\n  \"features\": {\n    \"buildkit\": true,\n    \"cdi\": true\n  },\n  \"runtimes\": {\n    \"nvidia\": {\n      \"args\": [],\n      \"path\": \"/usr/bin/nvidia-container-runtime\"\n    }\n  },\n  \"default-runtime\": \"nvidia\"\n}\n",
             ),
+            (
+                // fuzz/ docker_config: the vertical tab was taken as the indentation unit and
+                // the file written was not JSON.
+                "blank file with a vertical tab",
+                "\n\n\u{b} \n",
+                Options::default(),
+                "{\n    \"runtimes\": {\n        \"nvidia\": {\n            \"args\": [],\n            \"path\": \"/usr/bin/nvidia-container-runtime\"\n        }\n    }\n}\n",
+            ),
         ];
         for (name, input, opts, want) in cases {
             let got = configure(
@@ -201,7 +211,7 @@ mod tests {
                 Some(got.as_str()),
                 "case {name}: idempotent"
             );
-            if !input.is_empty() {
+            if !input.trim().is_empty() {
                 let back = unconfigure(
                     Source {
                         path: p,
