@@ -463,3 +463,28 @@ fn cuda_compat_libraries_from_the_image_in_both_paths() {
         }
     }
 }
+
+#[test]
+fn image_ldconfig_is_never_run_in_the_cdi_path() {
+    // The jit-cdi spec's update-ldcache hook runs an ldconfig: the host's, opened on the host,
+    // never one of the image's (which would write a marker next to the bundle). The ld cache
+    // it builds still makes libcuda.so.1 resolvable. (A symlinked ld.so.conf.d is a case of
+    // redirected_mount_targets_cdi_path.)
+    let h = host();
+    let work = h.dir.join("cdi-ldconfig");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut b = Bundle::new(&h.dir, Image::Glibc);
+    let r = b.rootfs();
+    let marker = b.dir.join("image-ldconfig-ran");
+    for p in ["sbin/ldconfig", "sbin/ldconfig.real", "usr/sbin/ldconfig"] {
+        std::fs::create_dir_all(r.join(p).parent().unwrap()).unwrap();
+        std::fs::write(r.join(p), format!("#!/bin/sh\necho ran > {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(r.join(p), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    request_gpu(h, &mut b, Path_::JitCdi, &work);
+    let out = b.run("dlcuda");
+    let context = format!("status {}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{context}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
+    assert!(!marker.exists(), "an ldconfig of the image was executed: {context}");
+}
