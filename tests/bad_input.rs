@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::bundle::{self, Bundle, Image, CTK, HOOK};
+use common::bundle::{self, out_text, Bundle, Image, CTK, HOOK};
 use common::fakehost::FakeHost;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -95,14 +95,6 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn out_text(out: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// Runs `program args` (under a 120 s kill timer, so a hang fails the case) with `stdin`.
 fn run(program: &str, args: &[&str], env: &[(&str, &Path)], stdin: &[u8]) -> Output {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::bundle::{self, Bundle, Image, CDI_HOOK, CTK};
+use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK};
 use common::fakehost::FakeHost;
 use std::io::Write;
 use std::os::unix::fs::symlink;
@@ -29,10 +29,6 @@ fn host() -> &'static Host {
     })
 }
 
-fn out_text(out: &Output) -> String {
-    format!("status {}\n--- stdout\n{}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-        .replace("\\\"", "\"")
-}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::bundle::{self, Bundle, Image, HOOK};
+use common::bundle::{self, out_text, Bundle, Image, HOOK};
 use common::fakehost::FakeHost;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,10 +28,6 @@ fn host() -> &'static Host {
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         Host { host, dir, config }
     })
-}
-
-fn out_text(out: &std::process::Output) -> String {
-    format!("status {}\n--- stdout\n{}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// Lists `/dev/nvidia*` (name major:minor), and whether the control node and libraries are in.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::bundle::{self, Bundle, Image, HOOK};
+use common::bundle::{self, out_text, Bundle, Image, HOOK};
 use common::containerd::start_containerd;
 use common::fakehost::FakeHost;
 use serde_json::{json, Map, Value};
@@ -14,14 +14,6 @@ use std::process::{Command, Output, Stdio};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
 
-fn out_text(out: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// A shell script that records its argv (one per line, `$0` first) and exits `$FAKE_RC`.
 fn fake_runtime(dir: &Path) -> (PathBuf, PathBuf) {

@@ -147,6 +147,16 @@ impl Bundle {
     }
 }
 
+/// A finished command's status, stdout and stderr, for assertion messages.
+pub fn out_text(out: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Mount points of this (host) mount namespace, sorted, with their sources and options.
 pub fn host_mounts() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
