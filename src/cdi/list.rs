@@ -48,23 +48,16 @@ pub fn read_text(path: &Path) -> Result<String, String> {
 
 /// Reads and checks one spec file; the error says why it cannot be used.
 pub fn read_spec(path: &Path) -> Result<super::Spec, String> {
-    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
-    if len > MAX_SPEC_FILE {
-        return Err(format!("{len} bytes is more than a spec file may have ({MAX_SPEC_FILE})"));
-    }
     let text = read_text(path)?;
     let doc = super::spec::parse_value(&text).map_err(|e| format!("not YAML or JSON: {e}"))?;
     if let Some(p) = validate::schema(&doc).first() {
         return Err(p.to_string());
     }
     let spec: super::Spec = serde_json::from_value(doc).map_err(|e| e.to_string())?;
-    // Two devices of one name would make `kind=name` ambiguous (validate's semantic check).
-    for (i, d) in spec.devices.iter().enumerate() {
-        if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {
-            return Err(format!("devices[{i}].name: {:?} is already the name of devices[{first}]", d.name));
-        }
+    match validate::duplicate_names(&spec).first() {
+        Some(p) => Err(p.to_string()),
+        None => Ok(spec),
     }
-    Ok(spec)
 }
 
 /// Every usable spec of `dirs` with its file, in reading order (directories as given, files

@@ -192,6 +192,17 @@ fn version_tuple(v: &str) -> Vec<u64> {
     v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }
 
+/// Device names defined more than once (a `kind=name` would be ambiguous). Pure.
+pub fn duplicate_names(spec: &Spec) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, d) in spec.devices.iter().enumerate() {
+        if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {
+            out.push(Problem { field: format!("devices[{i}].name"), message: format!("{:?} is already the name of devices[{first}]", d.name) });
+        }
+    }
+    out
+}
+
 /// Checks across devices and against the host. `spec` should have passed [`schema`].
 pub fn semantic(spec: &Spec) -> Vec<Problem> {
     let mut c = Checker { problems: vec![] };
@@ -199,11 +210,7 @@ pub fn semantic(spec: &Spec) -> Vec<Problem> {
     if version_tuple(&spec.cdi_version) < version_tuple(need) {
         c.fail("cdiVersion", format!("{:?} is too old for this content, which needs {need}", spec.cdi_version));
     }
-    for (i, d) in spec.devices.iter().enumerate() {
-        if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {
-            c.fail(format!("devices[{i}].name"), format!("{:?} is already the name of devices[{first}]", d.name));
-        }
-    }
+    c.problems.extend(duplicate_names(spec));
     let edits = spec
         .devices
         .iter()
