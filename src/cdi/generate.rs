@@ -15,6 +15,10 @@ use crate::driver::FileKind;
 use crate::plan::{self, FileMount, Layout, PlanError};
 use crate::request::{Capability, DeviceId, Devices, Request};
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The host's procfs, which the CDI hook reads unless told otherwise.
+pub const DEFAULT_PROC_ROOT: &str = "/proc";
 
 pub const DEFAULT_VENDOR: &str = "nvidia.com";
 pub const DEFAULT_CLASS: &str = "gpu";
@@ -81,9 +85,9 @@ pub struct Options {
     pub hook_path: String,
     /// Passed to `update-ldcache --ldconfig-path` when set.
     pub ldconfig_path: Option<String>,
-    /// Passed to `disable-device-node-modification --proc-root` when set: where the host's
-    /// `driver/nvidia` files are read, when that is not `/proc` (a simulated host).
-    pub proc_root: Option<String>,
+    /// Where the host's `driver/nvidia` files are read; passed to
+    /// `disable-device-node-modification --proc-root` when it is not [`DEFAULT_PROC_ROOT`].
+    pub proc_root: PathBuf,
     pub disabled_hooks: BTreeSet<HookKind>,
     /// Which GPUs / MIG devices get an entry: `All` or a list of ids.
     pub devices: Devices,
@@ -98,7 +102,7 @@ impl Default for Options {
             strategies: vec![NameStrategy::Index, NameStrategy::Uuid],
             hook_path: DEFAULT_HOOK_PATH.into(),
             ldconfig_path: None,
-            proc_root: None,
+            proc_root: DEFAULT_PROC_ROOT.into(),
             disabled_hooks: BTreeSet::new(),
             devices: Devices::All,
             capabilities: Capability::ALL.into_iter().filter(|c| c.implemented()).collect(),
@@ -236,8 +240,8 @@ fn hooks(opts: &Options, plan: &plan::Plan, driver_version: &str) -> Vec<Hook> {
     }
     if enabled(HookKind::DisableDeviceNodeModification) {
         let mut args = vec![HookKind::DisableDeviceNodeModification.name().to_string()];
-        if let Some(proc_root) = &opts.proc_root {
-            args.extend(["--proc-root".into(), proc_root.clone()]);
+        if opts.proc_root != Path::new(DEFAULT_PROC_ROOT) {
+            args.extend(["--proc-root".into(), opts.proc_root.display().to_string()]);
         }
         out.push(hook(opts, args));
     }

@@ -143,18 +143,17 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         None => driver_root.clone(),
     };
     let proc_root = absolute(raw.proc_root, "--proc-root")?;
-    let hook_proc_root = (proc_root != Path::new("/proc")).then(|| proc_root.display().to_string());
     Ok(Generate {
         output,
         format,
-        root: DriverRoot::new(driver_root, dev_root, proc_root),
+        root: DriverRoot::new(driver_root, dev_root, proc_root.clone()),
         opts: Options {
             vendor: raw.vendor,
             class: raw.class,
             strategies,
             hook_path: raw.nvidia_cdi_hook_path,
             ldconfig_path: raw.ldconfig_path.filter(|p| !p.is_empty()),
-            proc_root: hook_proc_root,
+            proc_root,
             disabled_hooks,
             devices,
             ..Options::default()

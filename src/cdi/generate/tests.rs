@@ -198,7 +198,7 @@ fn hook_option_cases() {
         (
             "proc root, compat disabled",
             Options {
-                proc_root: Some("/host/proc".into()),
+                proc_root: "/host/proc".into(),
                 disabled_hooks: BTreeSet::from([HookKind::EnableCudaCompat]),
                 ..Options::default()
             },
