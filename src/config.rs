@@ -269,6 +269,15 @@ impl Config {
         non_empty_or(&self.cli.proc_root, "/proc")
     }
 
+    /// Whether an image's CUDA forward-compat libraries may go first in its ld cache (the
+    /// prestart hook, and the `enable-cuda-compat` hook of `jit-cdi`): on unless
+    /// `modes.legacy.cuda-compat-mode = "disabled"` or `features.disable-cuda-compat-lib-hook`.
+    /// Every other mode (`ldconfig`, upstream's `mount` and `hook`) does the same safe thing:
+    /// an ld.so.conf.d entry, never a mount of a file from the image.
+    pub fn cuda_compat_enabled(&self) -> bool {
+        self.runtime.modes.legacy.cuda_compat_mode != "disabled" && !self.features.disable_cuda_compat_lib_hook
+    }
+
     /// The host ldconfig binary (the part after `@`).
     pub fn host_ldconfig(&self) -> PathBuf {
         PathBuf::from(self.cli.ldconfig.trim_start_matches('@'))

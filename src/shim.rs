@@ -332,7 +332,8 @@ pub fn jit_spec(names: &[QualifiedName], inv: &Inventory, config: &Config, cdi_h
         strategies: vec![cdi::NameStrategy::Index],
         hook_path: cdi_hook.display().to_string(),
         ldconfig_path: (ldconfig != Path::new(crate::cdi_hooks::DEFAULT_LDCONFIG)).then(|| ldconfig.display().to_string()),
-        proc_root: Some(config.proc_root()).filter(|p| p != Path::new("/proc")).map(|p| p.display().to_string()),
+        proc_root: config.proc_root(),
+        disabled_hooks: if config.cuda_compat_enabled() { Default::default() } else { [cdi::HookKind::EnableCudaCompat].into() },
         devices: if all { Devices::All } else { Devices::List(ids.iter().map(|(id, _)| id.clone()).collect()) },
         ..cdi::Options::default()
     };

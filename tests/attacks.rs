@@ -346,12 +346,23 @@ enum Path_ {
 }
 
 fn request_gpu(h: &Host, b: &mut Bundle, path: Path_, work: &Path) {
+    request_gpu_with(h, b, path, work, "");
+}
+
+/// [`request_gpu`] with `extra` TOML appended to the toolkit config.
+fn request_gpu_with(h: &Host, b: &mut Bundle, path: Path_, work: &Path, extra: &str) {
     b.env("NVIDIA_VISIBLE_DEVICES=0");
+    let config = match path {
+        Path_::Hook => bundle::write_config(work, &h.host.driver_root(), &h.host.proc_root(), ""),
+        Path_::JitCdi => shim_config(h, work, "jit-cdi"),
+    };
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}\n{extra}\n")).unwrap();
     match path {
         Path_::Hook => {
-            b.hook(&h.config);
+            b.hook(&config);
         }
-        Path_::JitCdi => shim_create(b, &shim_config(h, work, "jit-cdi")),
+        Path_::JitCdi => shim_create(b, &config),
     }
 }
 
@@ -407,6 +418,8 @@ fn privilege_rules_through_the_shim() {
 
 struct CompatCase {
     name: &'static str,
+    /// TOML appended to the toolkit config.
+    config: &'static str,
     /// Builds `/usr/local/cuda/compat` in the image; gets (rootfs, canary dir on the host).
     setup: fn(&Path, &Path),
     /// Whether the image's compat dir must end up listed in its ld.so.conf.d.
@@ -428,15 +441,20 @@ fn cuda_compat_libraries_from_the_image_in_both_paths() {
         d
     };
     let cases = [
-        CompatCase { name: "newer regular library", listed: true,
+        CompatCase { name: "newer regular library", listed: true, config: "",
             setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
-        CompatCase { name: "older regular library", listed: false,
+        CompatCase { name: "newer library, disable-cuda-compat-lib-hook", listed: false, config: "[features]\ndisable-cuda-compat-lib-hook = true",
+            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
+        CompatCase { name: "newer library, cuda-compat-mode disabled", listed: false,
+            config: "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"disabled\"",
+            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
+        CompatCase { name: "older regular library", listed: false, config: "",
             setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.500.1.1"), "old").unwrap(); } },
-        CompatCase { name: "library is a symlink to a host file", listed: false,
+        CompatCase { name: "library is a symlink to a host file", listed: false, config: "",
             setup: |r, c| { symlink(c.join("canary"), r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap(); } },
-        CompatCase { name: "library is a directory", listed: false,
+        CompatCase { name: "library is a directory", listed: false, config: "",
             setup: |r, _| { std::fs::create_dir(r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap(); } },
-        CompatCase { name: "compat dir is a symlink to a host dir", listed: false,
+        CompatCase { name: "compat dir is a symlink to a host dir", listed: false, config: "",
             setup: |r, c| {
                 std::fs::remove_dir(r.join("usr/local/cuda/compat")).unwrap();
                 std::fs::write(c.join("libcuda.so.999.1.1"), "host file").unwrap();
@@ -450,7 +468,7 @@ fn cuda_compat_libraries_from_the_image_in_both_paths() {
             compat(&b.rootfs());
             (case.setup)(&b.rootfs(), &canary_dir);
             let before = snapshot(&canary_dir);
-            request_gpu(h, &mut b, path, &work);
+            request_gpu_with(h, &mut b, path, &work, case.config);
             let out = b.run(&format!("echo CONF; cat /etc/ld.so.conf.d/*.conf 2>/dev/null; echo END; {MOUNTS}; dlcuda; echo RAN"));
             let stdout = String::from_utf8_lossy(&out.stdout).to_string();
             let context = format!("path {path:?}, case {}: status {}\n{stdout}\n{}", case.name, out.status, String::from_utf8_lossy(&out.stderr));

@@ -157,16 +157,10 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     Ok(())
 }
 
-/// Whether the image's CUDA forward-compat libraries may go first in its ld cache (upstream's
-/// legacy `cuda-compat-mode`): for a compute container whose ld cache we refresh, unless the
-/// mode is `disabled` or `features.disable-cuda-compat-lib-hook` is set. Every other mode
-/// (`ldconfig`, and upstream's `mount` and `hook`) does the same safe thing: an ld.so.conf.d
-/// entry, never a mount of a file from the image.
+/// Forward compatibility applies to a compute container whose ld cache we refresh, when the
+/// config allows it ([`Config::cuda_compat_enabled`]).
 fn cuda_compat(config: &Config, req: &request::Request, plan: &plan::Plan) -> bool {
-    req.capabilities.contains(&nvct::request::Capability::Compute)
-        && !plan.ldcache_dirs.is_empty()
-        && config.runtime.modes.legacy.cuda_compat_mode != "disabled"
-        && !config.features.disable_cuda_compat_lib_hook
+    req.capabilities.contains(&nvct::request::Capability::Compute) && !plan.ldcache_dirs.is_empty() && config.cuda_compat_enabled()
 }
 
 /// Where libraries go in this image: the Debian multiarch dir if the image has it.
