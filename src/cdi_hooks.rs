@@ -161,7 +161,7 @@ pub fn update_ldcache(root: &Rootfs, ldconfig: BorrowedFd, folders: &[PathBuf]) 
     }
     if !folders.is_empty() {
         let text: String = folders.iter().map(|f| format!("{}\n", f.display())).collect();
-        ldso_conf::write_conf(root, &format!("00-nvcr-{:08x}.conf", ldso_conf::fnv1a(text.as_bytes())), &text)?;
+        ldso_conf::write_conf(root, "00-nvcr", &text)?;
     }
     ldso_conf::ensure_ldso_conf(root)?;
     ldconfig::run_isolated(root, ldconfig, folders)?;

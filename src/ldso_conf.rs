@@ -45,10 +45,12 @@ pub fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
     }
 }
 
-/// Writes `/etc/ld.so.conf.d/<name>` through the gate: the directory is resolved (created) in
-/// the rootfs, the file opened relative to it without following a symlink and without
-/// blocking on a FIFO, checked to be a regular file, and only then truncated and written.
-pub fn write_conf(root: &Rootfs, name: &str, text: &str) -> Result<PathBuf, LdsoConfError> {
+/// Writes `/etc/ld.so.conf.d/<prefix>-<hash of text>.conf` through the gate: the directory
+/// is resolved (created) in the rootfs, the file opened relative to it without following a
+/// symlink and without blocking on a FIFO, checked to be a regular file, and only then
+/// truncated and written.
+pub fn write_conf(root: &Rootfs, prefix: &str, text: &str) -> Result<PathBuf, LdsoConfError> {
+    let name = &format!("{prefix}-{:08x}.conf", fnv1a(text.as_bytes()));
     let path = Path::new(LDSO_CONF_D).join(name);
     let dir = root.mkdir_all(Path::new(LDSO_CONF_D))?;
     // Look before opening for writing: opening a device node an image shipped could act on it.
@@ -78,7 +80,7 @@ pub fn write_conf(root: &Rootfs, name: &str, text: &str) -> Result<PathBuf, Ldso
 }
 
 /// 32-bit FNV-1a: a stable, short name for a conf file from its contents.
-pub fn fnv1a(bytes: &[u8]) -> u32 {
+fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
@@ -107,7 +109,7 @@ pub fn enable_cuda_compat(root: &Rootfs, host_driver_version: &str) -> Result<Op
     match compat.as_slice() {
         [major] if *major > host => {
             let text = format!("{CUDA_COMPAT_DIR}\n");
-            Ok(Some(write_conf(root, &format!("00-compat-{:08x}.conf", fnv1a(text.as_bytes())), &text)?))
+            Ok(Some(write_conf(root, "00-compat", &text)?))
         }
         _ => Ok(None),
     }
