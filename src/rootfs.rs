@@ -144,9 +144,11 @@ pub mod fault {
     use crate::sys;
     use std::os::fd::AsFd;
     use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::OnceLock;
 
     static SWAP: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    static FIRED: AtomicBool = AtomicBool::new(false);
     /// Where a swapped directory goes (next to it, inside the rootfs).
     pub const MOVED: &str = ".nvct-fault-moved";
 
@@ -157,7 +159,8 @@ pub mod fault {
 
     pub(super) fn after_resolve(root: &Rootfs, path: &Path) {
         let Some((want, target)) = SWAP.get() else { return };
-        if want != path {
+        // Once: `mount_target` of a directory passes here twice (mkdir_all, then the check).
+        if want != path || FIRED.swap(true, Ordering::SeqCst) {
             return;
         }
         let result = (|| -> Result<(), String> {
