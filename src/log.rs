@@ -7,6 +7,8 @@
 //! Never writes to stdout or stderr: the shim's stdout belongs to runc. Files are opened for
 //! append (runc appends to the same `--log` file after us) and close on exec; a file that cannot
 //! be opened or written is skipped silently, since logging must never fail a container.
+//!
+//! Also [`error_text`], the one-line error every binary prints on stderr.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
