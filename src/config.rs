@@ -72,10 +72,78 @@ pub struct CliConfig {
 #[serde(default, rename_all = "kebab-case")]
 pub struct RuntimeConfig {
     pub debug: String,
-    pub log_level: String,
+    pub log_level: LogLevel,
     pub runtimes: Vec<String>,
-    pub mode: String,
+    pub mode: Mode,
     pub modes: Modes,
+}
+
+/// `nvidia-container-runtime.mode`: checked when the config loads, so a typo fails
+/// `nvidia-ctk config` and the first container with the key's name instead of loading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Auto,
+    Legacy,
+    Cdi,
+    JitCdi,
+}
+
+/// `nvidia-container-runtime.modes.legacy.cuda-compat-mode` (upstream's four values). Every
+/// value but `disabled` does the same safe thing here: an ld.so.conf.d entry, never a mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CudaCompatMode {
+    Ldconfig,
+    Mount,
+    Hook,
+    Disabled,
+}
+
+/// `nvidia-container-runtime.log-level`, most severe first (so `a <= b` means "a is at least
+/// as severe as b"). logrus spellings are accepted: `trace` is debug, `fatal`/`panic` error,
+/// `warn` warning; anything else fails the load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum LogLevel {
+    Error,
+    Warning,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    pub fn parse(s: &str) -> Option<LogLevel> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "error" | "fatal" | "panic" => Some(LogLevel::Error),
+            "warning" | "warn" => Some(LogLevel::Warning),
+            "info" => Some(LogLevel::Info),
+            "debug" | "trace" => Some(LogLevel::Debug),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warning => "warning",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        }
+    }
+}
+
+impl TryFrom<String> for LogLevel {
+    type Error = String;
+    fn try_from(s: String) -> Result<LogLevel, String> {
+        LogLevel::parse(&s).ok_or_else(|| format!("unknown log level {s:?}, expected one of debug, info, warning, error"))
+    }
+}
+
+impl From<LogLevel> for String {
+    fn from(l: LogLevel) -> String {
+        l.as_str().into()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -96,7 +164,7 @@ pub struct CdiMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
 pub struct LegacyMode {
-    pub cuda_compat_mode: String,
+    pub cuda_compat_mode: CudaCompatMode,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,9 +228,9 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             debug: "/dev/null".into(),
-            log_level: "info".into(),
+            log_level: LogLevel::Info,
             runtimes: vec!["runc".into(), "crun".into()],
-            mode: "auto".into(),
+            mode: Mode::Auto,
             modes: Modes::default(),
         }
     }
@@ -180,7 +248,7 @@ impl Default for CdiMode {
 
 impl Default for LegacyMode {
     fn default() -> Self {
-        LegacyMode { cuda_compat_mode: "ldconfig".into() }
+        LegacyMode { cuda_compat_mode: CudaCompatMode::Ldconfig }
     }
 }
 
@@ -275,7 +343,7 @@ impl Config {
     /// Every other mode (`ldconfig`, upstream's `mount` and `hook`) does the same safe thing:
     /// an ld.so.conf.d entry, never a mount of a file from the image.
     pub fn cuda_compat_enabled(&self) -> bool {
-        self.runtime.modes.legacy.cuda_compat_mode != "disabled" && !self.features.disable_cuda_compat_lib_hook
+        self.runtime.modes.legacy.cuda_compat_mode != CudaCompatMode::Disabled && !self.features.disable_cuda_compat_lib_hook
     }
 
     /// The host ldconfig binary (the part after `@`).
@@ -314,6 +382,12 @@ mod tests {
                 Err("an ldconfig from the container is never run")),
             ("relative host ldconfig", "[nvidia-container-cli]\nldconfig = \"@ldconfig\"\n", Err("absolute path")),
             ("wrong type", "disable-require = \"yes\"\n", Err("config.toml is not valid")),
+            ("bad mode names the key", "[nvidia-container-runtime]\nmode = \"csv\"\n", Err("unknown variant `csv`, expected one of `auto`, `legacy`, `cdi`, `jit-cdi`")),
+            ("jit-cdi mode", "[nvidia-container-runtime]\nmode = \"jit-cdi\"\n", Ok(|c| c.runtime.mode == Mode::JitCdi)),
+            ("bad log level", "[nvidia-container-runtime]\nlog-level = \"verbose\"\n", Err("unknown log level \"verbose\"")),
+            ("logrus level spelling", "[nvidia-container-runtime]\nlog-level = \"warn\"\n", Ok(|c| c.runtime.log_level == LogLevel::Warning)),
+            ("bad cuda-compat-mode", "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"off\"\n", Err("unknown variant `off`")),
+            ("cuda-compat disabled", "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"disabled\"\n", Ok(|c| !c.cuda_compat_enabled())),
         ];
         for (name, text, want) in cases {
             match (Config::parse(text, p), want) {

@@ -19,36 +19,8 @@ use serde_json::json;
 
 use crate::config::RuntimeConfig;
 
-/// Severity, most severe first (so `a <= b` means "a is at least as severe as b").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    Error,
-    Warning,
-    Info,
-    Debug,
-}
-
-impl Level {
-    /// logrus spellings; `trace` counts as debug, `fatal`/`panic` as error.
-    pub fn parse(s: &str) -> Option<Level> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "error" | "fatal" | "panic" => Some(Level::Error),
-            "warning" | "warn" => Some(Level::Warning),
-            "info" => Some(Level::Info),
-            "debug" | "trace" => Some(Level::Debug),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Error => "error",
-            Level::Warning => "warning",
-            Level::Info => "info",
-            Level::Debug => "debug",
-        }
-    }
-}
+/// Severity: the config's `log-level` type.
+pub use crate::config::LogLevel as Level;
 
 /// runc's `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,8 +87,8 @@ impl Logger {
         Logger { level: Level::Info, format, files }
     }
 
-    /// Applies `[nvidia-container-runtime]`: `log-level` and the `debug` file. An unknown level
-    /// is logged as a warning and info is used (a typo must not break containers).
+    /// Applies `[nvidia-container-runtime]`: `log-level` (checked when the config loaded) and
+    /// the `debug` file.
     pub fn configure(&mut self, config: &RuntimeConfig) {
         let debug = config.debug.as_str();
         if !debug.is_empty() && debug != "/dev/null" && !self.files.iter().any(|(p, _)| p == Path::new(debug)) {
@@ -124,13 +96,7 @@ impl Logger {
                 self.files.push((PathBuf::from(debug), f));
             }
         }
-        match Level::parse(&config.log_level) {
-            Some(l) => self.level = l,
-            None => self.warning(&format!(
-                "config nvidia-container-runtime.log-level = {:?} is not one of debug, info, warning, error; using info",
-                config.log_level
-            )),
-        }
+        self.level = config.log_level;
     }
 
     /// Whether lines of `level` are written anywhere.
@@ -239,12 +205,12 @@ mod tests {
             ("info", "info", &["error", "warning", "info"][..]),
             ("error", "error", &["error"][..]),
             ("debug", "debug", &["error", "warning", "info", "debug"][..]),
-            ("bad level warns, uses info", "loud", &["warning", "error", "warning", "info"][..]),
+            ("logrus warn", "warn", &["error", "warning"][..]),
         ];
         for (name, level, want) in cases {
             let file = dir.path().join(format!("{name}.log"));
             let mut log = Logger::new(Some(&file), Format::Json);
-            let config = RuntimeConfig { log_level: level.into(), ..RuntimeConfig::default() };
+            let config = RuntimeConfig { log_level: Level::parse(level).unwrap(), ..RuntimeConfig::default() };
             log.configure(&config);
             for l in [Level::Error, Level::Warning, Level::Info, Level::Debug] {
                 log.log(l, "m");

@@ -195,20 +195,7 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     let legacy_cuda_image = view.get_checked("CUDA_VERSION")?.is_some()
         && view.get_checked("NVIDIA_REQUIRE_CUDA")?.is_none();
 
-    let from_env = match view.get_checked("NVIDIA_VISIBLE_DEVICES")? {
-        None if legacy_cuda_image => Some("all"),
-        other => other,
-    };
-    let from_env = if from_env.is_some()
-        && !view.privileged
-        && !config.accept_nvidia_visible_devices_envvar_when_unprivileged
-    {
-        notes.push("ignoring NVIDIA_VISIBLE_DEVICES of an unprivileged container \
-                    (accept-nvidia-visible-devices-envvar-when-unprivileged = false)".into());
-        None
-    } else {
-        from_env
-    };
+    let from_env = visible_devices_env(view, config, legacy_cuda_image, &mut notes)?;
     let from_mounts = if config.accept_nvidia_visible_devices_as_volume_mounts {
         volume_mount_list(&view.mounts)
     } else {
@@ -256,12 +243,36 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     Ok(Resolved { request: Some(Request { devices, capabilities, requirements, mig_config, mig_monitor }), notes })
 }
 
-/// `None` means "not a GPU container" (empty or `void`).
-pub fn parse_devices(var: &str, value: &str) -> Result<Option<Devices>, RequestError> {
+/// `NVIDIA_VISIBLE_DEVICES` as the toolkit may read it: NUL bytes refused, `all` for a legacy
+/// CUDA image that does not set it (when `legacy_default`), and nothing for an unprivileged
+/// container when `accept-nvidia-visible-devices-envvar-when-unprivileged = false` (with a
+/// note). The one reader of the variable, for the legacy request and the shim's CDI names.
+pub fn visible_devices_env<'a>(view: &'a ContainerView, config: &Config, legacy_default: bool, notes: &mut Vec<String>) -> Result<Option<&'a str>, RequestError> {
+    let value = match view.get_checked("NVIDIA_VISIBLE_DEVICES")? {
+        None if legacy_default => Some("all"),
+        other => other,
+    };
+    if value.is_some() && !view.privileged && !config.accept_nvidia_visible_devices_envvar_when_unprivileged {
+        notes.push("ignoring NVIDIA_VISIBLE_DEVICES of an unprivileged container \
+                    (accept-nvidia-visible-devices-envvar-when-unprivileged = false)".into());
+        return Ok(None);
+    }
+    Ok(value)
+}
+
+/// The comma-separated entries of a device list, trimmed, empty ones dropped, at most
+/// [`MAX_DEVICE_IDS`].
+pub fn list_items<'a>(var: &str, value: &'a str) -> Result<Vec<&'a str>, RequestError> {
     let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if items.len() > MAX_DEVICE_IDS {
         return Err(RequestError::TooManyIds { var: var.into(), count: items.len() });
     }
+    Ok(items)
+}
+
+/// `None` means "not a GPU container" (empty or `void`).
+pub fn parse_devices(var: &str, value: &str) -> Result<Option<Devices>, RequestError> {
+    let items = list_items(var, value)?;
     if items.is_empty() || items.contains(&"void") {
         return Ok(None);
     }

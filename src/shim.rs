@@ -24,7 +24,7 @@
 
 use crate::cdi::name::{NameError, QualifiedName};
 use crate::cdi::{self, ContainerEdits, GenerateError};
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::discover::Inventory;
 use crate::oci;
 use crate::request::{self, ContainerView, DeviceId, Devices};
@@ -50,8 +50,6 @@ pub enum ShimError {
     NoRuntime(Vec<String>),
     #[error("the hook {0:?} (config nvidia-container-runtime-hook.path) was not found")]
     NoHook(String),
-    #[error("mode {0:?} is not supported (config nvidia-container-runtime.mode; use \"auto\", \"legacy\", \"cdi\" or \"jit-cdi\")")]
-    Mode(String),
     #[error("{what}: {source}")]
     CdiName { what: String, source: NameError },
     #[error("config nvidia-container-runtime.modes.cdi.default-kind: {0}")]
@@ -205,7 +203,7 @@ pub struct CdiRequest {
 
 /// Reads the CDI request from annotations and `NVIDIA_VISIBLE_DEVICES`. With `strict` false
 /// only `explicit` is computed (bare ids are not converted, so a legacy id can never fail here).
-pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>, config: &Config, strict: bool) -> Result<CdiRequest, ShimError> {
+pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>, config: &Config, strict: bool, path: &Path) -> Result<CdiRequest, ShimError> {
     let cdi = &config.runtime.modes.cdi;
     let mut out = CdiRequest::default();
     for (key, value) in annotations {
@@ -224,22 +222,15 @@ pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>,
     if out.explicit {
         return Ok(out);
     }
-    let env = view.env.iter().rev().find_map(|e| e.strip_prefix("NVIDIA_VISIBLE_DEVICES="));
-    let honoured = view.privileged || config.accept_nvidia_visible_devices_envvar_when_unprivileged;
-    let Some(env) = env.filter(|_| honoured) else { return Ok(out) };
-    let items: Vec<&str> = env.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let request_err = |source| ShimError::Request { path: path.to_path_buf(), source };
+    let Some(env) = request::visible_devices_env(view, config, false, &mut Vec::new()).map_err(request_err)? else { return Ok(out) };
+    let items = request::list_items("NVIDIA_VISIBLE_DEVICES", env).map_err(request_err)?;
     if items.contains(&"void") || items.contains(&"none") {
         return Ok(out);
     }
     out.explicit = items.iter().any(|i| i.contains('='));
     if !strict {
         return Ok(out);
-    }
-    if items.len() > request::MAX_DEVICE_IDS {
-        return Err(ShimError::CdiName {
-            what: format!("NVIDIA_VISIBLE_DEVICES has {} entries (at most {})", items.len(), request::MAX_DEVICE_IDS),
-            source: NameError::Empty { what: "a shorter list" },
-        });
     }
     for item in items {
         let parsed = if item.contains('=') { QualifiedName::parse(item) } else { QualifiedName::new(&cdi.default_kind, item) };
@@ -262,32 +253,15 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
             .map_err(|source| ShimError::Request { path: path.to_path_buf(), source })?;
         Ok(if resolved.request.is_some() { Action::Legacy } else { Action::PassThrough })
     };
-    let strict = || cdi_request(&view, &annotations, config, true);
-    match config.runtime.mode.as_str() {
-        "legacy" => legacy(),
-        "auto" if cdi_request(&view, &annotations, config, false)?.explicit => Ok(Action::Cdi(strict()?.names)),
-        "auto" => legacy(),
-        "cdi" => Ok(Some(strict()?.names).filter(|n| !n.is_empty()).map_or(Action::PassThrough, Action::Cdi)),
-        "jit-cdi" => Ok(Some(strict()?.names).filter(|n| !n.is_empty()).map_or(Action::PassThrough, Action::JitCdi)),
-        other => {
-            let cdi_asks = cdi_request(&view, &annotations, config, false).map_or(true, |r| r.explicit);
-            if cdi_asks || !matches!(legacy(), Ok(Action::PassThrough)) {
-                Err(ShimError::Mode(other.to_string()))
-            } else {
-                Ok(Action::PassThrough)
-            }
-        }
+    let strict = || cdi_request(&view, &annotations, config, true, path);
+    let names = |names: Vec<QualifiedName>| Some(names).filter(|n| !n.is_empty());
+    match config.runtime.mode {
+        Mode::Legacy => legacy(),
+        Mode::Auto if cdi_request(&view, &annotations, config, false, path)?.explicit => Ok(Action::Cdi(strict()?.names)),
+        Mode::Auto => legacy(),
+        Mode::Cdi => Ok(names(strict()?.names).map_or(Action::PassThrough, Action::Cdi)),
+        Mode::JitCdi => Ok(names(strict()?.names).map_or(Action::PassThrough, Action::JitCdi)),
     }
-}
-
-/// Whether the container described by config.json (`bytes`, read from `path`) asks for a GPU
-/// (in legacy terms).
-pub fn wants_gpu(bytes: &[u8], path: &Path, config: &Config) -> Result<bool, ShimError> {
-    let spec: Spec = oci::parse_spec(bytes, path)?;
-    let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
-    let resolved = request::resolve(&view, config)
-        .map_err(|source| ShimError::Request { path: path.to_path_buf(), source })?;
-    Ok(resolved.request.is_some())
 }
 
 /// `cdi` mode: the edits of `names` from `specs` (read from `searched`), applied to `doc`,
@@ -523,36 +497,32 @@ mod tests {
         use Action::*;
         let gpu0 = "NVIDIA_VISIBLE_DEVICES=0";
         let ann = [("cdi.k8s.io/b", "nvidia.com/gpu=1"), ("cdi.k8s.io/a", "nvidia.com/gpu=0, example.com/x=y"), ("other/c", "nvidia.com/gpu=3")];
-        type Case<'a> = (&'a str, &'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, Result<Action, &'a str>);
+        type Case<'a> = (&'a str, Mode, Vec<&'a str>, Vec<(&'a str, &'a str)>, Result<Action, &'a str>);
         let cases: Vec<Case> = vec![
-            ("auto, nothing", "auto", vec![], vec![], Ok(PassThrough)),
-            ("auto, index is legacy", "auto", vec![gpu0], vec![], Ok(Legacy)),
-            ("auto, legacy cuda image", "auto", vec!["CUDA_VERSION=11.8.0"], vec![], Ok(Legacy)),
-            ("auto, qualified env is cdi, bare ids get the default kind", "auto", vec!["NVIDIA_VISIBLE_DEVICES=example.com/x=a,1"], vec![],
+            ("auto, nothing", Mode::Auto, vec![], vec![], Ok(PassThrough)),
+            ("auto, index is legacy", Mode::Auto, vec![gpu0], vec![], Ok(Legacy)),
+            ("auto, legacy cuda image", Mode::Auto, vec!["CUDA_VERSION=11.8.0"], vec![], Ok(Legacy)),
+            ("auto, qualified env is cdi, bare ids get the default kind", Mode::Auto, vec!["NVIDIA_VISIBLE_DEVICES=example.com/x=a,1"], vec![],
                 Ok(Cdi(q(&["example.com/x=a", "nvidia.com/gpu=1"])))),
-            ("auto, annotations sorted by key and split, win over env", "auto", vec![gpu0], ann.to_vec(),
+            ("auto, annotations sorted by key and split, win over env", Mode::Auto, vec![gpu0], ann.to_vec(),
                 Ok(Cdi(q(&["nvidia.com/gpu=0", "example.com/x=y", "nvidia.com/gpu=1"])))),
-            ("auto, other prefixes ignored", "auto", vec![], vec![("other/c", "nvidia.com/gpu=3")], Ok(PassThrough)),
-            ("legacy ignores annotations", "legacy", vec![], ann.to_vec(), Ok(PassThrough)),
-            ("legacy refuses a qualified env", "legacy", vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"], vec![], Err("not a device id")),
-            ("cdi, bare ids", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=0,all,0"], vec![], Ok(Cdi(q(&["nvidia.com/gpu=0", "nvidia.com/gpu=all"])))),
-            ("cdi, void", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=void"], vec![], Ok(PassThrough)),
-            ("cdi, none", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=none"], vec![], Ok(PassThrough)),
-            ("cdi, nothing", "cdi", vec!["CUDA_VERSION=11.8.0"], vec![], Ok(PassThrough)),
-            ("cdi, bad name", "cdi", vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=a/b"], vec![],
+            ("auto, other prefixes ignored", Mode::Auto, vec![], vec![("other/c", "nvidia.com/gpu=3")], Ok(PassThrough)),
+            ("legacy ignores annotations", Mode::Legacy, vec![], ann.to_vec(), Ok(PassThrough)),
+            ("legacy refuses a qualified env", Mode::Legacy, vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"], vec![], Err("not a device id")),
+            ("cdi, bare ids", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=0,all,0"], vec![], Ok(Cdi(q(&["nvidia.com/gpu=0", "nvidia.com/gpu=all"])))),
+            ("cdi, void", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=void"], vec![], Ok(PassThrough)),
+            ("cdi, none", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=none"], vec![], Ok(PassThrough)),
+            ("cdi, nothing", Mode::Cdi, vec!["CUDA_VERSION=11.8.0"], vec![], Ok(PassThrough)),
+            ("cdi, bad name", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=a/b"], vec![],
                 Err("NVIDIA_VISIBLE_DEVICES entry \"nvidia.com/gpu=a/b\": device name \"a/b\" contains '/'")),
-            ("cdi, bad annotation", "cdi", vec![], vec![("cdi.k8s.io/x", "gpu0")],
+            ("cdi, bad annotation", Mode::Cdi, vec![], vec![("cdi.k8s.io/x", "gpu0")],
                 Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name")),
-            ("jit-cdi", "jit-cdi", vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
-            ("jit-cdi, nothing", "jit-cdi", vec![], vec![], Ok(PassThrough)),
-            ("unknown mode, GPU container", "csv", vec![gpu0], vec![], Err("mode \"csv\" is not supported")),
-            ("unknown mode, CDI annotation", "csv", vec![], ann.to_vec(), Err("mode \"csv\" is not supported")),
-            ("unknown mode, qualified env", "csv", vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"], vec![], Err("mode \"csv\" is not supported")),
-            ("unknown mode, no GPU", "csv", vec!["NVIDIA_VISIBLE_DEVICES=void"], vec![], Ok(PassThrough)),
+            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
+            ("jit-cdi, nothing", Mode::JitCdi, vec![], vec![], Ok(PassThrough)),
         ];
         for (name, mode, env, annotations, want) in cases {
             let mut c = Config::default();
-            c.runtime.mode = mode.into();
+            c.runtime.mode = mode;
             let got = decide(&doc(&env, &annotations), Path::new("c.json"), &c);
             match (got, want) {
                 (Ok(a), Ok(w)) => assert_eq!(a, w, "case {name}"),
@@ -562,7 +532,7 @@ mod tests {
         }
         let mut c = Config::default();
         c.accept_nvidia_visible_devices_envvar_when_unprivileged = false;
-        c.runtime.mode = "cdi".into();
+        c.runtime.mode = Mode::Cdi;
         assert_eq!(decide(&doc(&[gpu0], &[]), Path::new("c.json"), &c).unwrap(), Action::PassThrough, "unprivileged env ignored");
     }
 

@@ -164,7 +164,7 @@ fn create_rewrite_with_fake_runtime() {
     // Unsupported mode and a missing hook: clear errors, config.json untouched.
     std::fs::write(&cfg_json, &before).unwrap();
     for (extra, want) in [
-        ("mode = \"csv\"\n", "mode \"csv\" is not supported"),
+        ("mode = \"csv\"\n", "unknown variant `csv`, expected one of `auto`, `legacy`, `cdi`, `jit-cdi`"),
         ("", "\"no-such-hook\" (config nvidia-container-runtime-hook.path) was not found"),
     ] {
         let cfg2 = dir.path().join("config2.toml");
