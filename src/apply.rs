@@ -12,16 +12,13 @@
 //! environment (`ldconfig.rs`, shared with the CDI hooks). Everything mounted lives in the container's mount namespace only: a failure
 //! leaves nothing on the host.
 
-use crate::ldconfig;
-use crate::ldso_conf;
+use crate::container::{ldconfig, ldso_conf, proc_mask, symlinks};
 use crate::plan::{CgroupRule, Plan};
-use crate::rootfs::{Rootfs, RootfsError, Target};
+use crate::container::rootfs::{Rootfs, Target};
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-
-const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -32,7 +29,7 @@ pub enum ApplyError {
     #[error("device cgroup: {0}")]
     Cgroup(String),
     #[error(transparent)]
-    Ldconfig(#[from] crate::ldconfig::LdconfigError),
+    Ldconfig(#[from] crate::container::ldconfig::LdconfigError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
     #[error("in the container's mount namespace: {0}")]
@@ -49,9 +46,6 @@ pub struct ContainerTarget {
     pub ldconfig: PathBuf,
     /// Skip the device cgroup (config `no-cgroups`).
     pub no_cgroups: bool,
-    /// The host driver version, when the image's CUDA forward-compat libraries may go first in
-    /// its ld cache ([`ldso_conf::enable_cuda_compat`], before ldconfig runs).
-    pub cuda_compat: Option<String>,
 }
 
 struct Prepared {
@@ -79,7 +73,9 @@ pub fn apply(plan: &Plan, target: &ContainerTarget) -> Result<(), ApplyError> {
     }
 
     let (mut rx, tx) = pipe()?;
-    let pid = sys::fork().map_err(ApplyError::Fork)?;
+    // SAFETY: the child (`in_container`) takes no lock another thread may hold (it logs
+    // nothing; its one message goes through the pipe), and ends with `exit_now`.
+    let pid = unsafe { sys::fork() }.map_err(ApplyError::Fork)?;
     if pid == 0 {
         drop(rx);
         let result = in_container(plan, target, &prepared, &ns, ldconfig.as_ref());
@@ -135,63 +131,21 @@ fn in_container(plan: &Plan, target: &ContainerTarget, prepared: &[Prepared], ns
         let fd = root.mount_target(&p.container_path, kind).map_err(|e| e.to_string())?;
         sys::move_mount(p.mount.as_fd(), fd.as_fd()).map_err(|e| format!("mount onto {}: {e}", p.container_path.display()))?;
     }
+    symlinks::create(&root, &plan.symlinks).map_err(|e| e.to_string())?;
     if let Some(mask) = &plan.proc_mask {
-        mask_proc_driver(&root, &mask.files)?;
+        proc_mask::mount(&root, mask)?;
     }
-    if let Some(version) = &target.cuda_compat {
+    if let Some(version) = &plan.cuda_compat {
         ldso_conf::enable_cuda_compat(&root, version).map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
     if let Some(ldconfig) = ldconfig {
-        ldconfig::run_isolated(&root, ldconfig.as_fd(), &plan.ldcache_dirs).map_err(|e| e.to_string())?;
+        ldconfig::refresh(&root, ldconfig.as_fd(), &plan.ldcache_dirs).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {
     sys::fstat(fd.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-}
-
-/// Mounts a read-only tmpfs with `files` (paths relative to `/proc/driver/nvidia`, with their
-/// contents) over the container's `/proc/driver/nvidia`. Without a driver in this kernel (a
-/// simulated host) that directory does not exist in procfs and cannot be created; then the
-/// tmpfs goes over `/proc/driver` and holds `nvidia/`. Must run in the container's mount
-/// namespace (the prestart hook's child, or a CDI hook). Also used by the CDI hook
-/// `disable-device-node-modification`.
-pub fn mask_proc_driver(root: &Rootfs, files: &[(PathBuf, String)]) -> Result<(), String> {
-    let (target, base) = match root.resolve(Path::new("/proc/driver/nvidia"), libc::O_PATH | libc::O_DIRECTORY) {
-        Ok(fd) => (fd, PathBuf::new()),
-        Err(RootfsError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
-            let fd = root.resolve(Path::new("/proc/driver"), libc::O_PATH | libc::O_DIRECTORY).map_err(|e| e.to_string())?;
-            (fd, PathBuf::from("nvidia"))
-        }
-        Err(e) => return Err(e.to_string()),
-    };
-    if sys::fstatfs_type(target.as_fd()).map_err(|e| format!("statfs /proc/driver: {e}"))? != PROC_SUPER_MAGIC {
-        return Err("the container's /proc/driver is not on procfs; refusing to mask it".into());
-    }
-    let tmpfs = sys::new_tmpfs(&[(c"mode", c"0555"), (c"size", c"1m")]).map_err(|e| format!("tmpfs for /proc/driver/nvidia: {e}"))?;
-    for (rel, text) in files {
-        let path = base.join(rel);
-        let mut dir = sys::openat(tmpfs.as_fd(), Path::new("."), libc::O_PATH | libc::O_DIRECTORY, 0).map_err(|e| e.to_string())?;
-        if let Some(parent) = path.parent() {
-            for c in parent.components() {
-                let name = Path::new(c.as_os_str());
-                match sys::mkdirat(dir.as_fd(), name, 0o555) {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-                    Err(e) => return Err(format!("tmpfs mkdir {}: {e}", name.display())),
-                }
-                dir = sys::openat(dir.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0).map_err(|e| e.to_string())?;
-            }
-        }
-        let name = Path::new(path.file_name().unwrap_or_default());
-        let fd = sys::openat(dir.as_fd(), name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o444)
-            .map_err(|e| format!("tmpfs file {}: {e}", path.display()))?;
-        std::fs::File::from(fd).write_all(text.as_bytes()).map_err(|e| format!("tmpfs file {}: {e}", path.display()))?;
-    }
-    sys::set_mount_attr(tmpfs.as_fd(), sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC, 0)
-        .map_err(|e| format!("read-only /proc/driver/nvidia: {e}"))?;
-    sys::move_mount(tmpfs.as_fd(), target.as_fd()).map_err(|e| format!("mask /proc/driver/nvidia: {e}"))
 }
 
 /// cgroup v1: `c MAJ:MIN rw` into the container's `devices.allow`. cgroup v2 has no such file

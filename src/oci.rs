@@ -148,6 +148,19 @@ pub fn is_privileged(spec: &Spec) -> bool {
         .is_some_and(|b| b.contains(&Capability::SysAdmin))
 }
 
+/// `(path, minor)` of every character device in `linux.devices`.
+pub fn devices(spec: &Spec) -> Vec<(PathBuf, u32)> {
+    use oci_spec::runtime::LinuxDeviceType;
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.devices().as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|d| matches!(d.typ(), LinuxDeviceType::C | LinuxDeviceType::U))
+        .filter_map(|d| Some((d.path().clone(), u32::try_from(d.minor()).ok()?)))
+        .collect()
+}
+
 /// `(source, destination)` of every mount in the spec.
 pub fn mounts(spec: &Spec) -> Vec<(PathBuf, PathBuf)> {
     spec.mounts()

@@ -3,7 +3,7 @@
 //! computed from this one value. Order is deterministic; nothing here touches the system.
 
 use crate::devices::{self, DeviceNode};
-use crate::discover::{Gpu, Inventory};
+use crate::discover::{Gpu, Inventory, ProcDriver};
 use crate::driver::{self, FileKind};
 use crate::request::{Capability, DeviceId, Devices, Request};
 use serde::Serialize;
@@ -57,15 +57,51 @@ pub struct ProcMask {
     pub files: Vec<(PathBuf, String)>,
 }
 
+/// A symlink in the container: `link` (an absolute container path) with contents `target`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Symlink {
+    pub target: PathBuf,
+    pub link: PathBuf,
+}
+
+/// Every edit a GPU container gets. Each field is made by one primitive of `container/` in
+/// the prestart hook, and written as one CDI edit or hook by `cdi/generate.rs`; a new kind of
+/// edit is a new field here, one primitive, one serialiser.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub device_nodes: Vec<DeviceNode>,
     pub mounts: Vec<FileMount>,
     pub cgroup_rules: Vec<CgroupRule>,
-    pub ldcache_dirs: Vec<PathBuf>,
+    /// Links made after the mounts (`libcuda.so` → `libcuda.so.1` next to the mounted libcuda).
+    pub symlinks: Vec<Symlink>,
+    /// What `/proc/driver/nvidia` shows; `None` when the host has no `/proc/driver/nvidia`.
     pub proc_mask: Option<ProcMask>,
+    /// The host driver version when the image's CUDA forward-compat libraries may go first in
+    /// its ld cache (compute, ld cache refreshed, allowed by the config).
+    pub cuda_compat: Option<String>,
+    /// Directories the container's ld cache is refreshed with (after `cuda_compat`).
+    pub ldcache_dirs: Vec<PathBuf>,
     /// Notes for the log (requirements not evaluated, optional nodes missing, …).
     pub notes: Vec<String>,
+}
+
+/// The one rule for `/proc/driver/nvidia` in a container, for both output paths: `params` with
+/// `ModifyDeviceFiles: 0`, `registry`, `version`, and the `gpus/<bus id>/` files of the GPUs
+/// in `bus_ids` only (the container's own GPUs).
+pub fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
+    let mut files = vec![
+        (PathBuf::from("params"), devices::params_without_device_modification(&pd.params)),
+        (PathBuf::from("registry"), pd.registry.clone()),
+        (PathBuf::from("version"), pd.version.clone()),
+    ];
+    for bus_id in bus_ids {
+        for (name, text) in pd.gpu_files.get(*bus_id).into_iter().flatten() {
+            files.push((Path::new("gpus").join(bus_id).join(name), text.clone()));
+        }
+    }
+    files.sort();
+    files.dedup();
+    ProcMask { files }
 }
 
 pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, PlanError> {
@@ -133,24 +169,22 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .filter(|m| m.kind == FileKind::Library)
         .filter_map(|m| m.container_path.parent().map(Path::to_path_buf))
         .collect();
-    let ldcache_dirs = lib_dirs.into_iter().collect();
+    let ldcache_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
 
-    let proc_mask = inv.proc_driver.as_ref().map(|pd| {
-        let mut files = vec![
-            (PathBuf::from("params"), devices::params_without_device_modification(&pd.params)),
-            (PathBuf::from("registry"), pd.registry.clone()),
-            (PathBuf::from("version"), pd.version.clone()),
-        ];
-        for (gpu, _) in &selected {
-            for (name, text) in pd.gpu_files.get(&gpu.bus_id).into_iter().flatten() {
-                files.push((Path::new("gpus").join(&gpu.bus_id).join(name), text.clone()));
-            }
-        }
-        files.sort();
-        files.dedup();
-        ProcMask { files }
-    });
-    Ok(Plan { device_nodes, mounts, cgroup_rules, ldcache_dirs, proc_mask, notes })
+    let symlinks = mounts
+        .iter()
+        .filter(|m| m.kind == FileKind::Library)
+        .find(|m| m.container_path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libcuda.so.")))
+        .and_then(|m| m.container_path.parent())
+        .map(|dir| Symlink { target: "libcuda.so.1".into(), link: dir.join("libcuda.so") })
+        .into_iter()
+        .collect();
+    let bus_ids: Vec<&str> = selected.iter().map(|(gpu, _)| gpu.bus_id.as_str()).collect();
+    let proc_mask = inv.proc_driver.as_ref().map(|pd| proc_mask(pd, &bus_ids));
+    let compute = caps.contains(&Capability::Compute);
+    let cuda_compat = (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
+        .then(|| inv.driver_version.clone());
+    Ok(Plan { device_nodes, mounts, cgroup_rules, symlinks, proc_mask, cuda_compat, ldcache_dirs, notes })
 }
 
 /// The GPUs (and MIG devices) a request names, in request order, each once.

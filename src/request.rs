@@ -157,6 +157,8 @@ pub struct Request {
     pub requirements: Vec<String>,
     pub mig_config: Option<Devices>,
     pub mig_monitor: Option<Devices>,
+    /// The config allows CUDA forward compatibility ([`Config::cuda_compat_enabled`]).
+    pub cuda_compat: bool,
 }
 
 /// The parts of config.json a request depends on.
@@ -240,7 +242,7 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     };
     let mig_config = privileged_only("NVIDIA_MIG_CONFIG_DEVICES")?;
     let mig_monitor = privileged_only("NVIDIA_MIG_MONITOR_DEVICES")?;
-    Ok(Resolved { request: Some(Request { devices, capabilities, requirements, mig_config, mig_monitor }), notes })
+    Ok(Resolved { request: Some(Request { devices, capabilities, requirements, mig_config, mig_monitor, cuda_compat: config.cuda_compat_enabled() }), notes })
 }
 
 /// `NVIDIA_VISIBLE_DEVICES` as the toolkit may read it: NUL bytes refused, `all` for a legacy
@@ -356,6 +358,7 @@ mod tests {
             requirements: vec![],
             mig_config: None,
             mig_monitor: None,
+            cuda_compat: true,
         }
     }
 

@@ -172,17 +172,35 @@ pub fn setns(ns: BorrowedFd, nstype: i32) -> io::Result<()> {
     check(unsafe { libc::setns(ns.as_raw_fd(), nstype) } as libc::c_long).map(drop)
 }
 
-/// fork(2). Returns 0 in the child. The child must only do simple work and `_exit`.
-pub fn fork() -> io::Result<libc::pid_t> {
-    // SAFETY: the caller's child only runs code that is safe after fork (see apply.rs).
+/// fork(2) (glibc's, which runs its atfork handlers). Returns 0 in the child.
+///
+/// # Safety
+/// Only the calling thread exists in the child. glibc resets malloc's locks in the child of
+/// fork(3), so the child may allocate; it must not take any other lock another thread of the
+/// parent may hold (stdout/stderr, the environment, a logger), and it must end with
+/// [`exit_now`], never by returning into the caller's stack (no destructors run twice).
+pub unsafe fn fork() -> io::Result<libc::pid_t> {
+    // SAFETY: the caller keeps the child's rules above.
     check(unsafe { libc::fork() } as libc::c_long).map(|p| p as libc::pid_t)
 }
 
 /// clone3(2) as a fork into new namespaces `flags` (CLONE_NEW*). Returns 0 in the child.
-pub fn fork_into_new_namespaces(flags: u64) -> io::Result<libc::pid_t> {
+///
+/// # Safety
+/// A raw clone3 skips glibc's atfork handlers, so malloc's locks are copied as they are: the
+/// caller must be single-threaded ([`single_threaded`]) or the child must not allocate. As with
+/// [`fork`], the child ends with an exec or [`exit_now`].
+pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<libc::pid_t> {
     let args = CloneArgs { flags, exit_signal: libc::SIGCHLD as u64, ..Default::default() };
-    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` outlives the call.
+    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` outlives the call; the caller
+    // keeps the child's rules above.
     check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) }).map(|p| p as libc::pid_t)
+}
+
+/// Whether this process has exactly one thread (`Threads:` of /proc/self/status).
+pub fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1")))
 }
 
 /// Waits for `pid`; returns its exit code, or 128+signal.

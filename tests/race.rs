@@ -113,7 +113,7 @@ fn swapped_directory_never_reaches_the_host_in_the_cdi_hooks() {
         assert!(written.is_empty(), "the hook wrote {written:?} into the host directory: {context}");
         eprintln!("case {name}: {}", if out.status.success() { "ran; wrote into the checked directory" } else { "refused" });
         if out.status.success() {
-            let moved = swapped_path.with_file_name(nvct::rootfs::fault::MOVED);
+            let moved = swapped_path.with_file_name(nvct::container::rootfs::fault::MOVED);
             assert!(std::fs::read_dir(&moved).map(|d| d.count() > 0).unwrap_or(false), "nothing in the checked directory {}: {context}", moved.display());
         } else {
             assert!(context.contains("nvidia-cdi-hook: error"), "refused without our message: {context}");

@@ -11,7 +11,7 @@ use nvct::oci::{self, HookState};
 use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
 use nvct::root::DriverRoot;
-use nvct::rootfs::Rootfs;
+use nvct::container::rootfs::Rootfs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
     #[cfg(feature = "fault-injection")]
     if let (Some(p), Some(t)) = (std::env::var_os("NVCT_FAULT_SWAP_PATH"), std::env::var_os("NVCT_FAULT_SWAP_TARGET")) {
-        nvct::rootfs::fault::arm(p.into(), t.into());
+        nvct::container::rootfs::fault::arm(p.into(), t.into());
     }
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -151,16 +151,9 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
         rootfs,
         ldconfig: config.host_ldconfig(),
         no_cgroups: config.cli.no_cgroups,
-        cuda_compat: cuda_compat(&config, &req, &plan).then(|| inv.driver_version.clone()),
     };
     apply::apply(&plan, &target)?;
     Ok(())
-}
-
-/// Forward compatibility applies to a compute container whose ld cache we refresh, when the
-/// config allows it ([`Config::cuda_compat_enabled`]).
-fn cuda_compat(config: &Config, req: &request::Request, plan: &plan::Plan) -> bool {
-    req.capabilities.contains(&nvct::request::Capability::Compute) && !plan.ldcache_dirs.is_empty() && config.cuda_compat_enabled()
 }
 
 /// Where libraries go in this image: the Debian multiarch dir if the image has it.

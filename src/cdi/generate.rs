@@ -186,8 +186,8 @@ fn targets<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<Target<'a>>,
     }
 }
 
-fn request(devices: Devices, capabilities: BTreeSet<Capability>) -> Request {
-    Request { devices, capabilities, requirements: vec![], mig_config: None, mig_monitor: None }
+fn request(devices: Devices, capabilities: BTreeSet<Capability>, cuda_compat: bool) -> Request {
+    Request { devices, capabilities, requirements: vec![], mig_config: None, mig_monitor: None, cuda_compat }
 }
 
 fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
@@ -224,30 +224,30 @@ fn hook(opts: &Options, args: Vec<String>) -> Hook {
     }
 }
 
-/// The spec-level hooks: links, device-node protection, CUDA forward compatibility (with
-/// compute; before the ld cache, which it feeds), ld cache (in that order).
-fn hooks(opts: &Options, plan: &plan::Plan, driver_version: &str) -> Vec<Hook> {
+/// The spec-level hooks, each the serialisation of one [`plan::Plan`] field, in the order the
+/// prestart hook applies them: `symlinks` (create-symlinks), `proc_mask`
+/// (disable-device-node-modification: the hook computes the same mask from the host's proc
+/// root and the container's device nodes), `cuda_compat` (enable-cuda-compat, before the ld
+/// cache, which it feeds), `ldcache_dirs` (update-ldcache).
+fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
     let enabled = |h: HookKind| !opts.disabled_hooks.contains(&h);
     let mut out = Vec::new();
-    if enabled(HookKind::CreateSymlinks) {
-        let libcuda = plan.mounts.iter().find(|m| {
-            m.kind == FileKind::Library && m.container_path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libcuda.so."))
-        });
-        if let Some(dir) = libcuda.and_then(|m| m.container_path.parent()) {
-            let link = format!("libcuda.so.1::{}", dir.join("libcuda.so").display());
-            out.push(hook(opts, vec!["create-symlinks".into(), "--link".into(), link]));
+    if enabled(HookKind::CreateSymlinks) && !plan.symlinks.is_empty() {
+        let mut args = vec![HookKind::CreateSymlinks.name().to_string()];
+        for l in &plan.symlinks {
+            args.extend(["--link".into(), format!("{}::{}", l.target.display(), l.link.display())]);
         }
+        out.push(hook(opts, args));
     }
-    if enabled(HookKind::DisableDeviceNodeModification) {
+    if enabled(HookKind::DisableDeviceNodeModification) && plan.proc_mask.is_some() {
         let mut args = vec![HookKind::DisableDeviceNodeModification.name().to_string()];
         if opts.proc_root != Path::new(DEFAULT_PROC_ROOT) {
             args.extend(["--proc-root".into(), opts.proc_root.display().to_string()]);
         }
         out.push(hook(opts, args));
     }
-    let compute = opts.capabilities.contains(&Capability::Compute);
-    if enabled(HookKind::EnableCudaCompat) && compute && !driver_version.is_empty() && !plan.ldcache_dirs.is_empty() {
-        out.push(hook(opts, vec![HookKind::EnableCudaCompat.name().into(), "--host-driver-version".into(), driver_version.into()]));
+    if let Some(version) = plan.cuda_compat.as_ref().filter(|_| enabled(HookKind::EnableCudaCompat)) {
+        out.push(hook(opts, vec![HookKind::EnableCudaCompat.name().into(), "--host-driver-version".into(), version.clone()]));
     }
     if enabled(HookKind::UpdateLdcache) && !plan.ldcache_dirs.is_empty() {
         let mut args = vec![HookKind::UpdateLdcache.name().to_string()];
@@ -278,14 +278,15 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     }
     let layout = Layout { lib_dir: None };
 
-    let shared = plan::plan(&request(Devices::None, opts.capabilities.clone()), inv, &layout).map_err(GenerateError::SpecPlan)?;
+    let cuda_compat = !opts.disabled_hooks.contains(&HookKind::EnableCudaCompat);
+    let shared = plan::plan(&request(Devices::None, opts.capabilities.clone(), cuda_compat), inv, &layout).map_err(GenerateError::SpecPlan)?;
     let shared_nodes: Vec<&crate::devices::DeviceNode> = shared.device_nodes.iter().collect();
 
     let mut devices = Vec::new();
     let mut all_nodes: Vec<crate::devices::DeviceNode> = Vec::new();
     for target in targets(inv, &opts.devices)? {
         let id = target.id();
-        let p = plan::plan(&request(Devices::List(vec![id.clone()]), BTreeSet::new()), inv, &layout)
+        let p = plan::plan(&request(Devices::List(vec![id.clone()]), BTreeSet::new(), false), inv, &layout)
             .map_err(|source| GenerateError::Plan { device: id.to_string(), source })?;
         let own: Vec<crate::devices::DeviceNode> = p.device_nodes.into_iter().filter(|n| !shared_nodes.contains(&n)).collect();
         for n in &own {
@@ -310,7 +311,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
         device_nodes: shared.device_nodes.iter().map(node).collect(),
         mounts: shared.mounts.iter().map(mount).collect(),
-        hooks: hooks(opts, &shared, &inv.driver_version),
+        hooks: hooks(opts, &shared),
     };
     let mut spec = Spec { cdi_version: String::new(), kind, devices, container_edits };
     spec.cdi_version = version::minimum(&spec).to_string();

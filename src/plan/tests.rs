@@ -65,7 +65,7 @@ fn inventory() -> Inventory {
 }
 
 fn request(devices: Devices, caps: &[Capability]) -> Request {
-    Request { devices, capabilities: caps.iter().copied().collect(), requirements: vec![], mig_config: None, mig_monitor: None }
+    Request { devices, capabilities: caps.iter().copied().collect(), requirements: vec![], mig_config: None, mig_monitor: None, cuda_compat: true }
 }
 
 fn layout() -> Layout {
@@ -101,6 +101,8 @@ fn gpus_0_and_2_with_utility_and_compute() {
             mount("/drv/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/usr/lib64/libcuda.so.550.54.15", FileKind::Library),
             mount("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib64/libnvidia-ml.so.550.54.15", FileKind::Library),
         ],
+        symlinks: vec![Symlink { target: "libcuda.so.1".into(), link: "/usr/lib64/libcuda.so".into() }],
+        cuda_compat: Some("550.54.15".into()),
         ldcache_dirs: vec!["/usr/lib64".into()],
         proc_mask: Some(ProcMask {
             files: vec![
@@ -128,6 +130,8 @@ fn none_gives_driver_files_and_control_node_only() {
             mount("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", FileKind::Binary),
             mount("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib64/libnvidia-ml.so.550.54.15", FileKind::Library),
         ],
+        symlinks: vec![],
+        cuda_compat: None,
         ldcache_dirs: vec!["/usr/lib64".into()],
         proc_mask: Some(ProcMask {
             files: vec![

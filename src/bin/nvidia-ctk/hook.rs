@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use nvct::cdi_hooks::{self, Container, Link};
+use nvct::cdi_hooks::{self, Container};
 
 #[derive(Args, Debug)]
 pub struct HookArgs {
@@ -33,7 +33,8 @@ pub enum HookCommand {
         #[arg(long, default_value = cdi_hooks::DEFAULT_LDCONFIG)]
         ldconfig_path: PathBuf,
     },
-    /// Make the container's /proc/driver/nvidia/params read `ModifyDeviceFiles: 0`.
+    /// Mask the container's /proc/driver/nvidia: params with `ModifyDeviceFiles: 0`, and only
+    /// the container's own GPUs under gpus/ (as the prestart hook does).
     DisableDeviceNodeModification {
         /// The host's /proc (a simulated host's procfs copy in tests).
         #[arg(long, default_value = "/proc")]
@@ -55,18 +56,18 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
     // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
     #[cfg(feature = "fault-injection")]
     if let (Some(p), Some(t)) = (std::env::var_os("NVCT_FAULT_SWAP_PATH"), std::env::var_os("NVCT_FAULT_SWAP_TARGET")) {
-        nvct::rootfs::fault::arm(p.into(), t.into());
+        nvct::container::rootfs::fault::arm(p.into(), t.into());
     }
     let stdin = || std::io::stdin().lock();
     match args.command {
         HookCommand::CreateSymlinks { links } => {
-            let links = links.iter().map(|l| Link::parse(l)).collect::<Result<Vec<_>, _>>()?;
+            let links = links.iter().map(|l| cdi_hooks::parse_link(l)).collect::<Result<Vec<_>, _>>()?;
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
             cdi_hooks::create_symlinks(&root, &links)?;
         }
         HookCommand::UpdateLdcache { folders, ldconfig_path } => {
-            let ldconfig = nvct::ldconfig::open_host(&ldconfig_path)?;
+            let ldconfig = nvct::container::ldconfig::open_host(&ldconfig_path)?;
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
             cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(&ldconfig), &folders)
@@ -74,14 +75,14 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         }
         HookCommand::DisableDeviceNodeModification { proc_root } => {
             let c = Container::from_state(stdin())?;
-            let Some(files) = cdi_hooks::masked_proc_driver(&proc_root)? else { return Ok(()) };
+            let Some(mask) = cdi_hooks::masked_proc_driver(&proc_root, &c) else { return Ok(()) };
             let root = c.enter()?;
-            cdi_hooks::disable_device_node_modification(&root, &files)?;
+            cdi_hooks::disable_device_node_modification(&root, &mask)?;
         }
         HookCommand::EnableCudaCompat { host_driver_version } => {
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
-            nvct::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
+            nvct::container::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
         }
         HookCommand::Unknown(argv) => {
             let name = argv.first().map(String::as_str).unwrap_or_default();

@@ -58,7 +58,9 @@ fn inventory(mig: bool) -> Inventory {
             file(FileKind::Firmware, "gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
             file(FileKind::Ipc, "/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket"),
         ],
-        proc_driver: None,
+        // The host has /proc/driver/nvidia: the plan masks it, so the spec carries
+        // disable-device-node-modification.
+        proc_driver: Some(crate::discover::ProcDriver { version: "NVRM version: x\n".into(), ..Default::default() }),
         notes: vec![],
     }
 }

@@ -9,7 +9,22 @@
 use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+
+/// `/a/b`: absolute, no `.`/`..`, no trailing `/`, no NUL or newline. What a container path
+/// given on a hook's command line must look like.
+pub fn is_clean_absolute(p: &Path) -> bool {
+    let bytes = p.as_os_str().as_bytes();
+    let mut comps = p.components();
+    bytes.len() > 1
+        && !bytes.ends_with(b"/")
+        && !bytes.contains(&b'\0')
+        && !bytes.contains(&b'\n')
+        && !bytes.split(|b| *b == b'/').any(|c| c == b"." || c == b"..")
+        && comps.next() == Some(Component::RootDir)
+        && comps.all(|c| matches!(c, Component::Normal(_)))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RootfsError {

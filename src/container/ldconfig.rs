@@ -11,7 +11,8 @@
 //! Must not: look the binary up by a path after entering the container, or inherit any
 //! environment.
 
-use crate::rootfs::{Rootfs, RootfsError};
+use crate::container::ldso_conf::{self, LdsoConfError};
+use crate::container::rootfs::{is_clean_absolute, Rootfs, RootfsError};
 use crate::sys;
 use std::ffi::CString;
 use std::io;
@@ -25,8 +26,10 @@ pub enum LdconfigError {
     NotAbsolute { path: PathBuf },
     #[error("cannot open the host ldconfig {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
-    #[error("ld cache directory {path} has a NUL byte")]
+    #[error("ld cache directory {path:?} is not an absolute, clean path without newlines")]
     BadDir { path: PathBuf },
+    #[error(transparent)]
+    Conf(#[from] LdsoConfError),
     #[error("cannot prepare /etc in the container: {0}")]
     Etc(#[from] RootfsError),
     #[error("ldconfig for {rootfs}: cannot start a child in new namespaces (clone3): {source}")]
@@ -48,6 +51,29 @@ pub fn open_host(path: &Path) -> Result<OwnedFd, LdconfigError> {
         .map_err(|source| LdconfigError::Open { path: path.to_path_buf(), source })
 }
 
+/// The plan's `ldcache_dirs`, for the prestart hook and `update-ldcache` alike: lists `dirs` in
+/// `/etc/ld.so.conf.d/00-nvcr-<hash>.conf` (so they stay in the cache when the container runs
+/// ldconfig itself; skipped when the image's `/etc/ld.so.conf.d` cannot be written safely),
+/// makes sure `/etc/ld.so.conf` includes that directory when the image has
+/// none, then runs the host ldconfig isolated ([`run_isolated`]).
+pub fn refresh(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<(), LdconfigError> {
+    if let Some(bad) = dirs.iter().find(|d| !is_clean_absolute(d)) {
+        return Err(LdconfigError::BadDir { path: bad.clone() });
+    }
+    if !dirs.is_empty() {
+        let text: String = dirs.iter().map(|d| format!("{}\n", d.display())).collect();
+        match ldso_conf::write_conf(root, "00-nvcr", &text) {
+            // The image's ld.so.conf.d is a link out of the rootfs or not a directory: it is
+            // not written through, and the cache still gets `dirs` from ldconfig's arguments.
+            Err(LdsoConfError::Rootfs(RootfsError::BadTarget { .. })) => {}
+            Err(e) => return Err(e.into()),
+            Ok(_) => {}
+        }
+    }
+    ldso_conf::ensure_ldso_conf(root)?;
+    run_isolated(root, ldconfig, dirs)
+}
+
 /// Runs `ldconfig DIR...` from the fd `ldconfig` (see [`open_host`]) with the rootfs as `/`.
 /// Must be called from inside the container's mount namespace (its /proc and /sys are the
 /// mounts detached in the child).
@@ -59,7 +85,13 @@ pub fn run_isolated(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Re
     }
     let rootfs = root.host_path().to_path_buf();
     let flags = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET) as u64;
-    let pid = sys::fork_into_new_namespaces(flags).map_err(|source| LdconfigError::Clone { rootfs: rootfs.clone(), source })?;
+    if !sys::single_threaded() {
+        let source = io::Error::other("the calling process has more than one thread");
+        return Err(LdconfigError::Clone { rootfs, source });
+    }
+    // SAFETY: single-threaded (checked above); the child only makes syscalls, prints one line
+    // and execs or `exit_now`s.
+    let pid = unsafe { sys::fork_into_new_namespaces(flags) }.map_err(|source| LdconfigError::Clone { rootfs: rootfs.clone(), source })?;
     if pid == 0 {
         let err = (|| -> io::Result<io::Error> {
             sys::make_mounts_private()?;

@@ -7,7 +7,7 @@
 //! first; nothing from the image is mounted or followed to the host. Must not: write through a
 //! symlink or into anything but a regular file, or walk a path outside [`Rootfs`].
 
-use crate::rootfs::{Rootfs, RootfsError};
+use crate::container::rootfs::{Rootfs, RootfsError};
 use crate::sys;
 use std::ffi::OsStr;
 use std::io::{self, Write};

@@ -1,0 +1,20 @@
+//! The container layer: the one primitive for each kind of edit a [`crate::plan::Plan`] holds,
+//! called by the prestart hook's applier (`apply.rs`) and by the CDI hooks (`cdi_hooks.rs`)
+//! alike, so both output paths make each edit with the same code:
+//!
+//! | plan field     | primitive                          | CDI hook                          |
+//! |----------------|------------------------------------|-----------------------------------|
+//! | mounts, nodes  | [`rootfs::Rootfs::mount_target`]   | (runc mounts them from the spec)  |
+//! | `symlinks`     | [`symlinks::create`]               | `create-symlinks`                 |
+//! | `proc_mask`    | [`proc_mask::mount`]               | `disable-device-node-modification`|
+//! | `cuda_compat`  | [`ldso_conf::enable_cuda_compat`]  | `enable-cuda-compat`              |
+//! | `ldcache_dirs` | [`ldso_conf`] + [`ldconfig::run_isolated`] | `update-ldcache`          |
+//!
+//! Every path inside a container goes through [`rootfs`], the one gate. These functions run in
+//! the container's mount namespace; none of them executes anything from the image.
+
+pub mod ldconfig;
+pub mod ldso_conf;
+pub mod proc_mask;
+pub mod rootfs;
+pub mod symlinks;

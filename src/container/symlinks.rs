@@ -1,0 +1,47 @@
+//! Symlinks in the container ([`crate::plan::Symlink`], e.g. `libcuda.so -> libcuda.so.1`):
+//! each link's parent is resolved (and created) through the rootfs gate and the link made with
+//! symlinkat relative to that directory fd. An identical existing link is fine; anything else
+//! at the link's path is an error naming it. Called by the prestart hook and `create-symlinks`.
+
+use super::rootfs::{Rootfs, RootfsError};
+use crate::plan::Symlink;
+use crate::sys;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SymlinkError {
+    #[error("symlink {0}: not an absolute path with a file name")]
+    BadLink(PathBuf),
+    #[error(transparent)]
+    Rootfs(#[from] RootfsError),
+    #[error("cannot create the symlink {link} -> {target} in the container: {source}")]
+    Create { link: PathBuf, target: PathBuf, source: io::Error },
+    #[error("{link} already exists in the container and is {what}, not a symlink to {target}; refusing to replace it")]
+    Exists { link: PathBuf, target: PathBuf, what: String },
+}
+
+pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
+    for l in links {
+        let (Some(parent), Some(name)) = (l.link.parent(), l.link.file_name()) else {
+            return Err(SymlinkError::BadLink(l.link.clone()));
+        };
+        let name = Path::new(name);
+        let dir = root.mkdir_all(parent)?;
+        let err = |source| SymlinkError::Create { link: l.link.clone(), target: l.target.clone(), source };
+        match sys::symlinkat(&l.target, dir.as_fd(), name) {
+            Ok(()) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(source) => return Err(err(source)),
+        }
+        let what = match sys::readlinkat(dir.as_fd(), name) {
+            Ok(existing) if existing == l.target => continue,
+            Ok(existing) => format!("a symlink to {}", existing.display()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => "not a symlink".to_string(),
+            Err(source) => return Err(err(source)),
+        };
+        return Err(SymlinkError::Exists { link: l.link.clone(), target: l.target.clone(), what });
+    }
+    Ok(())
+}
