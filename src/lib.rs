@@ -22,6 +22,7 @@ pub mod apply;
 pub mod container;
 pub mod cdi_hooks;
 pub mod cdi;
+pub mod cgroup;
 pub mod fsutil;
 pub mod log;
 pub mod runtime_config;

@@ -380,7 +380,7 @@ fn device_isolation_in_both_paths() {
         b.add_capability("CAP_MKNOD");
         request_gpu(h, &mut b, path, &work);
         let out = b.run("cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
-                         grep ModifyDeviceFiles /proc/driver/nvidia/params; ls /dev; true");
+                         grep ModifyDeviceFiles /proc/driver/nvidia/params; echo GPUS; ls /proc/driver/nvidia/gpus; echo END; ls /dev; true");
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         let context = format!("path {path:?}: status {}\n{stdout}\n{stderr}", out.status);
@@ -389,6 +389,9 @@ fn device_isolation_in_both_paths() {
         assert!(stdout.contains("MKNOD-OK"), "{context}");
         assert!(stderr.contains("can't open '/dev/nvidia1': Operation not permitted"), "GPU 1 denied (EPERM): {context}");
         assert!(stdout.contains("ModifyDeviceFiles: 0"), "{context}");
+        // One rule for the mask in both paths: only the container's own GPU under gpus/.
+        let gpus = stdout.split("GPUS\n").nth(1).and_then(|t| t.split("END").next()).unwrap_or_default();
+        assert_eq!(gpus.split_whitespace().collect::<Vec<_>>(), vec![h.host.gpus()[0].bus_id.as_str()], "{context}");
     }
 }
 
