@@ -43,19 +43,6 @@ pub fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
     Ok(text)
 }
 
-/// `/proc/devices`: character device majors by name.
-pub fn parse_proc_devices(text: &str) -> BTreeMap<String, u32> {
-    text.lines()
-        .skip_while(|l| !l.starts_with("Character devices"))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Block devices"))
-        .filter_map(|l| {
-            let (major, name) = l.trim().split_once(' ')?;
-            Some((name.trim().to_string(), major.parse().ok()?))
-        })
-        .collect()
-}
-
 /// The driver version from `/proc/driver/nvidia/version`
 /// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ...`).
 pub fn parse_driver_version(text: &str) -> Option<String> {
@@ -181,15 +168,6 @@ pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, Devices
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn proc_devices() {
-        let text = "Character devices:\n  1 mem\n195 nvidia-frontend\n508 nvidia-uvm\n509 nvidia-caps\n\nBlock devices:\n  7 loop\n";
-        let m = parse_proc_devices(text);
-        assert_eq!(m.get("nvidia-frontend"), Some(&195));
-        assert_eq!(m.get("nvidia-uvm"), Some(&508));
-        assert_eq!(m.get("loop"), None, "block devices are not character devices");
-    }
 
     #[test]
     fn driver_versions() {

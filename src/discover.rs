@@ -41,13 +41,6 @@ pub struct MigDevice {
     pub uuid: String,
 }
 
-/// Where the GPU list came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum GpuSource {
-    Nvml,
-    Proc,
-}
-
 /// `/proc/driver/nvidia` contents shown (masked) to containers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct ProcDriver {
@@ -65,7 +58,6 @@ pub struct Inventory {
     /// `12.4`, when NVML told us.
     pub cuda_version: Option<String>,
     pub gpus: Vec<Gpu>,
-    pub gpu_source: GpuSource,
     /// Every NVIDIA device node present, sorted by container path.
     pub nodes: Vec<DeviceNode>,
     /// `/proc/driver/nvidia-caps/mig-minors`.
@@ -105,11 +97,11 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     let version_path = root.proc_path("driver/nvidia/version");
     let proc_version = devices::read_proc_file(&version_path).ok().and_then(|t| devices::parse_driver_version(&t));
 
-    let (driver_version, cuda_version, gpus, gpu_source) = match (nvml, proc_version) {
-        (Ok(host), _) => (host.driver_version, host.cuda_version, host.gpus, GpuSource::Nvml),
+    let (driver_version, cuda_version, gpus) = match (nvml, proc_version) {
+        (Ok(host), _) => (host.driver_version, host.cuda_version, host.gpus),
         (Err(e), Some(version)) => {
             notes.push(format!("NVML not used: {e}; reading GPUs from {}", root.proc_path("driver/nvidia").display()));
-            (version, None, devices::gpus_from_proc(root)?, GpuSource::Proc)
+            (version, None, devices::gpus_from_proc(root)?)
         }
         (Err(nvml), None) => {
             return Err(DiscoverError::NoDriver { proc_version: version_path, nvml, root: root.root.clone() })
@@ -124,7 +116,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     files.extend(driver::firmware(root, &driver_version));
     files.extend(driver::ipc(root));
     let proc_driver = read_proc_driver(root, &gpus);
-    Ok(Inventory { driver_version, cuda_version, gpus, gpu_source, nodes, mig_minors, files, proc_driver, notes })
+    Ok(Inventory { driver_version, cuda_version, gpus, nodes, mig_minors, files, proc_driver, notes })
 }
 
 /// The driver's procfs files under `root.proc_root` (`None` without `driver/nvidia/version`),

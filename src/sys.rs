@@ -184,17 +184,121 @@ pub unsafe fn fork() -> io::Result<libc::pid_t> {
     check(unsafe { libc::fork() } as libc::c_long).map(|p| p as libc::pid_t)
 }
 
-/// clone3(2) as a fork into new namespaces `flags` (CLONE_NEW*). Returns 0 in the child.
+/// clone3(2) as a fork into new namespaces `flags` (CLONE_NEW*). Returns 0 in the child, and
+/// in the parent the child's pid with a pidfd for it (CLONE_PIDFD).
 ///
 /// # Safety
 /// A raw clone3 skips glibc's atfork handlers, so malloc's locks are copied as they are: the
 /// caller must be single-threaded ([`single_threaded`]) or the child must not allocate. As with
 /// [`fork`], the child ends with an exec or [`exit_now`].
-pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<libc::pid_t> {
-    let args = CloneArgs { flags, exit_signal: libc::SIGCHLD as u64, ..Default::default() };
-    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` outlives the call; the caller
-    // keeps the child's rules above.
-    check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) }).map(|p| p as libc::pid_t)
+pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    let mut pidfd: libc::c_int = -1;
+    let args = CloneArgs {
+        flags: flags | libc::CLONE_PIDFD as u64,
+        pidfd: &mut pidfd as *mut libc::c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` and `pidfd` outlive the call;
+    // the caller keeps the child's rules above.
+    let pid = check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) })? as libc::pid_t;
+    // SAFETY: in the parent the kernel stored a new pidfd that nobody else owns.
+    Ok((pid, (pid != 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
+}
+
+/// Waits up to `timeout` for the process behind `pidfd` to exit; `Ok(false)` on timeout.
+pub fn wait_pidfd(pidfd: BorrowedFd, timeout: std::time::Duration) -> io::Result<bool> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        match r {
+            1.. => return Ok(true),
+            0 => return Ok(false),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// kill(pid, SIGKILL).
+pub fn kill_now(pid: libc::pid_t) {
+    // SAFETY: plain syscall; a pid that is gone only gives ESRCH.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// prctl(PR_SET_PDEATHSIG, SIGKILL): this process dies with its parent (thread).
+pub fn die_with_parent() -> io::Result<()> {
+    // SAFETY: plain prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } as libc::c_long).map(drop)
+}
+
+/// prctl(PR_SET_NO_NEW_PRIVS, 1): nothing exec'd later gains privileges.
+pub fn no_new_privs() -> io::Result<()> {
+    // SAFETY: plain prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } as libc::c_long).map(drop)
+}
+
+/// setrlimit(resource, value) for both the soft and the hard limit.
+pub fn limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let rl = libc::rlimit { rlim_cur: value, rlim_max: value };
+    // SAFETY: a valid rlimit struct.
+    check(unsafe { libc::setrlimit(resource, &rl) } as libc::c_long).map(drop)
+}
+
+/// Keeps only the capabilities `keep` (CAP_* numbers): every other one leaves the bounding set
+/// (so an exec cannot regain it), the ambient set is cleared, and effective, permitted and
+/// inheritable become `keep`.
+pub fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
+    for cap in 0..64u32 {
+        if keep.contains(&cap) {
+            continue;
+        }
+        // SAFETY: plain prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                break; // past the kernel's last capability
+            }
+            return Err(e);
+        }
+    }
+    // SAFETY: plain prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut set = [0u32; 2];
+    for cap in keep {
+        set[(*cap / 32) as usize] |= 1 << (cap % 32);
+    }
+    let header = Header { version: 0x2008_0522, pid: 0 };
+    let data = [0, 1].map(|i| Data { effective: set[i], permitted: set[i], inheritable: set[i] });
+    // SAFETY: _LINUX_CAPABILITY_VERSION_3 header and its two data structs, valid for the call.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) }).map(drop)
+}
+
+/// mount("none", path, "tmpfs", flags, data): a fresh tmpfs over `path`.
+pub fn mount_tmpfs(path: &CStr, data: &CStr) -> io::Result<()> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY: valid C strings for the call.
+    check(unsafe { libc::mount(c"none".as_ptr(), path.as_ptr(), c"tmpfs".as_ptr(), flags, data.as_ptr().cast()) } as libc::c_long)
+        .map(drop)
 }
 
 /// Whether this process has exactly one thread (`Threads:` of /proc/self/status).
@@ -232,13 +336,20 @@ pub fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error 
     io::Error::last_os_error()
 }
 
-/// chroot into the directory `dir` refers to, and chdir to the new root.
-pub fn chroot_fd(dir: BorrowedFd) -> io::Result<()> {
-    // SAFETY: plain syscalls on a valid fd / constant strings.
+/// chroot into `path` and chdir to the new root; fails unless the new root is the directory
+/// `expected` refers to (same device and inode), so a path swapped meanwhile is refused.
+pub fn chroot_path_checked(path: &Path, expected: BorrowedFd) -> io::Result<()> {
+    let c = cstring(path)?;
+    // SAFETY: valid C strings.
     unsafe {
-        check(libc::fchdir(dir.as_raw_fd()) as libc::c_long)?;
-        check(libc::chroot(c".".as_ptr()) as libc::c_long)?;
+        check(libc::chroot(c.as_ptr()) as libc::c_long)?;
         check(libc::chdir(c"/".as_ptr()) as libc::c_long)?;
+    }
+    let now = std::fs::metadata("/")?;
+    let want = fstat(expected)?;
+    use std::os::unix::fs::MetadataExt;
+    if (now.dev(), now.ino()) != (want.st_dev, want.st_ino) {
+        return Err(io::Error::other(format!("{} changed while it was entered", path.display())));
     }
     Ok(())
 }

@@ -509,3 +509,70 @@ fn image_ldconfig_is_never_run_in_the_cdi_path() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
     assert!(!marker.exists(), "an ldconfig of the image was executed: {context}");
 }
+
+/// A hostile ld.so.conf tree or library for the ld cache step. `fifo` makes a FIFO at a path;
+/// `link` a symlink.
+struct LdCase {
+    name: &'static str,
+    setup: fn(&Path),
+}
+
+fn mkfifo(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", path.display());
+}
+
+#[test]
+fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
+    // A FIFO blocks the host ldconfig's open() for ever; /dev/zero grows one line without end,
+    // /dev/urandom spins a CPU. Each start must end within seconds (the ldconfig child is
+    // killed after its time limit; the container's /dev is an empty tmpfs for it), the
+    // container refused with our message or started, and no process left rooted in the image.
+    let h = host();
+    let work = h.dir.join("ld-hang");
+    std::fs::create_dir_all(&work).unwrap();
+    let cases = [
+        LdCase { name: "ld.so.conf is a FIFO", setup: |r| mkfifo(&r.join("etc/ld.so.conf")) },
+        LdCase { name: "included conf is a FIFO", setup: |r| {
+            std::fs::write(r.join("etc/ld.so.conf"), "include /etc/ld.so.conf.d/*.conf\n").unwrap();
+            mkfifo(&r.join("etc/ld.so.conf.d/evil.conf"));
+        } },
+        LdCase { name: "aux cache is a FIFO", setup: |r| mkfifo(&r.join("var/cache/ldconfig/aux-cache")) },
+        LdCase { name: "library links to a FIFO", setup: |r| {
+            mkfifo(&r.join("tmp/fifo"));
+            std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+            symlink("/tmp/fifo", r.join("usr/lib/libevil.so.1")).unwrap();
+        } },
+        LdCase { name: "ld.so.conf links to /dev/zero", setup: |r| symlink("/dev/zero", r.join("etc/ld.so.conf")).unwrap() },
+        LdCase { name: "ld.so.conf links to /dev/urandom", setup: |r| symlink("/dev/urandom", r.join("etc/ld.so.conf")).unwrap() },
+    ];
+    std::thread::scope(|scope| {
+        for path in [Path_::Hook, Path_::JitCdi] {
+            for case in &cases {
+                let work = &work;
+                scope.spawn(move || {
+                    let mut b = Bundle::new(&h.dir, Image::Busybox);
+                    (case.setup)(&b.rootfs());
+                    request_gpu(h, &mut b, path, work);
+                    let started = std::time::Instant::now();
+                    let out = b.run_within("echo RAN", std::time::Duration::from_secs(40));
+                    let took = started.elapsed();
+                    let context = format!("path {path:?}, case {}: after {took:?}", case.name);
+                    let out = out.unwrap_or_else(|| panic!("{context}: the start hung"));
+                    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                    let context = format!("{context}: status {}\n{stdout}\n{stderr}", out.status);
+                    eprintln!("{context}");
+                    if out.status.success() {
+                        assert!(stdout.contains("RAN"), "{context}");
+                    } else {
+                        assert!(stderr.contains("did not finish within") || stderr.contains("the host ldconfig failed"), "refused without our message: {context}");
+                    }
+                    let left = bundle::processes_rooted_at(&b.rootfs());
+                    assert!(left.is_empty(), "processes left behind {left:?}: {context}");
+                });
+            }
+        }
+    });
+}

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use nvct::devices::DeviceNode;
-use nvct::discover::{Gpu, GpuSource, Inventory, MigDevice, ProcDriver};
+use nvct::discover::{Gpu, Inventory, MigDevice, ProcDriver};
 use nvct::driver::{DriverFile, FileKind};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,7 +34,6 @@ pub fn inventory(driver_version: &str, cuda_version: Option<&str>) -> Inventory 
         driver_version: driver_version.into(),
         cuda_version: cuda_version.map(str::to_string),
         gpus: (0..3).map(gpu).collect(),
-        gpu_source: GpuSource::Nvml,
         nodes: vec![
             node("/dev/nvidia-caps/nvidia-cap1", 509, 1),
             node("/dev/nvidia-caps/nvidia-cap2", 509, 2),

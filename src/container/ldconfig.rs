@@ -2,11 +2,20 @@
 //! prestart hook (`apply.rs`) and the CDI `update-ldcache` hook (`cdi_hooks.rs`).
 //!
 //! The binary is opened on the host ([`open_host`]) before anything touches the container and
-//! is executed from that fd (execveat), so nothing from the image is ever run. It runs in a
-//! clone3 child with new mount/pid/ipc/uts/net namespaces, chrooted into the rootfs, with the
-//! container's /proc and /sys detached and an empty environment: `ldconfig` follows symlinks
-//! inside the rootfs, which the image controls, so the rootfs must *be* its `/`
-//! (`ldconfig -r ROOT` from the host would follow them on the host).
+//! is executed from that fd (execveat), so nothing from the image is ever run. `@/sbin/ldconfig`
+//! becomes `/sbin/ldconfig.real` where that exists (Ubuntu's `/sbin/ldconfig` is a shell
+//! wrapper), as upstream does, and only a *static* ELF is accepted: a script would run the
+//! image's `/bin/sh`, a dynamic ELF the image's dynamic loader, both as root.
+//!
+//! It runs in a clone3 child with new mount/pid/ipc/uts/net namespaces, chrooted into the
+//! rootfs, with the container's /proc and /sys detached, an empty tmpfs over its /dev (a link
+//! to `/dev/zero` or a device node finds nothing), rlimits (address space, CPU time, file size,
+//! open files), no capabilities but the file-access ones, `no_new_privs`, `PDEATHSIG`, an empty
+//! environment, `-i` (the image's aux cache is not read), and a wall-clock limit after which it
+//! is killed ([`TIMEOUT`]): a FIFO anywhere in the image's ld.so.conf tree blocks `open()`
+//! forever, and then the container is refused instead of hanging. `ldconfig` follows symlinks
+//! inside the rootfs, which the image controls, so the rootfs must *be* its `/` (`ldconfig -r
+//! ROOT` from the host would follow them on the host).
 //!
 //! Must not: look the binary up by a path after entering the container, or inherit any
 //! environment.
@@ -16,7 +25,17 @@ use crate::container::rootfs::{is_clean_absolute, Rootfs, RootfsError};
 use crate::sys;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+/// How long the host ldconfig may run on one container (it takes milliseconds on real images).
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// Its limits: address space, CPU seconds, size of a file it writes, open files.
+const LIMITS: [(libc::__rlimit_resource_t, u64); 4] =
+    [(libc::RLIMIT_AS, 1 << 30), (libc::RLIMIT_CPU, 5), (libc::RLIMIT_FSIZE, 256 << 20), (libc::RLIMIT_NOFILE, 1024)];
+/// The capabilities it keeps: reading and writing files of any owner in the rootfs.
+const KEPT_CAPS: [u32; 4] = [0 /* CHOWN */, 1 /* DAC_OVERRIDE */, 2 /* DAC_READ_SEARCH */, 3 /* FOWNER */];
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +45,10 @@ pub enum LdconfigError {
     NotAbsolute { path: PathBuf },
     #[error("cannot open the host ldconfig {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
+    #[error("the host ldconfig {path} is {what}; only a statically linked ELF binary is run as root \
+             against a container (set nvidia-container-cli.ldconfig, or --ldconfig-path, to the real \
+             binary, e.g. \"@/sbin/ldconfig.real\" on Ubuntu)")]
+    NotStatic { path: PathBuf, what: &'static str },
     #[error("ld cache directory {path:?} is not an absolute, clean path without newlines")]
     BadDir { path: PathBuf },
     #[error(transparent)]
@@ -38,17 +61,60 @@ pub enum LdconfigError {
     Wait { rootfs: PathBuf, source: io::Error },
     #[error("the host ldconfig failed for {rootfs} (exit status {code}); its stderr above says why")]
     Failed { rootfs: PathBuf, code: i32 },
+    #[error("the host ldconfig did not finish within {}s for {rootfs} and was killed: the image's \
+             ld.so.conf tree (or a library) is a FIFO, a device or otherwise unreadable", TIMEOUT.as_secs())]
+    TimedOut { rootfs: PathBuf },
 }
 
-/// Opens the host ldconfig binary. `path` must be absolute (a host path, never resolved in
-/// a container).
+/// Opens the host ldconfig binary: `path`, or `path.real` when that exists (Ubuntu). `path`
+/// must be absolute (a host path, never resolved in a container) and the file a static ELF.
 pub fn open_host(path: &Path) -> Result<OwnedFd, LdconfigError> {
     if !path.is_absolute() {
         return Err(LdconfigError::NotAbsolute { path: path.to_path_buf() });
     }
-    std::fs::File::open(path)
-        .map(OwnedFd::from)
-        .map_err(|source| LdconfigError::Open { path: path.to_path_buf(), source })
+    let mut real = path.as_os_str().to_owned();
+    real.push(".real");
+    let path = if Path::new(&real).is_file() { PathBuf::from(real) } else { path.to_path_buf() };
+    let file = std::fs::File::open(&path).map_err(|source| LdconfigError::Open { path: path.clone(), source })?;
+    let mut head = vec![0u8; 64 << 10];
+    let n = file.read_at(&mut head, 0).map_err(|source| LdconfigError::Open { path: path.clone(), source })?;
+    head.truncate(n);
+    if let Err(what) = static_elf(&head) {
+        return Err(LdconfigError::NotStatic { path, what });
+    }
+    Ok(OwnedFd::from(file))
+}
+
+/// PURE: whether `head` (the first bytes of a file) is an ELF executable without an
+/// interpreter (`PT_INTERP`): one the kernel runs without loading anything else.
+pub fn static_elf(head: &[u8]) -> Result<(), &'static str> {
+    if head.len() < 52 || &head[..4] != b"\x7fELF" {
+        return Err(if head.starts_with(b"#!") { "a script" } else { "not an ELF binary" });
+    }
+    let (is64, little) = (head[4] == 2, head[5] == 1);
+    let u16_at = |o: usize| head.get(o..o + 2).map(|b| if little { u16::from_le_bytes([b[0], b[1]]) } else { u16::from_be_bytes([b[0], b[1]]) });
+    let u32_at = |o: usize| head.get(o..o + 4).map(|b| {
+        let a = [b[0], b[1], b[2], b[3]];
+        if little { u32::from_le_bytes(a) } else { u32::from_be_bytes(a) }
+    });
+    let u64_at = |o: usize| head.get(o..o + 8).map(|b| {
+        let a: [u8; 8] = b.try_into().unwrap_or_default();
+        if little { u64::from_le_bytes(a) } else { u64::from_be_bytes(a) }
+    });
+    let truncated = "an ELF file whose program headers cannot be read";
+    let (phoff, phentsize, phnum) = if is64 {
+        (u64_at(32).ok_or(truncated)?, u16_at(54).ok_or(truncated)?, u16_at(56).ok_or(truncated)?)
+    } else {
+        (u64::from(u32_at(28).ok_or(truncated)?), u16_at(42).ok_or(truncated)?, u16_at(44).ok_or(truncated)?)
+    };
+    for i in 0..u64::from(phnum) {
+        let at = phoff.checked_add(i * u64::from(phentsize)).ok_or(truncated)?;
+        let kind = u32_at(usize::try_from(at).map_err(|_| truncated)?).ok_or(truncated)?;
+        if kind == 3 {
+            return Err("dynamically linked (it has an interpreter)");
+        }
+    }
+    Ok(())
 }
 
 /// The plan's `ldcache_dirs`, for the prestart hook and `update-ldcache` alike: lists `dirs` in
@@ -79,7 +145,7 @@ pub fn refresh(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<
 /// mounts detached in the child).
 pub fn run_isolated(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<(), LdconfigError> {
     root.mkdir_all(Path::new("/etc"))?;
-    let mut argv = vec![CString::from(c"ldconfig")];
+    let mut argv = vec![CString::from(c"ldconfig"), CString::from(c"-i")];
     for d in dirs {
         argv.push(CString::new(d.as_os_str().as_bytes()).map_err(|_| LdconfigError::BadDir { path: d.clone() })?);
     }
@@ -91,26 +157,101 @@ pub fn run_isolated(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Re
     }
     // SAFETY: single-threaded (checked above); the child only makes syscalls, prints one line
     // and execs or `exit_now`s.
-    let pid = unsafe { sys::fork_into_new_namespaces(flags) }.map_err(|source| LdconfigError::Clone { rootfs: rootfs.clone(), source })?;
+    let (pid, pidfd) = unsafe { sys::fork_into_new_namespaces(flags) }.map_err(|source| LdconfigError::Clone { rootfs: rootfs.clone(), source })?;
     if pid == 0 {
-        let err = (|| -> io::Result<io::Error> {
-            sys::make_mounts_private()?;
-            sys::chroot_fd(root.fd())?;
-            // The container's /proc and /sys are not ldconfig's business; detached, they
-            // cannot be reached through any path the image controls.
-            let _ = sys::detach(c"/proc");
-            let _ = sys::detach(c"/sys");
-            Ok(sys::exec_fd(ldconfig, &argv, &[]))
-        })();
-        let e = match err {
-            Ok(e) | Err(e) => e,
+        let e = match confine(root) {
+            Ok(()) => sys::exec_fd(ldconfig, &argv, &[]),
+            Err(e) => e,
         };
         eprintln!("nvct: cannot run the host ldconfig in {}: {e}", rootfs.display());
         sys::exit_now(127);
+    }
+    let finished = match &pidfd {
+        Some(fd) => sys::wait_pidfd(fd.as_fd(), TIMEOUT).map_err(|source| LdconfigError::Wait { rootfs: rootfs.clone(), source })?,
+        None => true,
+    };
+    if !finished {
+        sys::kill_now(pid);
+        let _ = sys::wait(pid);
+        return Err(LdconfigError::TimedOut { rootfs });
     }
     match sys::wait(pid) {
         Ok(0) => Ok(()),
         Ok(code) => Err(LdconfigError::Failed { rootfs, code }),
         Err(source) => Err(LdconfigError::Wait { rootfs, source }),
+    }
+}
+
+/// In the ldconfig child: everything but the exec (see the module doc).
+fn confine(root: &Rootfs) -> io::Result<()> {
+    let step = |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    sys::die_with_parent().map_err(step("PDEATHSIG"))?;
+    sys::make_mounts_private().map_err(step("private mounts"))?;
+    // By path, not through `root.fd()`: that fd is a mount of the namespace we left, under
+    // which no mount of ours could be made or removed. The path is the bundle's, not the
+    // image's; the inode check refuses a rootfs swapped meanwhile.
+    sys::chroot_path_checked(root.host_path(), root.fd()).map_err(step("chroot"))?;
+    // The container's /proc, /sys and /dev are not ldconfig's business; detached (and /dev
+    // covered by an empty tmpfs), they cannot be reached through any path the image controls.
+    for mnt in [c"/proc", c"/sys"] {
+        match sys::detach(mnt) {
+            Err(e) if e.raw_os_error() != Some(libc::EINVAL) && e.raw_os_error() != Some(libc::ENOENT) => {
+                return Err(step("detaching /proc and /sys")(e));
+            }
+            _ => {} // detached, or not a mount point
+        }
+    }
+    if std::fs::symlink_metadata("/dev").is_ok_and(|m| m.is_dir()) {
+        sys::mount_tmpfs(c"/dev", c"size=4k,nr_inodes=16,mode=0755").map_err(step("tmpfs over /dev"))?;
+    }
+    for (resource, value) in LIMITS {
+        sys::limit(resource, value).map_err(step("rlimit"))?;
+    }
+    sys::keep_only_caps(&KEPT_CAPS).map_err(step("dropping capabilities"))?;
+    sys::no_new_privs().map_err(step("no_new_privs"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elf64(phdrs: &[u32]) -> Vec<u8> {
+        let mut f = vec![0u8; 64 + 56 * phdrs.len()];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2; // 64-bit
+        f[5] = 1; // little endian
+        f[32..40].copy_from_slice(&64u64.to_le_bytes());
+        f[54..56].copy_from_slice(&56u16.to_le_bytes());
+        f[56..58].copy_from_slice(&(phdrs.len() as u16).to_le_bytes());
+        for (i, t) in phdrs.iter().enumerate() {
+            f[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
+        }
+        f
+    }
+
+    #[test]
+    fn static_elf_cases() {
+        let mut truncated = elf64(&[1, 3]);
+        truncated.truncate(64 + 56 + 2);
+        let cases: Vec<(&str, Vec<u8>, Result<(), &str>)> = vec![
+            ("static: LOAD only", elf64(&[1, 1, 4]), Ok(())),
+            ("no program headers", elf64(&[]), Ok(())),
+            ("dynamic: INTERP", elf64(&[6, 3, 1]), Err("dynamically linked (it has an interpreter)")),
+            ("shell wrapper", b"#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n".to_vec(), Err("a script")),
+            ("empty", vec![], Err("not an ELF binary")),
+            ("truncated headers", truncated, Err("an ELF file whose program headers cannot be read")),
+        ];
+        for (name, bytes, want) in cases {
+            assert_eq!(static_elf(&bytes), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn this_hosts_ldconfig_is_static() {
+        // Debian's and Ubuntu's ldconfig(.real) are static-pie: the stock config must work.
+        let fd = open_host(Path::new("/sbin/ldconfig")).expect("the stock ldconfig is accepted");
+        drop(fd);
+        let e = open_host(Path::new("/bin/sh")).unwrap_err().to_string();
+        assert!(e.contains("dynamically linked") && e.contains("nvidia-container-cli.ldconfig"), "{e}");
     }
 }

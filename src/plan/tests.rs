@@ -1,7 +1,7 @@
 //! Whole-value tests of the planner: an inventory literal in, the complete plan out.
 
 use super::*;
-use crate::discover::{GpuSource, MigDevice, ProcDriver};
+use crate::discover::{MigDevice, ProcDriver};
 use crate::driver::DriverFile;
 use std::collections::BTreeMap;
 
@@ -31,7 +31,6 @@ fn inventory() -> Inventory {
         driver_version: "550.54.15".into(),
         cuda_version: Some("12.4".into()),
         gpus: (0..3).map(gpu).collect(),
-        gpu_source: GpuSource::Nvml,
         nodes: vec![
             node("/dev/nvidia-caps/nvidia-cap21", 509, 21),
             node("/dev/nvidia-caps/nvidia-cap22", 509, 22),

@@ -147,6 +147,56 @@ impl Bundle {
     }
 }
 
+impl Bundle {
+    /// `runc run` with `sh -c script`, killed (and the container deleted) when it has not
+    /// finished after `limit`: `None` then. For images built to hang the start.
+    pub fn run_within(&mut self, script: &str, limit: std::time::Duration) -> Option<Output> {
+        self.spec["process"]["args"] = json!(["sh", "-c", script]);
+        std::fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.spec).unwrap()).unwrap();
+        let (out_path, err_path) = (self.dir.join("runc.stdout"), self.dir.join("runc.stderr"));
+        let mut child = Command::new(require("runc"))
+            .args(["run", &self.id])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out_path).unwrap())
+            .stderr(std::fs::File::create(&err_path).unwrap())
+            .spawn()
+            .expect("runc run");
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let _ = Command::new("runc").args(["delete", "-f", &self.id]).output();
+        let status = status?;
+        Some(Output { status, stdout: std::fs::read(&out_path).unwrap(), stderr: std::fs::read(&err_path).unwrap() })
+    }
+}
+
+/// Pids of the processes whose root directory is `dir` (a container's rootfs): what a start
+/// left behind once the container is gone.
+pub fn processes_rooted_at(dir: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let want = std::fs::metadata(dir).unwrap();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if let Ok(m) = std::fs::metadata(e.path().join("root")) {
+            if (m.dev(), m.ino()) == (want.dev(), want.ino()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
 /// A finished command's status, stdout and stderr, for assertion messages.
 pub fn out_text(out: &Output) -> String {
     format!(

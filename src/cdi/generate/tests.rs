@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::devices::DeviceNode as HostNode;
-use crate::discover::GpuSource;
 use crate::driver::DriverFile;
 use std::collections::BTreeMap;
 
@@ -48,7 +47,6 @@ fn inventory(mig: bool) -> Inventory {
         driver_version: "550.54.15".into(),
         cuda_version: Some("12.4".into()),
         gpus: vec![gpu(0, false), gpu(1, mig)],
-        gpu_source: GpuSource::Nvml,
         nodes,
         mig_minors: BTreeMap::from([("gpu1/gi2/access".into(), 21), ("gpu1/gi2/ci0/access".into(), 22)]),
         files: vec![
