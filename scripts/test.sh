@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, builds the fake NVML and the tools, runs every
-# test (unit tests, and black-box tests that start real runc containers and a real containerd).
+# The whole test suite: installs what it needs, checks formatting and lints, builds the fake
+# NVML and the tools, runs every test (unit tests, and black-box tests that start real runc
+# containers, a real containerd and podman), then runs the container tests again on each other
+# kind of GPU node the suite simulates (tests/common/hostkind.rs): a cgroup v2 host and an
+# Ubuntu-like host (cgroup v2, /sbin/ldconfig a shell wrapper of ldconfig.real).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+cargo fmt --check
+cargo clippy --locked --all-targets --all-features -- -D warnings
 # --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
 # it is never part of a default or release build.
 cargo build --locked --bins --examples --all-features
 cargo test --locked --all-targets --all-features -- "$@"
+# The runc-based container tests (the prestart hook, and the shim's jit-cdi edits with our CDI
+# hooks under runc). containerd's `ctr run` (tests/shim*.rs) and podman (tests/cdi.rs) set CPU
+# limits, and this machine's cpu controller is bound to its cgroup v1 hierarchy, so on the
+# simulated v2 host they cannot start any container (GPU or not): they run on v1 only.
+container_tests=(--test hook --test attacks --test race --test cdi_hooks)
+for host in v2 ubuntu; do
+  echo "=== container tests on the simulated ${host} host"
+  NVCT_TEST_HOST=$host cargo test --locked --all-features "${container_tests[@]}" -- "$@"
+done

@@ -12,12 +12,13 @@
 //! environment (`ldconfig.rs`, shared with the CDI hooks). Everything mounted lives in the container's mount namespace only: a failure
 //! leaves nothing on the host.
 
-use crate::container::{ldconfig, ldso_conf, proc_mask, symlinks};
-use crate::plan::{CgroupRule, Plan};
 use crate::container::rootfs::{Rootfs, Target};
+use crate::container::{cgroup, ldconfig, ldso_conf, proc_mask, symlinks};
+use crate::plan::Plan;
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -26,14 +27,20 @@ pub enum ApplyError {
     Source { path: PathBuf, source: io::Error },
     #[error("cannot open {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
-    #[error("device cgroup: {0}")]
-    Cgroup(String),
+    #[error(transparent)]
+    Cgroup(#[from] crate::container::cgroup::CgroupError),
     #[error(transparent)]
     Ldconfig(#[from] crate::container::ldconfig::LdconfigError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
     #[error("in the container's mount namespace: {0}")]
     Child(String),
+    #[error(
+        "the hook state's pid {pid} is not a container being created ({why}); is \
+             nvidia-container-runtime-hook registered at another stage than prestart (e.g. \
+             createContainer in a hooks.d file)? Register it as a prestart hook"
+    )]
+    NotAContainer { pid: u32, why: &'static str },
 }
 
 /// What apply needs besides the plan.
@@ -53,23 +60,72 @@ struct Prepared {
     container_path: PathBuf,
 }
 
+/// Refuses a state whose pid is not the init of a container this runtime is creating: pid 1
+/// (a hook run inside the container's pid namespace, where `/proc` still shows the host's
+/// init), a process sharing our own mount namespace (the host, or the hook's), or one that
+/// does not see `rootfs` at the same path as we do. Call before anything else is read.
+pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
+    let refuse = |why| Err(ApplyError::NotAContainer { pid, why });
+    if pid == 1 {
+        return refuse("pid 1 is the init of the hook's own pid namespace");
+    }
+    let inode = |path: PathBuf| -> Result<(u64, u64), ApplyError> {
+        let fd = open(&path, libc::O_RDONLY)?;
+        let st = sys::fstat(fd.as_fd()).map_err(|source| ApplyError::Open { path, source })?;
+        Ok((st.st_dev, st.st_ino))
+    };
+    if inode(format!("/proc/{pid}/ns/mnt").into())? == inode("/proc/self/ns/mnt".into())? {
+        return refuse("it shares the hook's own mount namespace");
+    }
+    let theirs =
+        Path::new(&format!("/proc/{pid}/root")).join(rootfs.strip_prefix("/").unwrap_or(rootfs));
+    match (std::fs::metadata(&theirs), std::fs::metadata(rootfs)) {
+        (Ok(a), Ok(b)) if (a.dev(), a.ino()) == (b.dev(), b.ino()) => Ok(()),
+        _ => refuse("it does not see the bundle's rootfs"),
+    }
+}
+
 pub fn apply(plan: &Plan, target: &ContainerTarget) -> Result<(), ApplyError> {
     let mut prepared = Vec::new();
     for n in &plan.device_nodes {
-        let mount = sys::clone_mount(&n.host_path, sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC, sys::MOUNT_ATTR_NODEV)
-            .map_err(|source| ApplyError::Source { path: n.host_path.clone(), source })?;
-        prepared.push(Prepared { mount, container_path: n.path.clone() });
+        let mount = sys::clone_mount(
+            &n.host_path,
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            sys::MOUNT_ATTR_NODEV,
+        )
+        .map_err(|source| ApplyError::Source {
+            path: n.host_path.clone(),
+            source,
+        })?;
+        prepared.push(Prepared {
+            mount,
+            container_path: n.path.clone(),
+        });
     }
     for m in &plan.mounts {
-        let mount = sys::clone_mount(&m.host_path, sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV, 0)
-            .map_err(|source| ApplyError::Source { path: m.host_path.clone(), source })?;
-        prepared.push(Prepared { mount, container_path: m.container_path.clone() });
+        let mount = sys::clone_mount(
+            &m.host_path,
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            0,
+        )
+        .map_err(|source| ApplyError::Source {
+            path: m.host_path.clone(),
+            source,
+        })?;
+        prepared.push(Prepared {
+            mount,
+            container_path: m.container_path.clone(),
+        });
     }
     let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
     let ns = open(&ns_path, libc::O_RDONLY)?;
-    let ldconfig = if plan.ldcache_dirs.is_empty() { None } else { Some(ldconfig::open_host(&target.ldconfig)?) };
+    let ldconfig = if plan.ldcache_dirs.is_empty() {
+        None
+    } else {
+        Some(ldconfig::open_host(&target.ldconfig)?)
+    };
     if !target.no_cgroups {
-        allow_devices(target.pid, &plan.cgroup_rules)?;
+        cgroup::allow_devices(target.pid, &plan.cgroup_rules)?;
     }
 
     let (mut rx, tx) = pipe()?;
@@ -106,7 +162,10 @@ fn open(path: &Path, flags: i32) -> Result<OwnedFd, ApplyError> {
         .write(flags & libc::O_ACCMODE == libc::O_WRONLY)
         .open(path)
         .map(OwnedFd::from)
-        .map_err(|source| ApplyError::Open { path: path.to_path_buf(), source })
+        .map_err(|source| ApplyError::Open {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 fn pipe() -> Result<(std::fs::File, OwnedFd), ApplyError> {
@@ -118,74 +177,51 @@ fn pipe() -> Result<(std::fs::File, OwnedFd), ApplyError> {
     // SAFETY: both fds were just created and are owned by nobody else.
     unsafe {
         use std::os::fd::FromRawFd;
-        Ok((std::fs::File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+        Ok((
+            std::fs::File::from_raw_fd(fds[0]),
+            OwnedFd::from_raw_fd(fds[1]),
+        ))
     }
 }
 
 /// Runs in the forked child. Returns a message on failure.
-fn in_container(plan: &Plan, target: &ContainerTarget, prepared: &[Prepared], ns: &OwnedFd, ldconfig: Option<&OwnedFd>) -> Result<(), String> {
-    sys::setns(ns.as_fd(), libc::CLONE_NEWNS).map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
+fn in_container(
+    plan: &Plan,
+    target: &ContainerTarget,
+    prepared: &[Prepared],
+    ns: &OwnedFd,
+    ldconfig: Option<&OwnedFd>,
+) -> Result<(), String> {
+    sys::setns(ns.as_fd(), libc::CLONE_NEWNS)
+        .map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
     let root = Rootfs::open(&target.rootfs).map_err(|e| e.to_string())?;
     for p in prepared {
-        let kind = if is_dir_mount(&p.mount) { Target::Dir } else { Target::File };
-        let fd = root.mount_target(&p.container_path, kind).map_err(|e| e.to_string())?;
-        sys::move_mount(p.mount.as_fd(), fd.as_fd()).map_err(|e| format!("mount onto {}: {e}", p.container_path.display()))?;
+        let kind = if is_dir_mount(&p.mount) {
+            Target::Dir
+        } else {
+            Target::File
+        };
+        let fd = root
+            .mount_target(&p.container_path, kind)
+            .map_err(|e| e.to_string())?;
+        sys::move_mount(p.mount.as_fd(), fd.as_fd())
+            .map_err(|e| format!("mount onto {}: {e}", p.container_path.display()))?;
     }
     symlinks::create(&root, &plan.symlinks).map_err(|e| e.to_string())?;
     if let Some(mask) = &plan.proc_mask {
         proc_mask::mount(&root, mask)?;
     }
     if let Some(version) = &plan.cuda_compat {
-        ldso_conf::enable_cuda_compat(&root, version).map_err(|e| format!("CUDA forward compatibility: {e}"))?;
+        ldso_conf::enable_cuda_compat(&root, version)
+            .map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
     if let Some(ldconfig) = ldconfig {
-        ldconfig::refresh(&root, ldconfig.as_fd(), &plan.ldcache_dirs).map_err(|e| e.to_string())?;
+        ldconfig::refresh(&root, ldconfig.as_fd(), &plan.ldcache_dirs)
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {
     sys::fstat(fd.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-}
-
-/// cgroup v1: `c MAJ:MIN rw` into the container's `devices.allow`. cgroup v2 has no such file
-/// (the runtime must add the rules to the spec, or CDI mode be used): refused with a message.
-fn allow_devices(pid: u32, rules: &[CgroupRule]) -> Result<(), ApplyError> {
-    let cgroup_file = format!("/proc/{pid}/cgroup");
-    let text = std::fs::read_to_string(&cgroup_file).map_err(|e| ApplyError::Cgroup(format!("read {cgroup_file}: {e}")))?;
-    let Some(path) = text.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == "devices").then(|| path.to_string())
-    }) else {
-        return Err(ApplyError::Cgroup(format!(
-            "{cgroup_file} has no cgroup v1 devices controller (cgroup v2?): this hook can only allow devices \
-             on cgroup v1; use the nvidia runtime in cdi mode, or set nvidia-container-cli.no-cgroups = true \
-             and let the runtime's spec allow the devices"
-        )));
-    };
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| ApplyError::Cgroup(format!("read /proc/self/mountinfo: {e}")))?;
-    let (mount_root, mount_point) = mountinfo
-        .lines()
-        .find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let mut r = right.split(' ');
-            let (fstype, _, opts) = (r.next()?, r.next()?, r.next()?);
-            (fstype == "cgroup" && opts.split(',').any(|o| o == "devices")).then_some(())?;
-            let f: Vec<&str> = left.split(' ').collect();
-            Some((f.get(3)?.to_string(), f.get(4)?.to_string()))
-        })
-        .ok_or_else(|| ApplyError::Cgroup("no cgroup v1 devices hierarchy is mounted on this host".into()))?;
-    let rel = Path::new(&path).strip_prefix(&mount_root).unwrap_or(Path::new(&path));
-    let rel = rel.strip_prefix("/").unwrap_or(rel);
-    if rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-        return Err(ApplyError::Cgroup(format!("unexpected cgroup path {path:?} in {cgroup_file}")));
-    }
-    let allow = Path::new(&mount_point).join(rel).join("devices.allow");
-    let mut file = std::fs::OpenOptions::new().write(true).open(&allow).map_err(|e| ApplyError::Cgroup(format!("open {}: {e}", allow.display())))?;
-    for r in rules {
-        file.write_all(format!("c {}:{} rw", r.major, r.minor).as_bytes())
-            .map_err(|e| ApplyError::Cgroup(format!("write c {}:{} rw to {}: {e}", r.major, r.minor, allow.display())))?;
-    }
-    Ok(())
 }

@@ -78,10 +78,19 @@ impl Container {
         let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
         let gpu_minors = oci::devices(&spec)
             .into_iter()
-            .filter(|(path, _)| path.as_os_str().as_bytes().strip_prefix(b"/dev/nvidia").is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit)))
+            .filter(|(path, _)| {
+                path.as_os_str()
+                    .as_bytes()
+                    .strip_prefix(b"/dev/nvidia")
+                    .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+            })
             .map(|(_, minor)| minor)
             .collect();
-        Ok(Container { state, rootfs, gpu_minors })
+        Ok(Container {
+            state,
+            rootfs,
+            gpu_minors,
+        })
     }
 
     /// Joins the container's mount namespace when we are not in it yet (see the module doc),
@@ -89,10 +98,16 @@ impl Container {
     pub fn enter(&self) -> Result<Rootfs, HookError> {
         if std::os::unix::process::parent_id() != self.state.pid {
             let path = PathBuf::from(format!("/proc/{}/ns/mnt", self.state.pid));
-            let err = |source| HookError::Namespace { path: path.clone(), source };
+            let err = |source| HookError::Namespace {
+                path: path.clone(),
+                source,
+            };
             let theirs = OwnedFd::from(std::fs::File::open(&path).map_err(err)?);
             let ours = OwnedFd::from(std::fs::File::open("/proc/self/ns/mnt").map_err(err)?);
-            let (a, b) = (sys::fstat(theirs.as_fd()).map_err(err)?, sys::fstat(ours.as_fd()).map_err(err)?);
+            let (a, b) = (
+                sys::fstat(theirs.as_fd()).map_err(err)?,
+                sys::fstat(ours.as_fd()).map_err(err)?,
+            );
             if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
                 sys::setns(theirs.as_fd(), libc::CLONE_NEWNS).map_err(err)?;
             }
@@ -106,10 +121,17 @@ pub fn parse_link(arg: &str) -> Result<Symlink, HookError> {
     let bad = || HookError::BadLink(arg.to_string());
     let (target, link) = arg.split_once("::").ok_or_else(bad)?;
     let link = Path::new(link);
-    if target.is_empty() || target.contains('\0') || !is_clean_absolute(link) || link.parent().is_none() {
+    if target.is_empty()
+        || target.contains('\0')
+        || !is_clean_absolute(link)
+        || link.parent().is_none()
+    {
         return Err(bad());
     }
-    Ok(Symlink { target: target.into(), link: link.to_path_buf() })
+    Ok(Symlink {
+        target: target.into(),
+        link: link.to_path_buf(),
+    })
 }
 
 /// `create-symlinks`: the plan's `symlinks` ([`symlinks::create`]).
@@ -118,7 +140,11 @@ pub fn create_symlinks(root: &Rootfs, links: &[Symlink]) -> Result<(), HookError
 }
 
 /// `update-ldcache`: the plan's `ldcache_dirs` ([`ldconfig::refresh`]).
-pub fn update_ldcache(root: &Rootfs, ldconfig: BorrowedFd, folders: &[PathBuf]) -> Result<(), HookError> {
+pub fn update_ldcache(
+    root: &Rootfs,
+    ldconfig: BorrowedFd,
+    folders: &[PathBuf],
+) -> Result<(), HookError> {
     Ok(ldconfig::refresh(root, ldconfig, folders)?)
 }
 
@@ -127,10 +153,18 @@ pub fn update_ldcache(root: &Rootfs, ldconfig: BorrowedFd, folders: &[PathBuf]) 
 /// `/dev/nvidiaN` config.json gives the container. `None` when the host has no
 /// `driver/nvidia/version` (no driver loaded), as the planner's inventory has no proc files then.
 pub fn masked_proc_driver(proc_root: &Path, container: &Container) -> Option<ProcMask> {
-    let root = DriverRoot::new(PathBuf::from("/"), PathBuf::from("/"), proc_root.to_path_buf());
+    let root = DriverRoot::new(
+        PathBuf::from("/"),
+        PathBuf::from("/"),
+        proc_root.to_path_buf(),
+    );
     let gpus = devices::gpus_from_proc(&root).unwrap_or_default();
     let pd = discover::read_proc_driver(&root, &gpus)?;
-    let bus_ids: Vec<&str> = gpus.iter().filter(|g| container.gpu_minors.contains(&g.minor)).map(|g| g.bus_id.as_str()).collect();
+    let bus_ids: Vec<&str> = gpus
+        .iter()
+        .filter(|g| container.gpu_minors.contains(&g.minor))
+        .map(|g| g.bus_id.as_str())
+        .collect();
     Some(plan::proc_mask(&pd, &bus_ids))
 }
 
@@ -157,8 +191,16 @@ mod tests {
     #[test]
     fn link_cases() {
         let cases: &[(&str, &str, Option<(&str, &str)>)] = &[
-            ("relative target", "libcuda.so.1::/usr/lib64/libcuda.so", Some(("libcuda.so.1", "/usr/lib64/libcuda.so"))),
-            ("absolute target", "/usr/lib/x::/usr/lib/y", Some(("/usr/lib/x", "/usr/lib/y"))),
+            (
+                "relative target",
+                "libcuda.so.1::/usr/lib64/libcuda.so",
+                Some(("libcuda.so.1", "/usr/lib64/libcuda.so")),
+            ),
+            (
+                "absolute target",
+                "/usr/lib/x::/usr/lib/y",
+                Some(("/usr/lib/x", "/usr/lib/y")),
+            ),
             ("target with ::", "a::b::/c", None),
             ("no separator", "/usr/lib/x", None),
             ("relative link", "x::usr/lib/y", None),
@@ -170,7 +212,10 @@ mod tests {
         ];
         for (name, arg, want) in cases {
             let got = parse_link(arg).ok();
-            let want = want.map(|(t, l)| Symlink { target: t.into(), link: l.into() });
+            let want = want.map(|(t, l)| Symlink {
+                target: t.into(),
+                link: l.into(),
+            });
             assert_eq!(got, want, "case {name}");
         }
     }

@@ -17,13 +17,21 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path} is larger than 1 MiB; is it the right file?")]
     TooLarge { path: PathBuf },
     #[error("config file {path} is not valid: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("config file {path}: {key} = {value:?} is not allowed: {why}")]
-    Invalid { path: PathBuf, key: &'static str, value: String, why: String },
+    Invalid {
+        path: PathBuf,
+        key: &'static str,
+        value: String,
+        why: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,7 +144,9 @@ impl LogLevel {
 impl TryFrom<String> for LogLevel {
     type Error = String;
     fn try_from(s: String) -> Result<LogLevel, String> {
-        LogLevel::parse(&s).ok_or_else(|| format!("unknown log level {s:?}, expected one of debug, info, warning, error"))
+        LogLevel::parse(&s).ok_or_else(|| {
+            format!("unknown log level {s:?}, expected one of debug, info, warning, error")
+        })
     }
 }
 
@@ -194,7 +204,8 @@ impl Default for Config {
         Config {
             disable_require: false,
             swarm_resource: String::new(),
-            supported_driver_capabilities: "compat32,compute,display,graphics,ngx,utility,video".into(),
+            supported_driver_capabilities: "compat32,compute,display,graphics,ngx,utility,video"
+                .into(),
             accept_nvidia_visible_devices_envvar_when_unprivileged: true,
             accept_nvidia_visible_devices_as_volume_mounts: false,
             cli: CliConfig::default(),
@@ -248,19 +259,26 @@ impl Default for CdiMode {
 
 impl Default for LegacyMode {
     fn default() -> Self {
-        LegacyMode { cuda_compat_mode: CudaCompatMode::Ldconfig }
+        LegacyMode {
+            cuda_compat_mode: CudaCompatMode::Ldconfig,
+        }
     }
 }
 
 impl Default for HookConfig {
     fn default() -> Self {
-        HookConfig { path: "nvidia-container-runtime-hook".into(), skip_mode_detection: false }
+        HookConfig {
+            path: "nvidia-container-runtime-hook".into(),
+            skip_mode_detection: false,
+        }
     }
 }
 
 impl Default for CtkConfig {
     fn default() -> Self {
-        CtkConfig { path: "nvidia-ctk".into() }
+        CtkConfig {
+            path: "nvidia-ctk".into(),
+        }
     }
 }
 
@@ -271,29 +289,38 @@ pub fn default_path(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
     if let Some(p) = lookup(CONFIG_PATH_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let base = lookup("XDG_CONFIG_HOME").filter(|p| !p.is_empty()).unwrap_or_else(|| "/etc".into());
+    let base = lookup("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/etc".into());
     Path::new(&base).join("nvidia-container-runtime/config.toml")
 }
 
 impl Config {
     /// Parses config text; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         config.validate(path)?;
         Ok(config)
     }
 
     /// Loads the file at `path`; a missing file means the defaults (upstream behaviour).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let read_err = |source| ConfigError::Read { path: path.to_path_buf(), source };
+        let read_err = |source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(read_err(e)),
         };
         if meta.len() > MAX_CONFIG_BYTES {
-            return Err(ConfigError::TooLarge { path: path.to_path_buf() });
+            return Err(ConfigError::TooLarge {
+                path: path.to_path_buf(),
+            });
         }
         let text = std::fs::read_to_string(path).map_err(read_err)?;
         Config::parse(&text, path)
@@ -311,7 +338,10 @@ impl Config {
                     .into(),
             });
         }
-        if ldconfig.strip_prefix('@').is_some_and(|p| !p.starts_with('/')) {
+        if ldconfig
+            .strip_prefix('@')
+            .is_some_and(|p| !p.starts_with('/'))
+        {
             return Err(ConfigError::Invalid {
                 path: path.to_path_buf(),
                 key: "nvidia-container-cli.ldconfig",
@@ -329,7 +359,11 @@ impl Config {
 
     /// Where the device nodes are: the driver root unless `dev-root` is set.
     pub fn dev_root(&self) -> PathBuf {
-        if self.cli.dev_root.is_empty() { self.driver_root() } else { PathBuf::from(&self.cli.dev_root) }
+        if self.cli.dev_root.is_empty() {
+            self.driver_root()
+        } else {
+            PathBuf::from(&self.cli.dev_root)
+        }
     }
 
     /// Where the driver's procfs files are read from, `/proc` when unset.
@@ -343,7 +377,8 @@ impl Config {
     /// Every other mode (`ldconfig`, upstream's `mount` and `hook`) does the same safe thing:
     /// an ld.so.conf.d entry, never a mount of a file from the image.
     pub fn cuda_compat_enabled(&self) -> bool {
-        self.runtime.modes.legacy.cuda_compat_mode != CudaCompatMode::Disabled && !self.features.disable_cuda_compat_lib_hook
+        self.runtime.modes.legacy.cuda_compat_mode != CudaCompatMode::Disabled
+            && !self.features.disable_cuda_compat_lib_hook
     }
 
     /// The host ldconfig binary (the part after `@`).
@@ -373,21 +408,69 @@ mod tests {
         let p = Path::new("/etc/x/config.toml");
         let cases: &[(&str, &str, Result<fn(&Config) -> bool, &str>)] = &[
             ("empty", "", Ok(|c| *c == Config::default())),
-            ("root", "[nvidia-container-cli]\nroot = \"/run/nvidia/driver\"\n",
-                Ok(|c| c.driver_root() == Path::new("/run/nvidia/driver") && c.dev_root() == Path::new("/run/nvidia/driver"))),
-            ("unknown keys ignored", "future-key = 1\n[nvidia-container-cli]\nnew = true\n", Ok(|c| *c == Config::default())),
-            ("unprivileged off", "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n",
-                Ok(|c| !c.accept_nvidia_visible_devices_envvar_when_unprivileged)),
-            ("container ldconfig refused", "[nvidia-container-cli]\nldconfig = \"/sbin/ldconfig\"\n",
-                Err("an ldconfig from the container is never run")),
-            ("relative host ldconfig", "[nvidia-container-cli]\nldconfig = \"@ldconfig\"\n", Err("absolute path")),
-            ("wrong type", "disable-require = \"yes\"\n", Err("config.toml is not valid")),
-            ("bad mode names the key", "[nvidia-container-runtime]\nmode = \"csv\"\n", Err("unknown variant `csv`, expected one of `auto`, `legacy`, `cdi`, `jit-cdi`")),
-            ("jit-cdi mode", "[nvidia-container-runtime]\nmode = \"jit-cdi\"\n", Ok(|c| c.runtime.mode == Mode::JitCdi)),
-            ("bad log level", "[nvidia-container-runtime]\nlog-level = \"verbose\"\n", Err("unknown log level \"verbose\"")),
-            ("logrus level spelling", "[nvidia-container-runtime]\nlog-level = \"warn\"\n", Ok(|c| c.runtime.log_level == LogLevel::Warning)),
-            ("bad cuda-compat-mode", "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"off\"\n", Err("unknown variant `off`")),
-            ("cuda-compat disabled", "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"disabled\"\n", Ok(|c| !c.cuda_compat_enabled())),
+            (
+                "root",
+                "[nvidia-container-cli]\nroot = \"/run/nvidia/driver\"\n",
+                Ok(|c| {
+                    c.driver_root() == Path::new("/run/nvidia/driver")
+                        && c.dev_root() == Path::new("/run/nvidia/driver")
+                }),
+            ),
+            (
+                "unknown keys ignored",
+                "future-key = 1\n[nvidia-container-cli]\nnew = true\n",
+                Ok(|c| *c == Config::default()),
+            ),
+            (
+                "unprivileged off",
+                "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n",
+                Ok(|c| !c.accept_nvidia_visible_devices_envvar_when_unprivileged),
+            ),
+            (
+                "container ldconfig refused",
+                "[nvidia-container-cli]\nldconfig = \"/sbin/ldconfig\"\n",
+                Err("an ldconfig from the container is never run"),
+            ),
+            (
+                "relative host ldconfig",
+                "[nvidia-container-cli]\nldconfig = \"@ldconfig\"\n",
+                Err("absolute path"),
+            ),
+            (
+                "wrong type",
+                "disable-require = \"yes\"\n",
+                Err("config.toml is not valid"),
+            ),
+            (
+                "bad mode names the key",
+                "[nvidia-container-runtime]\nmode = \"csv\"\n",
+                Err("unknown variant `csv`, expected one of `auto`, `legacy`, `cdi`, `jit-cdi`"),
+            ),
+            (
+                "jit-cdi mode",
+                "[nvidia-container-runtime]\nmode = \"jit-cdi\"\n",
+                Ok(|c| c.runtime.mode == Mode::JitCdi),
+            ),
+            (
+                "bad log level",
+                "[nvidia-container-runtime]\nlog-level = \"verbose\"\n",
+                Err("unknown log level \"verbose\""),
+            ),
+            (
+                "logrus level spelling",
+                "[nvidia-container-runtime]\nlog-level = \"warn\"\n",
+                Ok(|c| c.runtime.log_level == LogLevel::Warning),
+            ),
+            (
+                "bad cuda-compat-mode",
+                "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"off\"\n",
+                Err("unknown variant `off`"),
+            ),
+            (
+                "cuda-compat disabled",
+                "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"disabled\"\n",
+                Ok(|c| !c.cuda_compat_enabled()),
+            ),
         ];
         for (name, text, want) in cases {
             match (Config::parse(text, p), want) {
@@ -401,11 +484,28 @@ mod tests {
     #[test]
     fn path_resolution() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
-        assert_eq!(default_path(env(&[])), Path::new("/etc/nvidia-container-runtime/config.toml"));
-        assert_eq!(default_path(env(&[("XDG_CONFIG_HOME", "/x")])), Path::new("/x/nvidia-container-runtime/config.toml"));
-        assert_eq!(default_path(env(&[("XDG_CONFIG_HOME", "/x"), (CONFIG_PATH_ENV, "/c.toml")])), Path::new("/c.toml"));
+        assert_eq!(
+            default_path(env(&[])),
+            Path::new("/etc/nvidia-container-runtime/config.toml")
+        );
+        assert_eq!(
+            default_path(env(&[("XDG_CONFIG_HOME", "/x")])),
+            Path::new("/x/nvidia-container-runtime/config.toml")
+        );
+        assert_eq!(
+            default_path(env(&[
+                ("XDG_CONFIG_HOME", "/x"),
+                (CONFIG_PATH_ENV, "/c.toml")
+            ])),
+            Path::new("/c.toml")
+        );
     }
 }
 
@@ -420,11 +520,17 @@ mod shipped {
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/config.toml"));
         let text = std::fs::read_to_string(path).unwrap();
         assert_eq!(text, DEFAULT_TEXT, "the embedded default text is stale");
-        assert_eq!(Config::parse(DEFAULT_TEXT, path).unwrap(), Config::default());
+        assert_eq!(
+            Config::parse(DEFAULT_TEXT, path).unwrap(),
+            Config::default()
+        );
         let defaults = toml::to_string(&Config::default()).unwrap();
         for line in defaults.lines().filter(|l| l.contains(" = ")) {
             let key = line.split(" = ").next().unwrap();
-            assert!(text.contains(&format!("{key} = ")), "config/config.toml lacks {key}");
+            assert!(
+                text.contains(&format!("{key} = ")),
+                "config/config.toml lacks {key}"
+            );
         }
     }
 }

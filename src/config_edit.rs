@@ -52,9 +52,14 @@ impl Assignment {
             None => (arg.trim(), None),
         };
         if key.is_empty() || key.split('.').any(str::is_empty) {
-            return Err(EditError::Assignment { arg: arg.to_string() });
+            return Err(EditError::Assignment {
+                arg: arg.to_string(),
+            });
         }
-        Ok(Assignment { key: key.to_string(), value })
+        Ok(Assignment {
+            key: key.to_string(),
+            value,
+        })
     }
 }
 
@@ -74,7 +79,11 @@ pub enum EditError {
     #[error(transparent)]
     Toml(#[from] runtime_config::Error),
     #[error("{path}: `{table}` is not a table; cannot set {key}")]
-    NotATable { path: PathBuf, table: String, key: String },
+    NotATable {
+        path: PathBuf,
+        table: String,
+        key: String,
+    },
     #[error("the edited config is refused: {0}")]
     Invalid(#[source] ConfigError),
 }
@@ -82,7 +91,9 @@ pub enum EditError {
 /// The type of `key`, from the defaults; unknown keys and tables are refused by name.
 pub fn kind_of(key: &str) -> Result<Kind, EditError> {
     let schema = toml::Table::try_from(Config::default()).expect("the default config serializes");
-    let unknown = || EditError::UnknownKey { key: key.to_string() };
+    let unknown = || EditError::UnknownKey {
+        key: key.to_string(),
+    };
     let parts: Vec<&str> = key.split('.').collect();
     let (last, parents) = parts.split_last().ok_or_else(unknown)?;
     let mut table = &schema;
@@ -96,7 +107,9 @@ pub fn kind_of(key: &str) -> Result<Kind, EditError> {
         Some(toml::Value::Boolean(_)) => Ok(Kind::Bool),
         Some(toml::Value::String(_)) => Ok(Kind::String),
         Some(toml::Value::Array(_)) => Ok(Kind::List),
-        Some(toml::Value::Table(_)) => Err(EditError::NotAValue { key: key.to_string() }),
+        Some(toml::Value::Table(_)) => Err(EditError::NotAValue {
+            key: key.to_string(),
+        }),
         _ => Err(unknown()),
     }
 }
@@ -109,9 +122,15 @@ pub fn typed_value(a: &Assignment, separator: &str) -> Result<Value, EditError> 
         (Kind::Bool, Some(v)) => match v.trim() {
             "true" => Ok(Value::from(true)),
             "false" => Ok(Value::from(false)),
-            _ => Err(EditError::BadBool { key: a.key.clone(), value: v.to_string() }),
+            _ => Err(EditError::BadBool {
+                key: a.key.clone(),
+                value: v.to_string(),
+            }),
         },
-        (_, None) => Err(EditError::MissingValue { key: a.key.clone(), kind }),
+        (_, None) => Err(EditError::MissingValue {
+            key: a.key.clone(),
+            kind,
+        }),
         (Kind::String, Some(v)) => Ok(Value::from(v)),
         (Kind::List, Some(v)) => {
             let items = v.split(separator).map(str::trim).filter(|s| !s.is_empty());
@@ -122,18 +141,29 @@ pub fn typed_value(a: &Assignment, separator: &str) -> Result<Value, EditError> 
 
 /// Applies `sets` in order (a later one for the same key wins) to config text `text` read from
 /// `path`, and checks that the result loads. Without assignments this only validates.
-pub fn edit(text: &str, path: &Path, sets: &[Assignment], separator: &str) -> Result<String, EditError> {
-    let mut doc = text.parse::<DocumentMut>().map_err(|e| runtime_config::Error::Toml {
-        path: path.to_path_buf(),
-        line: e.span().map_or(1, |s| line_of(text, s.start)),
-        message: e.message().trim().to_string(),
-    })?;
+pub fn edit(
+    text: &str,
+    path: &Path,
+    sets: &[Assignment],
+    separator: &str,
+) -> Result<String, EditError> {
+    let mut doc = text
+        .parse::<DocumentMut>()
+        .map_err(|e| runtime_config::Error::Toml {
+            path: path.to_path_buf(),
+            line: e.span().map_or(1, |s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        })?;
     for a in sets {
         let value = typed_value(a, separator)?;
         let parts: Vec<&str> = a.key.split('.').collect();
         let (last, parents) = parts.split_last().expect("split yields at least one part");
         let table = table_create(doc.as_table_mut(), parents, 0, path, &a.key)?;
-        if table.get(last).and_then(Item::as_value).is_some_and(|old| same(old, &value)) {
+        if table
+            .get(last)
+            .and_then(Item::as_value)
+            .is_some_and(|old| same(old, &value))
+        {
             continue;
         }
         set_value(table, last, value);
@@ -158,11 +188,14 @@ fn table_create<'t>(
         n.set_implicit(true);
         t.insert(k, Item::Table(n));
     }
-    let child = t.get_mut(k).and_then(Item::as_table_like_mut).ok_or_else(|| EditError::NotATable {
-        path: path.to_path_buf(),
-        table: keys[..=i].join("."),
-        key: full.to_string(),
-    })?;
+    let child = t
+        .get_mut(k)
+        .and_then(Item::as_table_like_mut)
+        .ok_or_else(|| EditError::NotATable {
+            path: path.to_path_buf(),
+            table: keys[..=i].join("."),
+            key: full.to_string(),
+        })?;
     table_create(child, keys, i + 1, path, full)
 }
 
@@ -187,12 +220,22 @@ mod tests {
 
     #[test]
     fn default_text_is_the_defaults() {
-        assert_eq!(Config::parse(DEFAULT_TEXT, Path::new(P)).unwrap(), Config::default());
-        assert_eq!(edit(DEFAULT_TEXT, Path::new(P), &[], ",").unwrap(), DEFAULT_TEXT);
+        assert_eq!(
+            Config::parse(DEFAULT_TEXT, Path::new(P)).unwrap(),
+            Config::default()
+        );
+        assert_eq!(
+            edit(DEFAULT_TEXT, Path::new(P), &[], ",").unwrap(),
+            DEFAULT_TEXT
+        );
     }
 
     /// (name, argument, Some((key, value)) | None for an error)
-    type ArgCase = (&'static str, &'static str, Option<(&'static str, Option<&'static str>)>);
+    type ArgCase = (
+        &'static str,
+        &'static str,
+        Option<(&'static str, Option<&'static str>)>,
+    );
 
     #[test]
     fn assignments() {
@@ -212,40 +255,92 @@ mod tests {
     }
 
     /// (name, input text, --set args, Ok(substring of the result) | Err(substring of the error))
-    type Case = (&'static str, &'static str, &'static [&'static str], Result<&'static str, &'static str>);
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        Result<&'static str, &'static str>,
+    );
 
     #[test]
     fn edits() {
         let user = "# mine\n[nvidia-container-cli]\n# the root\nroot = \"\" # inline\n";
         let cases: &[Case] = &[
-            ("string", user, &["nvidia-container-cli.root=/run/nvidia/driver"],
-                Ok("# mine\n[nvidia-container-cli]\n# the root\nroot = \"/run/nvidia/driver\" # inline\n")),
-            ("bool", DEFAULT_TEXT, &["features.allow-ldconfig-from-container=true"],
-                Ok("allow-ldconfig-from-container = true\n")),
-            ("bare bool is true", DEFAULT_TEXT, &["nvidia-container-cli.no-cgroups"], Ok("no-cgroups = true\n")),
-            ("list", DEFAULT_TEXT, &["nvidia-container-runtime.modes.cdi.spec-dirs=/a, /b"],
-                Ok("spec-dirs = [\"/a\", \"/b\"]\n")),
+            (
+                "string",
+                user,
+                &["nvidia-container-cli.root=/run/nvidia/driver"],
+                Ok("# mine\n[nvidia-container-cli]\n# the root\nroot = \"/run/nvidia/driver\" # inline\n"),
+            ),
+            (
+                "bool",
+                DEFAULT_TEXT,
+                &["features.allow-ldconfig-from-container=true"],
+                Ok("allow-ldconfig-from-container = true\n"),
+            ),
+            (
+                "bare bool is true",
+                DEFAULT_TEXT,
+                &["nvidia-container-cli.no-cgroups"],
+                Ok("no-cgroups = true\n"),
+            ),
+            (
+                "list",
+                DEFAULT_TEXT,
+                &["nvidia-container-runtime.modes.cdi.spec-dirs=/a, /b"],
+                Ok("spec-dirs = [\"/a\", \"/b\"]\n"),
+            ),
             ("empty list", DEFAULT_TEXT, &["nvidia-container-runtime.runtimes="], Ok("runtimes = []\n")),
             ("last wins", "", &["swarm-resource=a", "swarm-resource=b"], Ok("swarm-resource = \"b\"\n")),
-            ("missing table created", "", &["nvidia-container-runtime.modes.cdi.default-kind=x.com/y"],
-                Ok("[nvidia-container-runtime.modes.cdi]\ndefault-kind = \"x.com/y\"\n")),
-            ("unknown key", DEFAULT_TEXT, &["nvidia-container-cli.rot=/x"], Err("unknown config key \"nvidia-container-cli.rot\"")),
+            (
+                "missing table created",
+                "",
+                &["nvidia-container-runtime.modes.cdi.default-kind=x.com/y"],
+                Ok("[nvidia-container-runtime.modes.cdi]\ndefault-kind = \"x.com/y\"\n"),
+            ),
+            (
+                "unknown key",
+                DEFAULT_TEXT,
+                &["nvidia-container-cli.rot=/x"],
+                Err("unknown config key \"nvidia-container-cli.rot\""),
+            ),
             ("unknown table", DEFAULT_TEXT, &["foo.bar=1"], Err("unknown config key \"foo.bar\"")),
             ("table is not a value", DEFAULT_TEXT, &["features=true"], Err("\"features\" is a table")),
-            ("bad bool", DEFAULT_TEXT, &["features.ignore-imex-channel-requests=yes"],
-                Err("features.ignore-imex-channel-requests: \"yes\" is not a boolean")),
-            ("string needs a value", DEFAULT_TEXT, &["nvidia-container-cli.root"], Err("needs a value (a string)")),
-            ("container ldconfig refused", DEFAULT_TEXT, &["nvidia-container-cli.ldconfig=/sbin/ldconfig"],
-                Err("nvidia-container-cli.ldconfig = \"/sbin/ldconfig\" is not allowed")),
-            ("container ldconfig allowed by feature", DEFAULT_TEXT,
+            (
+                "bad bool",
+                DEFAULT_TEXT,
+                &["features.ignore-imex-channel-requests=yes"],
+                Err("features.ignore-imex-channel-requests: \"yes\" is not a boolean"),
+            ),
+            (
+                "string needs a value",
+                DEFAULT_TEXT,
+                &["nvidia-container-cli.root"],
+                Err("needs a value (a string)"),
+            ),
+            (
+                "container ldconfig refused",
+                DEFAULT_TEXT,
+                &["nvidia-container-cli.ldconfig=/sbin/ldconfig"],
+                Err("nvidia-container-cli.ldconfig = \"/sbin/ldconfig\" is not allowed"),
+            ),
+            (
+                "container ldconfig allowed by feature",
+                DEFAULT_TEXT,
                 &["nvidia-container-cli.ldconfig=/sbin/ldconfig", "features.allow-ldconfig-from-container"],
-                Ok("ldconfig = \"/sbin/ldconfig\"")),
-            ("not a table", "nvidia-container-cli = 1\n", &["nvidia-container-cli.root=/x"],
-                Err("`nvidia-container-cli` is not a table; cannot set nvidia-container-cli.root")),
+                Ok("ldconfig = \"/sbin/ldconfig\""),
+            ),
+            (
+                "not a table",
+                "nvidia-container-cli = 1\n",
+                &["nvidia-container-cli.root=/x"],
+                Err("`nvidia-container-cli` is not a table; cannot set nvidia-container-cli.root"),
+            ),
             ("invalid toml", "a = = 1\n", &[], Err(":1: invalid TOML")),
         ];
         for (name, text, sets, want) in cases {
-            let sets: Vec<Assignment> = sets.iter().map(|s| Assignment::parse(s).unwrap()).collect();
+            let sets: Vec<Assignment> =
+                sets.iter().map(|s| Assignment::parse(s).unwrap()).collect();
             match (edit(text, Path::new(P), &sets, ","), want) {
                 (Ok(out), Ok(sub)) => assert!(out.contains(sub), "case {name}: {out}"),
                 (Err(e), Err(sub)) => assert!(e.to_string().contains(sub), "case {name}: {e}"),
@@ -257,10 +352,13 @@ mod tests {
     #[test]
     fn same_value_keeps_bytes() {
         let text = "[nvidia-container-runtime]\nruntimes = [\n  \"runc\",   # first\n  \"crun\",\n]\nlog-level = 'info'\n";
-        let sets: Vec<Assignment> = ["nvidia-container-runtime.runtimes=runc,crun", "nvidia-container-runtime.log-level=info"]
-            .iter()
-            .map(|s| Assignment::parse(s).unwrap())
-            .collect();
+        let sets: Vec<Assignment> = [
+            "nvidia-container-runtime.runtimes=runc,crun",
+            "nvidia-container-runtime.log-level=info",
+        ]
+        .iter()
+        .map(|s| Assignment::parse(s).unwrap())
+        .collect();
         assert_eq!(edit(text, Path::new(P), &sets, ",").unwrap(), text);
     }
 }

@@ -17,7 +17,10 @@ const MAX_PROC_FILE: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum DevicesError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {what}")]
     Format { path: PathBuf, what: String },
     #[error("{path} exists but is not a character device")]
@@ -37,9 +40,16 @@ pub struct DeviceNode {
 
 pub fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
     use std::io::Read;
-    let err = |source| DevicesError::Read { path: path.to_path_buf(), source };
+    let err = |source| DevicesError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut text = String::new();
-    std::fs::File::open(path).map_err(err)?.take(MAX_PROC_FILE).read_to_string(&mut text).map_err(err)?;
+    std::fs::File::open(path)
+        .map_err(err)?
+        .take(MAX_PROC_FILE)
+        .read_to_string(&mut text)
+        .map_err(err)?;
     Ok(text)
 }
 
@@ -56,7 +66,10 @@ pub fn parse_driver_version(text: &str) -> Option<String> {
 
 /// `Key: value` lines (the format of `information` and `params`).
 fn fields(text: &str) -> BTreeMap<&str, &str> {
-    text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim(), v.trim())).collect()
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect()
 }
 
 /// One `gpus/<busid>/information` file → (model, uuid, bus id, minor).
@@ -102,17 +115,32 @@ pub fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
 /// GPUs from `/proc/driver/nvidia/gpus/*/information`, indexed in PCI bus order (as NVML does).
 pub fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
     let dir = root.proc_path("driver/nvidia/gpus");
-    let entries = std::fs::read_dir(&dir).map_err(|source| DevicesError::Read { path: dir.clone(), source })?;
+    let entries = std::fs::read_dir(&dir).map_err(|source| DevicesError::Read {
+        path: dir.clone(),
+        source,
+    })?;
     let mut found = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|source| DevicesError::Read { path: dir.clone(), source })?;
+        let entry = entry.map_err(|source| DevicesError::Read {
+            path: dir.clone(),
+            source,
+        })?;
         let path = entry.path().join("information");
         let text = read_proc_file(&path)?;
-        let (model, uuid, bus_id, minor) = parse_gpu_information(&text).ok_or_else(|| DevicesError::Format {
-            path: path.clone(),
-            what: "expected Model, GPU UUID, Bus Location and Device Minor lines".into(),
-        })?;
-        found.push(Gpu { index: 0, minor, uuid, bus_id, model, mig_enabled: false, migs: vec![] });
+        let (model, uuid, bus_id, minor) =
+            parse_gpu_information(&text).ok_or_else(|| DevicesError::Format {
+                path: path.clone(),
+                what: "expected Model, GPU UUID, Bus Location and Device Minor lines".into(),
+            })?;
+        found.push(Gpu {
+            index: 0,
+            minor,
+            uuid,
+            bus_id,
+            model,
+            mig_enabled: false,
+            migs: vec![],
+        });
     }
     found.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
     for (i, gpu) in found.iter_mut().enumerate() {
@@ -127,7 +155,12 @@ pub fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNode>, De
     let meta = match std::fs::metadata(&host_path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(DevicesError::Read { path: host_path, source }),
+        Err(source) => {
+            return Err(DevicesError::Read {
+                path: host_path,
+                source,
+            })
+        }
     };
     if !meta.file_type().is_char_device() {
         return Err(DevicesError::NotCharDevice { path: host_path });
@@ -144,15 +177,24 @@ pub fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNode>, De
 /// Every NVIDIA device node present under the device root: control nodes, one per GPU minor,
 /// and the MIG capability nodes. Sorted by container path.
 pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, DevicesError> {
-    let mut names: Vec<String> = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let mut names: Vec<String> = [
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+        "/dev/nvidia-modeset",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
     names.extend(gpus.iter().map(|g| format!("/dev/nvidia{}", g.minor)));
     let caps_dir = root.dev_path("/dev/nvidia-caps");
     if let Ok(entries) = std::fs::read_dir(&caps_dir) {
         for e in entries.flatten() {
-            if let Some(name) = e.file_name().to_str().filter(|n| n.starts_with("nvidia-cap")) {
+            if let Some(name) = e
+                .file_name()
+                .to_str()
+                .filter(|n| n.starts_with("nvidia-cap"))
+            {
                 names.push(format!("/dev/nvidia-caps/{name}"));
             }
         }
@@ -172,8 +214,14 @@ mod tests {
     #[test]
     fn driver_versions() {
         for (text, want) in [
-            ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version: x\n", Some("550.54.15")),
-            ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build  (dvs-builder@U16)\n", Some("560.35.03")),
+            (
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version: x\n",
+                Some("550.54.15"),
+            ),
+            (
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build  (dvs-builder@U16)\n",
+                Some("560.35.03"),
+            ),
             ("garbage", None),
         ] {
             assert_eq!(parse_driver_version(text).as_deref(), want);
@@ -183,16 +231,30 @@ mod tests {
     #[test]
     fn gpu_information() {
         let text = "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t GPU-0a\nBus Location: \t 0000:3B:00.0\nDevice Minor: \t 3\n";
-        assert_eq!(parse_gpu_information(text),
-            Some(("NVIDIA H100 80GB HBM3".into(), "GPU-0a".into(), "0000:3b:00.0".into(), 3)));
+        assert_eq!(
+            parse_gpu_information(text),
+            Some((
+                "NVIDIA H100 80GB HBM3".into(),
+                "GPU-0a".into(),
+                "0000:3b:00.0".into(),
+                3
+            ))
+        );
         assert_eq!(parse_gpu_information("Model: x\n"), None);
     }
 
     #[test]
     fn params_masked() {
-        assert_eq!(params_without_device_modification("ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"),
-            "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n");
-        assert_eq!(params_without_device_modification("A: 1"), "A: 1\nModifyDeviceFiles: 0\n");
+        assert_eq!(
+            params_without_device_modification(
+                "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
+            ),
+            "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n"
+        );
+        assert_eq!(
+            params_without_device_modification("A: 1"),
+            "A: 1\nModifyDeviceFiles: 0\n"
+        );
     }
 
     #[test]

@@ -70,9 +70,15 @@ pub struct Inventory {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("no NVIDIA driver found: {proc_version} is missing and NVML could not be loaded ({nvml}); \
-             is the driver installed and is nvidia-container-cli.root ({root}) right?")]
-    NoDriver { proc_version: PathBuf, nvml: String, root: PathBuf },
+    #[error(
+        "no NVIDIA driver found: {proc_version} is missing and NVML could not be loaded ({nvml}); \
+             is the driver installed and is nvidia-container-cli.root ({root}) right?"
+    )]
+    NoDriver {
+        proc_version: PathBuf,
+        nvml: String,
+        root: PathBuf,
+    },
     #[error(transparent)]
     Devices(#[from] DevicesError),
 }
@@ -92,19 +98,31 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     };
     let nvml = match driver::nvml_library(root, &cache) {
         Some(lib) => nvml::discover_gpus(&lib).map_err(|e| e.to_string()),
-        None => Err(format!("libnvidia-ml.so.1 not found under {}", root.root.display())),
+        None => Err(format!(
+            "libnvidia-ml.so.1 not found under {}",
+            root.root.display()
+        )),
     };
     let version_path = root.proc_path("driver/nvidia/version");
-    let proc_version = devices::read_proc_file(&version_path).ok().and_then(|t| devices::parse_driver_version(&t));
+    let proc_version = devices::read_proc_file(&version_path)
+        .ok()
+        .and_then(|t| devices::parse_driver_version(&t));
 
     let (driver_version, cuda_version, gpus) = match (nvml, proc_version) {
         (Ok(host), _) => (host.driver_version, host.cuda_version, host.gpus),
         (Err(e), Some(version)) => {
-            notes.push(format!("NVML not used: {e}; reading GPUs from {}", root.proc_path("driver/nvidia").display()));
+            notes.push(format!(
+                "NVML not used: {e}; reading GPUs from {}",
+                root.proc_path("driver/nvidia").display()
+            ));
             (version, None, devices::gpus_from_proc(root)?)
         }
         (Err(nvml), None) => {
-            return Err(DiscoverError::NoDriver { proc_version: version_path, nvml, root: root.root.clone() })
+            return Err(DiscoverError::NoDriver {
+                proc_version: version_path,
+                nvml,
+                root: root.root.clone(),
+            })
         }
     };
     let nodes = devices::nodes(root, &gpus)?;
@@ -116,7 +134,16 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     files.extend(driver::firmware(root, &driver_version));
     files.extend(driver::ipc(root));
     let proc_driver = read_proc_driver(root, &gpus);
-    Ok(Inventory { driver_version, cuda_version, gpus, nodes, mig_minors, files, proc_driver, notes })
+    Ok(Inventory {
+        driver_version,
+        cuda_version,
+        gpus,
+        nodes,
+        mig_minors,
+        files,
+        proc_driver,
+        notes,
+    })
 }
 
 /// The driver's procfs files under `root.proc_root` (`None` without `driver/nvidia/version`),
@@ -132,11 +159,18 @@ pub fn read_proc_driver(root: &DriverRoot, gpus: &[Gpu]) -> Option<ProcDriver> {
     };
     for gpu in gpus {
         let dir = root.proc_path(format!("driver/nvidia/gpus/{}", gpu.bus_id));
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         let mut files: Vec<(String, String)> = entries
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .filter_map(|e| Some((e.file_name().into_string().ok()?, devices::read_proc_file(&e.path()).ok()?)))
+            .filter_map(|e| {
+                Some((
+                    e.file_name().into_string().ok()?,
+                    devices::read_proc_file(&e.path()).ok()?,
+                ))
+            })
             .collect();
         files.sort();
         pd.gpu_files.insert(gpu.bus_id.clone(), files);

@@ -14,15 +14,39 @@ pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
     match cap {
         Capability::Utility => &["libnvidia-ml", "libnvidia-cfg", "libnvidia-nscq"],
         Capability::Compute => &[
-            "libcuda", "libcudadebugger", "libnvidia-opencl", "libnvidia-gpucomp", "libnvidia-ptxjitcompiler",
-            "libnvidia-fatbinaryloader", "libnvidia-allocator", "libnvidia-compiler", "libnvidia-pkcs11",
-            "libnvidia-pkcs11-openssl3", "libnvidia-nvvm",
+            "libcuda",
+            "libcudadebugger",
+            "libnvidia-opencl",
+            "libnvidia-gpucomp",
+            "libnvidia-ptxjitcompiler",
+            "libnvidia-fatbinaryloader",
+            "libnvidia-allocator",
+            "libnvidia-compiler",
+            "libnvidia-pkcs11",
+            "libnvidia-pkcs11-openssl3",
+            "libnvidia-nvvm",
         ],
-        Capability::Video => &["libvdpau_nvidia", "libnvidia-encode", "libnvidia-opticalflow", "libnvcuvid"],
+        Capability::Video => &[
+            "libvdpau_nvidia",
+            "libnvidia-encode",
+            "libnvidia-opticalflow",
+            "libnvcuvid",
+        ],
         Capability::Graphics | Capability::Display => &[
-            "libnvidia-eglcore", "libnvidia-glcore", "libnvidia-tls", "libnvidia-glsi", "libnvidia-fbc", "libnvidia-ifr",
-            "libnvidia-rtcore", "libnvoptix", "libGLX_nvidia", "libEGL_nvidia", "libGLESv2_nvidia", "libGLESv1_CM_nvidia",
-            "libnvidia-glvkspirv", "libnvidia-cbl",
+            "libnvidia-eglcore",
+            "libnvidia-glcore",
+            "libnvidia-tls",
+            "libnvidia-glsi",
+            "libnvidia-fbc",
+            "libnvidia-ifr",
+            "libnvidia-rtcore",
+            "libnvoptix",
+            "libGLX_nvidia",
+            "libEGL_nvidia",
+            "libGLESv2_nvidia",
+            "libGLESv1_CM_nvidia",
+            "libnvidia-glvkspirv",
+            "libnvidia-cbl",
         ],
         Capability::Ngx => &["libnvidia-ngx"],
         Capability::Compat32 => &[],
@@ -32,7 +56,12 @@ pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
 /// Binaries per capability.
 pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
     match cap {
-        Capability::Utility => &["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nv-fabricmanager"],
+        Capability::Utility => &[
+            "nvidia-smi",
+            "nvidia-debugdump",
+            "nvidia-persistenced",
+            "nv-fabricmanager",
+        ],
         Capability::Compute => &["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"],
         _ => &[],
     }
@@ -41,14 +70,23 @@ pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
 /// IPC endpoints per capability (driver-root paths), mounted only if present.
 pub fn ipc_for(cap: Capability) -> &'static [&'static str] {
     match cap {
-        Capability::Utility => &["/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"],
+        Capability::Utility => &[
+            "/run/nvidia-persistenced/socket",
+            "/run/nvidia-fabricmanager/socket",
+        ],
         Capability::Compute => &["/tmp/nvidia-mps"],
         _ => &[],
     }
 }
 
 /// Lib dirs searched besides those named by the ld cache (driver-root paths).
-const LIB_DIRS: &[&str] = &["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib"];
+const LIB_DIRS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib",
+];
 const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -75,7 +113,11 @@ pub struct DriverFile {
 /// the dirs the root's ld cache names for them and the usual lib dirs. `cache` is the root's
 /// parsed ld.so.cache (empty if it has none).
 pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> Vec<DriverFile> {
-    let families: BTreeSet<&str> = Capability::ALL.into_iter().flat_map(libraries_for).copied().collect();
+    let families: BTreeSet<&str> = Capability::ALL
+        .into_iter()
+        .flat_map(libraries_for)
+        .copied()
+        .collect();
     let mut dirs: Vec<PathBuf> = Vec::new();
     for e in cache.iter().filter(|e| ldcache::is_x86_64(e.flags)) {
         let family = e.soname.split(".so").next().unwrap_or("");
@@ -85,23 +127,41 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
             }
         }
     }
-    dirs.extend(LIB_DIRS.iter().map(PathBuf::from).filter(|d| !dirs.contains(d)).collect::<Vec<_>>());
+    dirs.extend(
+        LIB_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|d| !dirs.contains(d))
+            .collect::<Vec<_>>(),
+    );
 
     let suffix = format!(".so.{version}");
     let mut out: Vec<DriverFile> = Vec::new();
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else { continue };
-        let mut names: Vec<String> = entries.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+        let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
         names.sort();
         for file in names {
-            let Some(family) = file.strip_suffix(&suffix).filter(|f| families.contains(f)) else { continue };
+            let Some(family) = file.strip_suffix(&suffix).filter(|f| families.contains(f)) else {
+                continue;
+            };
             if out.iter().any(|f| f.name == family) {
                 continue;
             }
             let driver_path = dir.join(&file);
             let host_path = root.host_path(&driver_path);
             if is_regular_file(&host_path) {
-                out.push(DriverFile { kind: FileKind::Library, name: family.into(), host_path, driver_path });
+                out.push(DriverFile {
+                    kind: FileKind::Library,
+                    name: family.into(),
+                    host_path,
+                    driver_path,
+                });
             }
         }
     }
@@ -111,15 +171,26 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
 
 /// Known driver binaries present in the usual bin dirs.
 pub fn binaries(root: &DriverRoot) -> Vec<DriverFile> {
-    let names: BTreeSet<&str> = Capability::ALL.into_iter().flat_map(binaries_for).copied().collect();
+    let names: BTreeSet<&str> = Capability::ALL
+        .into_iter()
+        .flat_map(binaries_for)
+        .copied()
+        .collect();
     names
         .into_iter()
         .filter_map(|name| {
-            BIN_DIRS.iter().map(|d| Path::new(d).join(name)).find_map(|driver_path| {
-                let host_path = root.host_path(&driver_path);
-                is_regular_file(&host_path)
-                    .then(|| DriverFile { kind: FileKind::Binary, name: name.into(), host_path, driver_path })
-            })
+            BIN_DIRS
+                .iter()
+                .map(|d| Path::new(d).join(name))
+                .find_map(|driver_path| {
+                    let host_path = root.host_path(&driver_path);
+                    is_regular_file(&host_path).then(|| DriverFile {
+                        kind: FileKind::Binary,
+                        name: name.into(),
+                        host_path,
+                        driver_path,
+                    })
+                })
         })
         .collect()
 }
@@ -127,14 +198,21 @@ pub fn binaries(root: &DriverRoot) -> Vec<DriverFile> {
 /// GSP firmware: `/lib/firmware/nvidia/<version>/*.bin`.
 pub fn firmware(root: &DriverRoot, version: &str) -> Vec<DriverFile> {
     let dir = Path::new("/lib/firmware/nvidia").join(version);
-    let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else { return vec![] };
+    let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else {
+        return vec![];
+    };
     let mut out: Vec<DriverFile> = entries
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| n.ends_with(".bin"))
         .map(|n| {
             let driver_path = dir.join(&n);
-            DriverFile { kind: FileKind::Firmware, name: n, host_path: root.host_path(&driver_path), driver_path }
+            DriverFile {
+                kind: FileKind::Firmware,
+                name: n,
+                host_path: root.host_path(&driver_path),
+                driver_path,
+            }
         })
         .filter(|f| is_regular_file(&f.host_path))
         .collect();
@@ -149,7 +227,12 @@ pub fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
         .flat_map(ipc_for)
         .map(|p| {
             let driver_path = PathBuf::from(p);
-            DriverFile { kind: FileKind::Ipc, name: p.to_string(), host_path: root.host_path(&driver_path), driver_path }
+            DriverFile {
+                kind: FileKind::Ipc,
+                name: p.to_string(),
+                host_path: root.host_path(&driver_path),
+                driver_path,
+            }
         })
         .filter(|f| f.host_path.exists())
         .collect()
@@ -161,7 +244,9 @@ pub fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Option<PathB
         .iter()
         .filter(|e| ldcache::is_x86_64(e.flags) && e.soname == "libnvidia-ml.so.1")
         .map(|e| root.host_path(&e.path));
-    let from_dirs = LIB_DIRS.iter().map(|d| root.host_path(Path::new(d).join("libnvidia-ml.so.1")));
+    let from_dirs = LIB_DIRS
+        .iter()
+        .map(|d| root.host_path(Path::new(d).join("libnvidia-ml.so.1")));
     from_cache.chain(from_dirs).find(|p| p.exists())
 }
 

@@ -77,11 +77,17 @@ impl Step {
     ];
 
     pub fn parse(name: &str) -> Option<Step> {
-        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
     }
 
     pub fn name(self) -> &'static str {
-        Self::NAMES.iter().find(|(_, s)| *s == self).map_or("?", |(n, _)| n)
+        Self::NAMES
+            .iter()
+            .find(|(_, s)| *s == self)
+            .map_or("?", |(n, _)| n)
     }
 }
 
@@ -206,7 +212,11 @@ pub fn write_atomic(
 pub fn abort_at(at: Step, program: &'static str) -> impl Fn(Step, &Path) {
     move |step, p| {
         if step == at {
-            eprintln!("{program}: NVCT_FAULT_AT={}: aborting at {}", step.name(), p.display());
+            eprintln!(
+                "{program}: NVCT_FAULT_AT={}: aborting at {}",
+                step.name(),
+                p.display()
+            );
             std::process::abort();
         }
     }
@@ -221,7 +231,8 @@ pub fn lock_dir_of(path: &Path) -> Result<File, FsError> {
     let dir = parent(path);
     fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
     let f = File::open(dir).map_err(io_err(dir, "open directory to lock"))?;
-    crate::sys::flock_exclusive(std::os::fd::AsFd::as_fd(&f)).map_err(io_err(dir, "lock (flock)"))?;
+    crate::sys::flock_exclusive(std::os::fd::AsFd::as_fd(&f))
+        .map_err(io_err(dir, "lock (flock)"))?;
     Ok(f)
 }
 
@@ -320,7 +331,10 @@ mod tests {
             let at_content = fs::read_to_string(at).unwrap();
             seen.borrow_mut().push((step.name(), file, at_content));
         };
-        let opts = WriteOptions { backup: true, fault: Some(&hook) };
+        let opts = WriteOptions {
+            backup: true,
+            fault: Some(&hook),
+        };
         write_atomic(&p, b"new\n", &opts).unwrap();
         let want: Vec<(&str, String, String)> = vec![
             ("temp-created", "old\n".into(), "".into()),

@@ -6,25 +6,24 @@
 //! → apply (the prestart hook), spec edit (the runtime shim) or a CDI spec. See
 //! docs/ARCHITECTURE.md for the picture and the rules that keep it simple.
 
+pub mod apply;
+pub mod cdi;
+pub mod cdi_hooks;
 pub mod config;
 pub mod config_edit;
+pub mod container;
 pub mod devices;
 pub mod discover;
 pub mod driver;
+pub mod fsutil;
 pub mod ldcache;
+pub mod log;
 pub mod nvml;
 pub mod oci;
 pub mod plan;
 pub mod request;
 pub mod root;
-pub mod sys;
-pub mod apply;
-pub mod container;
-pub mod cdi_hooks;
-pub mod cdi;
-pub mod cgroup;
-pub mod fsutil;
-pub mod log;
 pub mod runtime_config;
 pub mod shim;
 pub mod spec_edit;
+mod sys;

@@ -33,7 +33,11 @@ pub enum Format {
 impl Format {
     /// `json` is JSON; anything else (runc's default `text`) is text.
     pub fn parse(s: &str) -> Format {
-        if s == "json" { Format::Json } else { Format::Text }
+        if s == "json" {
+            Format::Json
+        } else {
+            Format::Text
+        }
     }
 }
 
@@ -42,7 +46,11 @@ pub fn format_line(format: Format, level: Level, msg: &str, unix: u64) -> String
     let time = rfc3339(unix);
     match format {
         Format::Json => json!({"level": level.as_str(), "msg": msg, "time": time}).to_string(),
-        Format::Text => format!("time=\"{time}\" level={} msg={}", level.as_str(), json!(msg)),
+        Format::Text => format!(
+            "time=\"{time}\" level={} msg={}",
+            level.as_str(),
+            json!(msg)
+        ),
     }
 }
 
@@ -83,15 +91,25 @@ fn open_append(path: &Path) -> Option<File> {
 impl Logger {
     /// A logger writing to runc's `--log` file, if given, in `format`.
     pub fn new(runc_log: Option<&Path>, format: Format) -> Logger {
-        let files = runc_log.and_then(|p| Some((p.to_path_buf(), open_append(p)?))).into_iter().collect();
-        Logger { level: Level::Info, format, files }
+        let files = runc_log
+            .and_then(|p| Some((p.to_path_buf(), open_append(p)?)))
+            .into_iter()
+            .collect();
+        Logger {
+            level: Level::Info,
+            format,
+            files,
+        }
     }
 
     /// Applies `[nvidia-container-runtime]`: `log-level` (checked when the config loaded) and
     /// the `debug` file.
     pub fn configure(&mut self, config: &RuntimeConfig) {
         let debug = config.debug.as_str();
-        if !debug.is_empty() && debug != "/dev/null" && !self.files.iter().any(|(p, _)| p == Path::new(debug)) {
+        if !debug.is_empty()
+            && debug != "/dev/null"
+            && !self.files.iter().any(|(p, _)| p == Path::new(debug))
+        {
             if let Some(f) = open_append(Path::new(debug)) {
                 self.files.push((PathBuf::from(debug), f));
             }
@@ -108,7 +126,9 @@ impl Logger {
         if !self.enabled(level) {
             return;
         }
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let mut line = format_line(self.format, level, msg, unix);
         line.push('\n');
         for (_, f) in &mut self.files {
@@ -132,7 +152,9 @@ impl Logger {
 
 /// One line for an error and its causes, as `{:#}` would print them, but without repeating a
 /// cause that a message already contains (our thiserror messages embed their `source`).
-pub fn error_text<'a>(chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
+pub fn error_text<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
     let mut out = String::new();
     for cause in chain {
         let text = cause.to_string();
@@ -163,13 +185,22 @@ mod tests {
     fn error_text_cases() {
         let eloop = || std::io::Error::from_raw_os_error(libc::ELOOP);
         let cases: [(&str, Outer, &str); 2] = [
-            ("a cause already in the message is not repeated", Outer::Embeds { source: eloop() },
-                "container path /usr/lib64: Too many levels of symbolic links (os error 40)"),
-            ("a cause not in the message is appended", Outer::Wraps(eloop()),
-                "cannot mask /proc/driver/nvidia: Too many levels of symbolic links (os error 40)"),
+            (
+                "a cause already in the message is not repeated",
+                Outer::Embeds { source: eloop() },
+                "container path /usr/lib64: Too many levels of symbolic links (os error 40)",
+            ),
+            (
+                "a cause not in the message is appended",
+                Outer::Wraps(eloop()),
+                "cannot mask /proc/driver/nvidia: Too many levels of symbolic links (os error 40)",
+            ),
         ];
         for (name, err, want) in cases {
-            let chain = std::iter::successors(Some(&err as &(dyn std::error::Error + 'static)), |e| e.source());
+            let chain =
+                std::iter::successors(Some(&err as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                });
             assert_eq!(error_text(chain), want, "case {name}");
         }
     }
@@ -190,8 +221,20 @@ mod tests {
     #[test]
     fn lines() {
         let cases = [
-            ("json", Format::Json, Level::Info, "a \"b\"", r#"{"level":"info","msg":"a \"b\"","time":"1970-01-01T00:00:00Z"}"#),
-            ("text", Format::Text, Level::Warning, "a \"b\"", r#"time="1970-01-01T00:00:00Z" level=warning msg="a \"b\"""#),
+            (
+                "json",
+                Format::Json,
+                Level::Info,
+                "a \"b\"",
+                r#"{"level":"info","msg":"a \"b\"","time":"1970-01-01T00:00:00Z"}"#,
+            ),
+            (
+                "text",
+                Format::Text,
+                Level::Warning,
+                "a \"b\"",
+                r#"time="1970-01-01T00:00:00Z" level=warning msg="a \"b\"""#,
+            ),
         ];
         for (name, format, level, msg, want) in cases {
             assert_eq!(format_line(format, level, msg, 0), want, "case {name}");
@@ -210,7 +253,10 @@ mod tests {
         for (name, level, want) in cases {
             let file = dir.path().join(format!("{name}.log"));
             let mut log = Logger::new(Some(&file), Format::Json);
-            let config = RuntimeConfig { log_level: Level::parse(level).unwrap(), ..RuntimeConfig::default() };
+            let config = RuntimeConfig {
+                log_level: Level::parse(level).unwrap(),
+                ..RuntimeConfig::default()
+            };
             log.configure(&config);
             for l in [Level::Error, Level::Warning, Level::Info, Level::Debug] {
                 log.log(l, "m");
@@ -218,7 +264,12 @@ mod tests {
             let text = std::fs::read_to_string(&file).unwrap();
             let got: Vec<String> = text
                 .lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["level"].as_str().unwrap().to_string())
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["level"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
                 .collect();
             assert_eq!(got, want, "case {name}");
         }

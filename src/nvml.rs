@@ -10,8 +10,8 @@
 //! therefore not enter a container's mount namespace afterwards; do the namespace work in a fresh
 //! child, or answer from `/proc/driver/nvidia` without NVML.
 
-use crate::request::normalize_bus_id;
 use crate::discover::{Gpu, MigDevice};
+use crate::request::normalize_bus_id;
 use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 use serde::Serialize;

@@ -25,18 +25,26 @@ pub enum OciError {
     StateParse(serde_json::Error),
     #[error("the OCI hook state on stdin is not a JSON object (expected {{\"pid\": N, \"bundle\": \"/path\", ...}} as runc writes it)")]
     StateNotObject,
-    #[error("the OCI hook state has no usable pid (got {0:?}); is the hook registered as prestart?")]
+    #[error(
+        "the OCI hook state has no usable pid (got {0:?}); is the hook registered as prestart?"
+    )]
     StatePid(Option<i64>),
     #[error("the OCI hook state has an empty bundle path")]
     StateBundle,
     #[error("the OCI hook state's bundle path {0:?} is not absolute (runtimes always pass an absolute one)")]
     StateBundleRelative(PathBuf),
     #[error("cannot read {path}: {source}")]
-    SpecRead { path: PathBuf, source: std::io::Error },
+    SpecRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is larger than {MAX_SPEC_BYTES} bytes")]
     SpecTooLarge { path: PathBuf },
     #[error("{path} is not a valid OCI runtime spec: {source}")]
-    SpecParse { path: PathBuf, source: serde_json::Error },
+    SpecParse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("{path} is not a valid OCI runtime spec: the document is not a JSON object")]
     SpecNotObject { path: PathBuf },
     #[error("{path} has no root.path: the container has no root filesystem")]
@@ -78,12 +86,19 @@ impl HookState {
         if !Path::new(&raw.bundle).is_absolute() {
             return Err(OciError::StateBundleRelative(PathBuf::from(raw.bundle)));
         }
-        Ok(HookState { id: raw.id, pid, bundle: PathBuf::from(raw.bundle) })
+        Ok(HookState {
+            id: raw.id,
+            pid,
+            bundle: PathBuf::from(raw.bundle),
+        })
     }
 
     pub fn read(input: impl Read) -> Result<HookState, OciError> {
         let mut buf = Vec::new();
-        input.take(MAX_STATE_BYTES + 1).read_to_end(&mut buf).map_err(OciError::StateRead)?;
+        input
+            .take(MAX_STATE_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(OciError::StateRead)?;
         if buf.len() as u64 > MAX_STATE_BYTES {
             return Err(OciError::StateTooLarge);
         }
@@ -93,12 +108,17 @@ impl HookState {
 
 /// Reads a whole file with a size cap, naming it in errors.
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, OciError> {
-    let err = |source| OciError::SpecRead { path: path.to_path_buf(), source };
+    let err = |source| OciError::SpecRead {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(err)?;
     let mut buf = Vec::new();
     file.take(cap + 1).read_to_end(&mut buf).map_err(err)?;
     if buf.len() as u64 > cap {
-        return Err(OciError::SpecTooLarge { path: path.to_path_buf() });
+        return Err(OciError::SpecTooLarge {
+            path: path.to_path_buf(),
+        });
     }
     Ok(buf)
 }
@@ -111,9 +131,14 @@ fn is_json_object(bytes: &[u8]) -> bool {
 
 /// config.json's bytes (read from `path`) as a typed spec.
 pub fn parse_spec(bytes: &[u8], path: &Path) -> Result<Spec, OciError> {
-    let spec = serde_json::from_slice(bytes).map_err(|source| OciError::SpecParse { path: path.to_path_buf(), source })?;
+    let spec = serde_json::from_slice(bytes).map_err(|source| OciError::SpecParse {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if !is_json_object(bytes) {
-        return Err(OciError::SpecNotObject { path: path.to_path_buf() });
+        return Err(OciError::SpecNotObject {
+            path: path.to_path_buf(),
+        });
     }
     Ok(spec)
 }
@@ -128,14 +153,27 @@ pub fn load_spec(bundle: &Path) -> Result<Spec, OciError> {
 /// The container's root filesystem on the host: `root.path`, relative to the bundle unless
 /// absolute (runc's default is `rootfs`; `ctr run --rootfs` gives an absolute one).
 pub fn rootfs_path(spec: &Spec, bundle: &Path) -> Result<PathBuf, OciError> {
-    let root = spec.root().as_ref().map(|r| r.path().clone()).filter(|p| !p.as_os_str().is_empty());
-    let root = root.ok_or_else(|| OciError::NoRoot { path: bundle.join("config.json") })?;
-    Ok(if root.is_absolute() { root } else { bundle.join(root) })
+    let root = spec
+        .root()
+        .as_ref()
+        .map(|r| r.path().clone())
+        .filter(|p| !p.as_os_str().is_empty());
+    let root = root.ok_or_else(|| OciError::NoRoot {
+        path: bundle.join("config.json"),
+    })?;
+    Ok(if root.is_absolute() {
+        root
+    } else {
+        bundle.join(root)
+    })
 }
 
 /// `process.env` as given (`KEY=VALUE` strings).
 pub fn env(spec: &Spec) -> Vec<String> {
-    spec.process().as_ref().and_then(|p| p.env().clone()).unwrap_or_default()
+    spec.process()
+        .as_ref()
+        .and_then(|p| p.env().clone())
+        .unwrap_or_default()
 }
 
 /// Privileged means `CAP_SYS_ADMIN` in the bounding set (upstream's rule).
@@ -166,7 +204,12 @@ pub fn mounts(spec: &Spec) -> Vec<(PathBuf, PathBuf)> {
     spec.mounts()
         .iter()
         .flatten()
-        .map(|m| (m.source().clone().unwrap_or_default(), m.destination().clone()))
+        .map(|m| {
+            (
+                m.source().clone().unwrap_or_default(),
+                m.destination().clone(),
+            )
+        })
         .collect()
 }
 
@@ -177,20 +220,54 @@ mod tests {
     #[test]
     fn state_cases() {
         let cases: &[(&str, &str, Result<(u32, &str), &str>)] = &[
-            ("runc state", r#"{"ociVersion":"1.0.2","id":"c1","status":"created","pid":42,"bundle":"/b","annotations":{}}"#, Ok((42, "/b"))),
+            (
+                "runc state",
+                r#"{"ociVersion":"1.0.2","id":"c1","status":"created","pid":42,"bundle":"/b","annotations":{}}"#,
+                Ok((42, "/b")),
+            ),
             ("not json", "hello", Err("not valid JSON")),
             ("empty", "", Err("not valid JSON")),
-            ("no pid", r#"{"bundle":"/b"}"#, Err("no usable pid (got None)")),
-            ("negative pid", r#"{"pid":-1,"bundle":"/b"}"#, Err("no usable pid (got Some(-1))")),
-            ("huge pid", r#"{"pid":99999999999,"bundle":"/b"}"#, Err("no usable pid")),
+            (
+                "no pid",
+                r#"{"bundle":"/b"}"#,
+                Err("no usable pid (got None)"),
+            ),
+            (
+                "negative pid",
+                r#"{"pid":-1,"bundle":"/b"}"#,
+                Err("no usable pid (got Some(-1))"),
+            ),
+            (
+                "huge pid",
+                r#"{"pid":99999999999,"bundle":"/b"}"#,
+                Err("no usable pid"),
+            ),
             ("no bundle", r#"{"pid":3}"#, Err("empty bundle")),
-            ("relative bundle", r#"{"pid":3,"bundle":"b"}"#, Err("bundle path \"b\" is not absolute")),
-            ("pid as string", r#"{"pid":"3","bundle":"/b"}"#, Err("not valid JSON")),
-            ("fields as an array", r#" ["c1", 3, "/b"]"#, Err("not a JSON object")),
+            (
+                "relative bundle",
+                r#"{"pid":3,"bundle":"b"}"#,
+                Err("bundle path \"b\" is not absolute"),
+            ),
+            (
+                "pid as string",
+                r#"{"pid":"3","bundle":"/b"}"#,
+                Err("not valid JSON"),
+            ),
+            (
+                "fields as an array",
+                r#" ["c1", 3, "/b"]"#,
+                Err("not a JSON object"),
+            ),
         ];
         for (name, input, want) in cases {
             match (HookState::parse(input.as_bytes()), want) {
-                (Ok(s), Ok((pid, bundle))) => assert_eq!((s.pid, s.bundle.as_path()), (*pid, Path::new(bundle)), "{name}"),
+                (Ok(s), Ok((pid, bundle))) => {
+                    assert_eq!(
+                        (s.pid, s.bundle.as_path()),
+                        (*pid, Path::new(bundle)),
+                        "{name}"
+                    )
+                }
                 (Err(e), Err(msg)) => assert!(e.to_string().contains(msg), "{name}: {e}"),
                 (got, _) => panic!("{name}: got {got:?}"),
             }
@@ -200,6 +277,9 @@ mod tests {
     #[test]
     fn state_too_large() {
         let big = vec![b' '; MAX_STATE_BYTES as usize + 10];
-        assert!(matches!(HookState::read(&big[..]), Err(OciError::StateTooLarge)));
+        assert!(matches!(
+            HookState::read(&big[..]),
+            Err(OciError::StateTooLarge)
+        ));
     }
 }

@@ -90,7 +90,10 @@ pub struct Plan {
 /// in `bus_ids` only (the container's own GPUs).
 pub fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
     let mut files = vec![
-        (PathBuf::from("params"), devices::params_without_device_modification(&pd.params)),
+        (
+            PathBuf::from("params"),
+            devices::params_without_device_modification(&pd.params),
+        ),
         (PathBuf::from("registry"), pd.registry.clone()),
         (PathBuf::from("version"), pd.version.clone()),
     ];
@@ -123,7 +126,10 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     for (gpu, mig) in &selected {
         wanted.push((format!("/dev/nvidia{}", gpu.minor), true));
         if let Some(m) = mig {
-            for cap in [format!("gpu{}/gi{}/access", gpu.minor, m.gi), format!("gpu{}/gi{}/ci{}/access", gpu.minor, m.gi, m.ci)] {
+            for cap in [
+                format!("gpu{}/gi{}/access", gpu.minor, m.gi),
+                format!("gpu{}/gi{}/ci{}/access", gpu.minor, m.gi, m.ci),
+            ] {
                 wanted.push((mig_cap_node(inv, &cap)?, true));
             }
         }
@@ -139,29 +145,59 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             Some(n) if !device_nodes.contains(n) => device_nodes.push(n.clone()),
             Some(_) => {}
             None if required => return Err(PlanError::MissingNode(path)),
-            None => notes.push(format!("optional device node {path} is not present on the host")),
+            None => notes.push(format!(
+                "optional device node {path} is not present on the host"
+            )),
         }
     }
     device_nodes.sort();
-    let cgroup_rules = device_nodes.iter().map(|n| CgroupRule { major: n.major, minor: n.minor }).collect();
+    let cgroup_rules = device_nodes
+        .iter()
+        .map(|n| CgroupRule {
+            major: n.major,
+            minor: n.minor,
+        })
+        .collect();
 
-    let families: BTreeSet<&str> = caps.iter().flat_map(|c| driver::libraries_for(*c)).copied().collect();
-    let binaries: BTreeSet<&str> = caps.iter().flat_map(|c| driver::binaries_for(*c)).copied().collect();
-    let ipc: BTreeSet<&str> = caps.iter().flat_map(|c| driver::ipc_for(*c)).copied().collect();
+    let families: BTreeSet<&str> = caps
+        .iter()
+        .flat_map(|c| driver::libraries_for(*c))
+        .copied()
+        .collect();
+    let binaries: BTreeSet<&str> = caps
+        .iter()
+        .flat_map(|c| driver::binaries_for(*c))
+        .copied()
+        .collect();
+    let ipc: BTreeSet<&str> = caps
+        .iter()
+        .flat_map(|c| driver::ipc_for(*c))
+        .copied()
+        .collect();
     let mut mounts = Vec::new();
     for f in &inv.files {
-        let file_name = f.driver_path.file_name().map(PathBuf::from).unwrap_or_default();
+        let file_name = f
+            .driver_path
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
         let container_path = match f.kind {
             FileKind::Library if families.contains(f.name.as_str()) => match &layout.lib_dir {
                 Some(dir) => dir.join(file_name),
                 None => f.driver_path.clone(),
             },
-            FileKind::Binary if binaries.contains(f.name.as_str()) => Path::new("/usr/bin").join(file_name),
+            FileKind::Binary if binaries.contains(f.name.as_str()) => {
+                Path::new("/usr/bin").join(file_name)
+            }
             FileKind::Firmware if !caps.is_empty() => f.driver_path.clone(),
             FileKind::Ipc if ipc.contains(f.name.as_str()) => f.driver_path.clone(),
             _ => continue,
         };
-        mounts.push(FileMount { host_path: f.host_path.clone(), container_path, kind: f.kind });
+        mounts.push(FileMount {
+            host_path: f.host_path.clone(),
+            container_path,
+            kind: f.kind,
+        });
     }
     mounts.sort();
     let lib_dirs: BTreeSet<PathBuf> = mounts
@@ -174,45 +210,92 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     let symlinks = mounts
         .iter()
         .filter(|m| m.kind == FileKind::Library)
-        .find(|m| m.container_path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libcuda.so.")))
+        .find(|m| {
+            m.container_path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libcuda.so."))
+        })
         .and_then(|m| m.container_path.parent())
-        .map(|dir| Symlink { target: "libcuda.so.1".into(), link: dir.join("libcuda.so") })
+        .map(|dir| Symlink {
+            target: "libcuda.so.1".into(),
+            link: dir.join("libcuda.so"),
+        })
         .into_iter()
         .collect();
-    let bus_ids: Vec<&str> = selected.iter().map(|(gpu, _)| gpu.bus_id.as_str()).collect();
+    let bus_ids: Vec<&str> = selected
+        .iter()
+        .map(|(gpu, _)| gpu.bus_id.as_str())
+        .collect();
     let proc_mask = inv.proc_driver.as_ref().map(|pd| proc_mask(pd, &bus_ids));
     let compute = caps.contains(&Capability::Compute);
-    let cuda_compat = (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
-        .then(|| inv.driver_version.clone());
-    Ok(Plan { device_nodes, mounts, cgroup_rules, symlinks, proc_mask, cuda_compat, ldcache_dirs, notes })
+    let cuda_compat =
+        (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
+            .then(|| inv.driver_version.clone());
+    Ok(Plan {
+        device_nodes,
+        mounts,
+        cgroup_rules,
+        symlinks,
+        proc_mask,
+        cuda_compat,
+        ldcache_dirs,
+        notes,
+    })
 }
 
 /// The GPUs (and MIG devices) a request names, in request order, each once.
-fn select<'a>(devices: &Devices, inv: &'a Inventory) -> Result<Vec<(&'a Gpu, Option<&'a crate::discover::MigDevice>)>, PlanError> {
+fn select<'a>(
+    devices: &Devices,
+    inv: &'a Inventory,
+) -> Result<Vec<(&'a Gpu, Option<&'a crate::discover::MigDevice>)>, PlanError> {
     let ids = match devices {
         Devices::None => return Ok(vec![]),
         Devices::All => return Ok(inv.gpus.iter().map(|g| (g, None)).collect()),
         Devices::List(ids) => ids,
     };
-    let unknown = |id: &DeviceId| PlanError::UnknownDevice { id: id.to_string(), count: inv.gpus.len() };
+    let unknown = |id: &DeviceId| PlanError::UnknownDevice {
+        id: id.to_string(),
+        count: inv.gpus.len(),
+    };
     let mut out: Vec<(&Gpu, Option<&crate::discover::MigDevice>)> = Vec::new();
     for id in ids {
         let found = match id {
             DeviceId::Index(i) => inv.gpus.iter().find(|g| g.index == *i).map(|g| (g, None)),
             DeviceId::BusId(b) => inv.gpus.iter().find(|g| &g.bus_id == b).map(|g| (g, None)),
-            DeviceId::Uuid(u) => inv.gpus.iter().find(|g| &g.uuid == u).map(|g| (g, None)).or_else(|| {
-                inv.gpus.iter().find_map(|g| g.migs.iter().find(|m| &m.uuid == u).map(|m| (g, Some(m))))
-            }),
+            DeviceId::Uuid(u) => inv
+                .gpus
+                .iter()
+                .find(|g| &g.uuid == u)
+                .map(|g| (g, None))
+                .or_else(|| {
+                    inv.gpus
+                        .iter()
+                        .find_map(|g| g.migs.iter().find(|m| &m.uuid == u).map(|m| (g, Some(m))))
+                }),
             DeviceId::MigIndex(gi, mi) => {
-                let gpu = inv.gpus.iter().find(|g| g.index == *gi).ok_or_else(|| unknown(id))?;
+                let gpu = inv
+                    .gpus
+                    .iter()
+                    .find(|g| g.index == *gi)
+                    .ok_or_else(|| unknown(id))?;
                 if !gpu.mig_enabled {
-                    return Err(PlanError::MigNotEnabled { id: id.to_string(), gpu: *gi });
+                    return Err(PlanError::MigNotEnabled {
+                        id: id.to_string(),
+                        gpu: *gi,
+                    });
                 }
-                gpu.migs.iter().find(|m| m.index == *mi).map(|m| (gpu, Some(m)))
+                gpu.migs
+                    .iter()
+                    .find(|m| m.index == *mi)
+                    .map(|m| (gpu, Some(m)))
             }
         };
         let found = found.ok_or_else(|| unknown(id))?;
-        if !out.iter().any(|(g, m)| g.index == found.0.index && *m == found.1) {
+        if !out
+            .iter()
+            .any(|(g, m)| g.index == found.0.index && *m == found.1)
+        {
             out.push(found);
         }
     }
@@ -220,19 +303,27 @@ fn select<'a>(devices: &Devices, inv: &'a Inventory) -> Result<Vec<(&'a Gpu, Opt
 }
 
 fn mig_cap_node(inv: &Inventory, name: &str) -> Result<String, PlanError> {
-    let minor = inv.mig_minors.get(name).ok_or_else(|| PlanError::MissingMigCap(name.into()))?;
+    let minor = inv
+        .mig_minors
+        .get(name)
+        .ok_or_else(|| PlanError::MissingMigCap(name.into()))?;
     Ok(format!("/dev/nvidia-caps/nvidia-cap{minor}"))
 }
 
 /// `NVIDIA_REQUIRE_*`: space-separated alternatives, each a comma-separated conjunction of
 /// `key op version` terms. `cuda` and `driver` are checked when known; `arch` and `brand`
 /// are not known to this discovery yet and are noted, not enforced.
-fn check_requirement(expr: &str, inv: &Inventory, notes: &mut Vec<String>) -> Result<(), PlanError> {
+fn check_requirement(
+    expr: &str,
+    inv: &Inventory,
+    notes: &mut Vec<String>,
+) -> Result<(), PlanError> {
     let mut any = false;
     for alternative in expr.split_whitespace() {
         let mut all = true;
         for term in alternative.split(',').filter(|t| !t.is_empty()) {
-            let (key, op, want) = parse_term(term).ok_or_else(|| PlanError::BadRequirement(expr.into()))?;
+            let (key, op, want) =
+                parse_term(term).ok_or_else(|| PlanError::BadRequirement(expr.into()))?;
             let have = match key {
                 "cuda" => inv.cuda_version.as_deref(),
                 "driver" => Some(inv.driver_version.as_str()),
@@ -240,7 +331,9 @@ fn check_requirement(expr: &str, inv: &Inventory, notes: &mut Vec<String>) -> Re
             };
             match have {
                 Some(have) => all &= op_holds(op, compare_versions(have, want)),
-                None => notes.push(format!("requirement term {term:?} not evaluated: {key} is not known on this host")),
+                None => notes.push(format!(
+                    "requirement term {term:?} not evaluated: {key} is not known on this host"
+                )),
             }
         }
         any |= all;
@@ -248,8 +341,15 @@ fn check_requirement(expr: &str, inv: &Inventory, notes: &mut Vec<String>) -> Re
     if any {
         Ok(())
     } else {
-        let facts = format!("driver {}, cuda {}", inv.driver_version, inv.cuda_version.as_deref().unwrap_or("unknown"));
-        Err(PlanError::Unsatisfied { expr: expr.into(), facts })
+        let facts = format!(
+            "driver {}, cuda {}",
+            inv.driver_version,
+            inv.cuda_version.as_deref().unwrap_or("unknown")
+        );
+        Err(PlanError::Unsatisfied {
+            expr: expr.into(),
+            facts,
+        })
     }
 }
 
@@ -261,13 +361,21 @@ fn parse_term(term: &str) -> Option<(&str, &str, &str)> {
     let known_key = ["cuda", "driver", "arch", "brand"].contains(&key);
     let known_op = ["=", "==", "!=", "<", "<=", ">", ">="].contains(&op);
     // A version we compare must be one (`cuda>=abc` would otherwise compare as 0 and pass).
-    let is_version = |v: &str| v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u64>().is_ok());
+    let is_version = |v: &str| {
+        v.split('.').all(|p| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u64>().is_ok()
+        })
+    };
     let value_ok = !value.is_empty() && (!matches!(key, "cuda" | "driver") || is_version(value));
     (known_key && known_op && value_ok).then_some((key, op, value))
 }
 
 fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
-    let parts = |s: &str| s.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    let parts = |s: &str| {
+        s.split('.')
+            .map(|p| p.parse::<u64>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    };
     let (mut pa, mut pb) = (parts(a), parts(b));
     let n = pa.len().max(pb.len());
     pa.resize(n, 0);

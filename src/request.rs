@@ -20,7 +20,11 @@ pub enum RequestError {
     #[error("{var} contains a NUL byte; remove it from the container's environment")]
     NulByte { var: String },
     #[error("{var}={value:?}: {why}")]
-    BadValue { var: String, value: String, why: String },
+    BadValue {
+        var: String,
+        value: String,
+        why: String,
+    },
     #[error("NVIDIA_DRIVER_CAPABILITIES: unknown capability {0:?} (known: compute, compat32, graphics, utility, video, display, ngx, all)")]
     UnknownCapability(String),
     #[error("NVIDIA_DRIVER_CAPABILITIES: capability {0:?} is not in supported-driver-capabilities of the toolkit config")]
@@ -128,7 +132,9 @@ pub fn normalize_bus_id(s: &str) -> Option<String> {
     };
     let (bus, dev_fn) = rest.split_once(':')?;
     let (dev, func) = dev_fn.split_once('.')?;
-    let hex = |x: &str, max: usize| !x.is_empty() && x.len() <= max && x.chars().all(|c| c.is_ascii_hexdigit());
+    let hex = |x: &str, max: usize| {
+        !x.is_empty() && x.len() <= max && x.chars().all(|c| c.is_ascii_hexdigit())
+    };
     if !(hex(domain, 8) && hex(bus, 2) && hex(dev, 2) && hex(func, 1)) {
         return None;
     }
@@ -181,7 +187,10 @@ pub struct Resolved {
 impl ContainerView {
     /// Last definition wins, as with a Go map built from the list.
     fn get(&self, key: &str) -> Option<&str> {
-        self.env.iter().rev().find_map(|e| e.strip_prefix(key)?.strip_prefix('='))
+        self.env
+            .iter()
+            .rev()
+            .find_map(|e| e.strip_prefix(key)?.strip_prefix('='))
     }
 
     fn get_checked(&self, key: &str) -> Result<Option<&str>, RequestError> {
@@ -206,16 +215,33 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     let (var, list) = match (&from_mounts, from_env) {
         (Some(m), _) => ("volume mounts", m.as_str()),
         (None, Some(e)) => ("NVIDIA_VISIBLE_DEVICES", e),
-        (None, None) => return Ok(Resolved { request: None, notes }),
+        (None, None) => {
+            return Ok(Resolved {
+                request: None,
+                notes,
+            })
+        }
     };
     let Some(devices) = parse_devices(var, list)? else {
-        return Ok(Resolved { request: None, notes });
+        return Ok(Resolved {
+            request: None,
+            notes,
+        });
     };
 
-    let capabilities = parse_capabilities(view.get_checked("NVIDIA_DRIVER_CAPABILITIES")?, legacy_cuda_image, config)?;
+    let capabilities = parse_capabilities(
+        view.get_checked("NVIDIA_DRIVER_CAPABILITIES")?,
+        legacy_cuda_image,
+        config,
+    )?;
     let mut requirements = Vec::new();
     if !config.disable_require && view.get_checked("NVIDIA_DISABLE_REQUIRE")? != Some("true") {
-        let mut vars: Vec<&str> = view.env.iter().filter(|e| e.starts_with("NVIDIA_REQUIRE_")).map(|e| e.as_str()).collect();
+        let mut vars: Vec<&str> = view
+            .env
+            .iter()
+            .filter(|e| e.starts_with("NVIDIA_REQUIRE_"))
+            .map(|e| e.as_str())
+            .collect();
         vars.sort();
         for entry in vars {
             let (k, v) = entry.split_once('=').unwrap_or((entry, ""));
@@ -242,21 +268,42 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     };
     let mig_config = privileged_only("NVIDIA_MIG_CONFIG_DEVICES")?;
     let mig_monitor = privileged_only("NVIDIA_MIG_MONITOR_DEVICES")?;
-    Ok(Resolved { request: Some(Request { devices, capabilities, requirements, mig_config, mig_monitor, cuda_compat: config.cuda_compat_enabled() }), notes })
+    Ok(Resolved {
+        request: Some(Request {
+            devices,
+            capabilities,
+            requirements,
+            mig_config,
+            mig_monitor,
+            cuda_compat: config.cuda_compat_enabled(),
+        }),
+        notes,
+    })
 }
 
 /// `NVIDIA_VISIBLE_DEVICES` as the toolkit may read it: NUL bytes refused, `all` for a legacy
 /// CUDA image that does not set it (when `legacy_default`), and nothing for an unprivileged
 /// container when `accept-nvidia-visible-devices-envvar-when-unprivileged = false` (with a
 /// note). The one reader of the variable, for the legacy request and the shim's CDI names.
-pub fn visible_devices_env<'a>(view: &'a ContainerView, config: &Config, legacy_default: bool, notes: &mut Vec<String>) -> Result<Option<&'a str>, RequestError> {
+pub fn visible_devices_env<'a>(
+    view: &'a ContainerView,
+    config: &Config,
+    legacy_default: bool,
+    notes: &mut Vec<String>,
+) -> Result<Option<&'a str>, RequestError> {
     let value = match view.get_checked("NVIDIA_VISIBLE_DEVICES")? {
         None if legacy_default => Some("all"),
         other => other,
     };
-    if value.is_some() && !view.privileged && !config.accept_nvidia_visible_devices_envvar_when_unprivileged {
-        notes.push("ignoring NVIDIA_VISIBLE_DEVICES of an unprivileged container \
-                    (accept-nvidia-visible-devices-envvar-when-unprivileged = false)".into());
+    if value.is_some()
+        && !view.privileged
+        && !config.accept_nvidia_visible_devices_envvar_when_unprivileged
+    {
+        notes.push(
+            "ignoring NVIDIA_VISIBLE_DEVICES of an unprivileged container \
+                    (accept-nvidia-visible-devices-envvar-when-unprivileged = false)"
+                .into(),
+        );
         return Ok(None);
     }
     Ok(value)
@@ -265,9 +312,16 @@ pub fn visible_devices_env<'a>(view: &'a ContainerView, config: &Config, legacy_
 /// The comma-separated entries of a device list, trimmed, empty ones dropped, at most
 /// [`MAX_DEVICE_IDS`].
 pub fn list_items<'a>(var: &str, value: &'a str) -> Result<Vec<&'a str>, RequestError> {
-    let items: Vec<&str> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let items: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if items.len() > MAX_DEVICE_IDS {
-        return Err(RequestError::TooManyIds { var: var.into(), count: items.len() });
+        return Err(RequestError::TooManyIds {
+            var: var.into(),
+            count: items.len(),
+        });
     }
     Ok(items)
 }
@@ -311,8 +365,16 @@ fn volume_mount_list(mounts: &[(PathBuf, PathBuf)]) -> Option<String> {
     (!ids.is_empty()).then(|| ids.join(","))
 }
 
-fn parse_capabilities(value: Option<&str>, legacy_cuda_image: bool, config: &Config) -> Result<BTreeSet<Capability>, RequestError> {
-    let supported: BTreeSet<&str> = config.supported_driver_capabilities.split(',').map(str::trim).collect();
+fn parse_capabilities(
+    value: Option<&str>,
+    legacy_cuda_image: bool,
+    config: &Config,
+) -> Result<BTreeSet<Capability>, RequestError> {
+    let supported: BTreeSet<&str> = config
+        .supported_driver_capabilities
+        .split(',')
+        .map(str::trim)
+        .collect();
     let value = match value.map(str::trim) {
         None | Some("") if legacy_cuda_image => "all",
         None | Some("") => "utility,compute",
@@ -321,10 +383,15 @@ fn parse_capabilities(value: Option<&str>, legacy_cuda_image: bool, config: &Con
     let mut caps = BTreeSet::new();
     for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "all" {
-            caps.extend(Capability::ALL.into_iter().filter(|c| c.implemented() && supported.contains(c.name())));
+            caps.extend(
+                Capability::ALL
+                    .into_iter()
+                    .filter(|c| c.implemented() && supported.contains(c.name())),
+            );
             continue;
         }
-        let cap = Capability::from_name(name).ok_or_else(|| RequestError::UnknownCapability(name.into()))?;
+        let cap = Capability::from_name(name)
+            .ok_or_else(|| RequestError::UnknownCapability(name.into()))?;
         if !supported.contains(name) {
             return Err(RequestError::UnsupportedCapability(name.into()));
         }
@@ -339,7 +406,8 @@ fn parse_capabilities(value: Option<&str>, legacy_cuda_image: bool, config: &Con
 fn major_minor(version: &str) -> Option<String> {
     let mut parts = version.split('.');
     let (major, minor) = (parts.next()?, parts.next().unwrap_or("0"));
-    (major.parse::<u32>().is_ok() && minor.parse::<u32>().is_ok()).then(|| format!("{major}.{minor}"))
+    (major.parse::<u32>().is_ok() && minor.parse::<u32>().is_ok())
+        .then(|| format!("{major}.{minor}"))
 }
 
 #[cfg(test)]
@@ -348,7 +416,11 @@ mod tests {
     use Capability::*;
 
     fn view(env: &[&str]) -> ContainerView {
-        ContainerView { env: env.iter().map(|s| s.to_string()).collect(), mounts: vec![], privileged: false }
+        ContainerView {
+            env: env.iter().map(|s| s.to_string()).collect(),
+            mounts: vec![],
+            privileged: false,
+        }
     }
 
     fn req(devices: Devices, caps: &[Capability]) -> Request {
@@ -412,33 +484,61 @@ mod tests {
 
     #[test]
     fn policy_cases() {
-        let mut config = Config::default();
-        config.accept_nvidia_visible_devices_envvar_when_unprivileged = false;
+        let mut config = Config {
+            accept_nvidia_visible_devices_envvar_when_unprivileged: false,
+            ..Config::default()
+        };
         let v = view(&["NVIDIA_VISIBLE_DEVICES=0"]);
         let r = resolve(&v, &config).unwrap();
         assert_eq!(r.request, None, "unprivileged env request ignored");
         assert_eq!(r.notes.len(), 1);
-        let privileged = ContainerView { privileged: true, ..v.clone() };
-        assert!(resolve(&privileged, &config).unwrap().request.is_some(), "privileged env request honoured");
+        let privileged = ContainerView {
+            privileged: true,
+            ..v.clone()
+        };
+        assert!(
+            resolve(&privileged, &config).unwrap().request.is_some(),
+            "privileged env request honoured"
+        );
 
         config.accept_nvidia_visible_devices_as_volume_mounts = true;
         let mounted = ContainerView {
             mounts: vec![
-                ("/dev/null".into(), "/var/run/nvidia-container-devices/GPU-1".into()),
-                ("/dev/null".into(), "/var/run/nvidia-container-devices/3".into()),
-                ("/etc/x".into(), "/var/run/nvidia-container-devices/4".into()),
+                (
+                    "/dev/null".into(),
+                    "/var/run/nvidia-container-devices/GPU-1".into(),
+                ),
+                (
+                    "/dev/null".into(),
+                    "/var/run/nvidia-container-devices/3".into(),
+                ),
+                (
+                    "/etc/x".into(),
+                    "/var/run/nvidia-container-devices/4".into(),
+                ),
             ],
             ..v
         };
         let r = resolve(&mounted, &config).unwrap().request.unwrap();
-        assert_eq!(r.devices, Devices::List(vec![DeviceId::Uuid("GPU-1".into()), DeviceId::Index(3)]));
+        assert_eq!(
+            r.devices,
+            Devices::List(vec![DeviceId::Uuid("GPU-1".into()), DeviceId::Index(3)])
+        );
     }
 
     #[test]
     fn huge_and_hostile_lists() {
-        let many = (0..100_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-        assert_eq!(parse_devices("NVIDIA_VISIBLE_DEVICES", &many),
-            Err(RequestError::TooManyIds { var: "NVIDIA_VISIBLE_DEVICES".into(), count: 100_000 }));
+        let many = (0..100_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(
+            parse_devices("NVIDIA_VISIBLE_DEVICES", &many),
+            Err(RequestError::TooManyIds {
+                var: "NVIDIA_VISIBLE_DEVICES".into(),
+                count: 100_000
+            })
+        );
         for bad in ["../../etc", "0:x", "GPU-", "1:2:3:4", "zz:00.0", "-1"] {
             assert!(parse_devices("V", bad).is_err(), "{bad} should be refused");
         }

@@ -16,8 +16,16 @@ pub struct DriverRoot {
 }
 
 impl DriverRoot {
-    pub fn new(root: impl Into<PathBuf>, dev_root: impl Into<PathBuf>, proc_root: impl Into<PathBuf>) -> Self {
-        DriverRoot { root: root.into(), dev_root: dev_root.into(), proc_root: proc_root.into() }
+    pub fn new(
+        root: impl Into<PathBuf>,
+        dev_root: impl Into<PathBuf>,
+        proc_root: impl Into<PathBuf>,
+    ) -> Self {
+        DriverRoot {
+            root: root.into(),
+            dev_root: dev_root.into(),
+            proc_root: proc_root.into(),
+        }
     }
 
     /// The host path of a path as seen from inside the driver root (`/usr/bin/nvidia-smi`).
@@ -37,7 +45,9 @@ impl DriverRoot {
 
     /// Inverse of [`host_path`](Self::host_path): `/run/nvidia/driver/usr/bin/x` → `/usr/bin/x`.
     pub fn driver_path(&self, host: &Path) -> Option<PathBuf> {
-        host.strip_prefix(&self.root).ok().map(|rest| Path::new("/").join(rest))
+        host.strip_prefix(&self.root)
+            .ok()
+            .map(|rest| Path::new("/").join(rest))
     }
 }
 
@@ -61,16 +71,31 @@ mod tests {
     fn path_cases() {
         let r = DriverRoot::new("/run/nvidia/driver", "/", "/proc");
         let cases = [
-            (r.host_path("/usr/lib/libcuda.so.1"), "/run/nvidia/driver/usr/lib/libcuda.so.1"),
-            (r.host_path("usr/bin/nvidia-smi"), "/run/nvidia/driver/usr/bin/nvidia-smi"),
-            (r.host_path("/../../etc/shadow"), "/run/nvidia/driver/etc/shadow"),
+            (
+                r.host_path("/usr/lib/libcuda.so.1"),
+                "/run/nvidia/driver/usr/lib/libcuda.so.1",
+            ),
+            (
+                r.host_path("usr/bin/nvidia-smi"),
+                "/run/nvidia/driver/usr/bin/nvidia-smi",
+            ),
+            (
+                r.host_path("/../../etc/shadow"),
+                "/run/nvidia/driver/etc/shadow",
+            ),
             (r.dev_path("/dev/nvidia0"), "/dev/nvidia0"),
-            (r.proc_path("driver/nvidia/version"), "/proc/driver/nvidia/version"),
+            (
+                r.proc_path("driver/nvidia/version"),
+                "/proc/driver/nvidia/version",
+            ),
         ];
         for (got, want) in cases {
             assert_eq!(got, Path::new(want));
         }
-        assert_eq!(r.driver_path(Path::new("/run/nvidia/driver/usr/bin/x")), Some(PathBuf::from("/usr/bin/x")));
+        assert_eq!(
+            r.driver_path(Path::new("/run/nvidia/driver/usr/bin/x")),
+            Some(PathBuf::from("/usr/bin/x"))
+        );
         assert_eq!(r.driver_path(Path::new("/usr/bin/x")), None);
     }
 }

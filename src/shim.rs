@@ -46,7 +46,9 @@ const GLOBAL_VALUE_FLAGS: &[&str] = &["--root", "--log", "--log-format", "--criu
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShimError {
-    #[error("none of the low-level runtimes {0:?} (config nvidia-container-runtime.runtimes) was found")]
+    #[error(
+        "none of the low-level runtimes {0:?} (config nvidia-container-runtime.runtimes) was found"
+    )]
     NoRuntime(Vec<String>),
     #[error("the hook {0:?} (config nvidia-container-runtime-hook.path) was not found")]
     NoHook(String),
@@ -55,11 +57,22 @@ pub enum ShimError {
     #[error("config nvidia-container-runtime.modes.cdi.default-kind: {0}")]
     DefaultKind(NameError),
     #[error("{path}: {source}")]
-    Inject { path: PathBuf, source: cdi::inject::InjectError },
+    Inject {
+        path: PathBuf,
+        source: cdi::inject::InjectError,
+    },
     #[error("{path}: unresolvable CDI device {name}: {why}")]
-    JitDevice { path: PathBuf, name: String, why: String },
+    JitDevice {
+        path: PathBuf,
+        name: String,
+        why: String,
+    },
     #[error("{path}: cannot generate CDI edits for {names} (jit-cdi): {source}")]
-    Jit { path: PathBuf, names: String, source: Box<GenerateError> },
+    Jit {
+        path: PathBuf,
+        names: String,
+        source: Box<GenerateError>,
+    },
     #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path) nor in PATH; jit-cdi needs it")]
     NoCdiHook { hook: String },
     #[error(transparent)]
@@ -69,7 +82,10 @@ pub enum ShimError {
     #[error(transparent)]
     Oci(#[from] oci::OciError),
     #[error("{path}: the container's GPU request is not valid: {source}")]
-    Request { path: PathBuf, source: request::RequestError },
+    Request {
+        path: PathBuf,
+        source: request::RequestError,
+    },
 }
 
 /// What the shim needs to know about runc's command line.
@@ -138,7 +154,10 @@ pub fn parse_args(args: &[String]) -> Invocation {
             i += 2;
             continue;
         }
-        if let Some(v) = a.strip_prefix("--bundle=").or_else(|| a.strip_prefix("-b=")) {
+        if let Some(v) = a
+            .strip_prefix("--bundle=")
+            .or_else(|| a.strip_prefix("-b="))
+        {
             inv.bundle = Some(PathBuf::from(v));
         }
         i += 1;
@@ -168,7 +187,10 @@ pub fn find_program(name: &str, which: &dyn Fn(&str) -> Option<PathBuf>) -> Opti
 }
 
 /// The low-level runtime: the first of `runtimes` found.
-pub fn find_runtime(runtimes: &[String], which: &dyn Fn(&str) -> Option<PathBuf>) -> Result<PathBuf, ShimError> {
+pub fn find_runtime(
+    runtimes: &[String],
+    which: &dyn Fn(&str) -> Option<PathBuf>,
+) -> Result<PathBuf, ShimError> {
     runtimes
         .iter()
         .find_map(|r| find_program(r, which))
@@ -176,8 +198,12 @@ pub fn find_runtime(runtimes: &[String], which: &dyn Fn(&str) -> Option<PathBuf>
 }
 
 /// The hook binary named by the config.
-pub fn find_hook(config: &Config, which: &dyn Fn(&str) -> Option<PathBuf>) -> Result<PathBuf, ShimError> {
-    find_program(&config.hook.path, which).ok_or_else(|| ShimError::NoHook(config.hook.path.clone()))
+pub fn find_hook(
+    config: &Config,
+    which: &dyn Fn(&str) -> Option<PathBuf>,
+) -> Result<PathBuf, ShimError> {
+    find_program(&config.hook.path, which)
+        .ok_or_else(|| ShimError::NoHook(config.hook.path.clone()))
 }
 
 /// What one `create` does.
@@ -203,17 +229,29 @@ pub struct CdiRequest {
 
 /// Reads the CDI request from annotations and `NVIDIA_VISIBLE_DEVICES`. With `strict` false
 /// only `explicit` is computed (bare ids are not converted, so a legacy id can never fail here).
-pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>, config: &Config, strict: bool, path: &Path) -> Result<CdiRequest, ShimError> {
+pub fn cdi_request(
+    view: &ContainerView,
+    annotations: &BTreeMap<String, String>,
+    config: &Config,
+    strict: bool,
+    path: &Path,
+) -> Result<CdiRequest, ShimError> {
     let cdi = &config.runtime.modes.cdi;
     let mut out = CdiRequest::default();
     for (key, value) in annotations {
-        if !cdi.annotation_prefixes.iter().any(|p| !p.is_empty() && key.starts_with(p.as_str())) {
+        if !cdi
+            .annotation_prefixes
+            .iter()
+            .any(|p| !p.is_empty() && key.starts_with(p.as_str()))
+        {
             continue;
         }
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             out.explicit = true;
-            let name = QualifiedName::parse(item)
-                .map_err(|source| ShimError::CdiName { what: format!("annotation {key}={value:?}"), source })?;
+            let name = QualifiedName::parse(item).map_err(|source| ShimError::CdiName {
+                what: format!("annotation {key}={value:?}"),
+                source,
+            })?;
             if !out.names.contains(&name) {
                 out.names.push(name);
             }
@@ -222,8 +260,15 @@ pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>,
     if out.explicit {
         return Ok(out);
     }
-    let request_err = |source| ShimError::Request { path: path.to_path_buf(), source };
-    let Some(env) = request::visible_devices_env(view, config, false, &mut Vec::new()).map_err(request_err)? else { return Ok(out) };
+    let request_err = |source| ShimError::Request {
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(env) =
+        request::visible_devices_env(view, config, false, &mut Vec::new()).map_err(request_err)?
+    else {
+        return Ok(out);
+    };
     let items = request::list_items("NVIDIA_VISIBLE_DEVICES", env).map_err(request_err)?;
     if items.contains(&"void") || items.contains(&"none") {
         return Ok(out);
@@ -233,8 +278,15 @@ pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>,
         return Ok(out);
     }
     for item in items {
-        let parsed = if item.contains('=') { QualifiedName::parse(item) } else { QualifiedName::new(&cdi.default_kind, item) };
-        let name = parsed.map_err(|source| ShimError::CdiName { what: format!("NVIDIA_VISIBLE_DEVICES entry {item:?}"), source })?;
+        let parsed = if item.contains('=') {
+            QualifiedName::parse(item)
+        } else {
+            QualifiedName::new(&cdi.default_kind, item)
+        };
+        let name = parsed.map_err(|source| ShimError::CdiName {
+            what: format!("NVIDIA_VISIBLE_DEVICES entry {item:?}"),
+            source,
+        })?;
         if !out.names.contains(&name) {
             out.names.push(name);
         }
@@ -246,28 +298,76 @@ pub fn cdi_request(view: &ContainerView, annotations: &BTreeMap<String, String>,
 /// from `path`).
 pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, ShimError> {
     let spec: Spec = oci::parse_spec(bytes, path)?;
-    let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
-    let annotations: BTreeMap<String, String> = spec.annotations().clone().unwrap_or_default().into_iter().collect();
+    let view = ContainerView {
+        env: oci::env(&spec),
+        mounts: oci::mounts(&spec),
+        privileged: oci::is_privileged(&spec),
+    };
+    let annotations: BTreeMap<String, String> = spec
+        .annotations()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     let legacy = || -> Result<Action, ShimError> {
-        let resolved = request::resolve(&view, config)
-            .map_err(|source| ShimError::Request { path: path.to_path_buf(), source })?;
-        Ok(if resolved.request.is_some() { Action::Legacy } else { Action::PassThrough })
+        let resolved = request::resolve(&view, config).map_err(|source| ShimError::Request {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(if resolved.request.is_some() {
+            Action::Legacy
+        } else {
+            Action::PassThrough
+        })
     };
     let strict = || cdi_request(&view, &annotations, config, true, path);
     let names = |names: Vec<QualifiedName>| Some(names).filter(|n| !n.is_empty());
     match config.runtime.mode {
         Mode::Legacy => legacy(),
-        Mode::Auto if cdi_request(&view, &annotations, config, false, path)?.explicit => Ok(Action::Cdi(strict()?.names)),
+        Mode::Auto if cdi_request(&view, &annotations, config, false, path)?.explicit => {
+            Ok(Action::Cdi(strict()?.names))
+        }
         Mode::Auto => legacy(),
         Mode::Cdi => Ok(names(strict()?.names).map_or(Action::PassThrough, Action::Cdi)),
         Mode::JitCdi => Ok(names(strict()?.names).map_or(Action::PassThrough, Action::JitCdi)),
     }
 }
 
+/// The legacy request of the container described by config.json (`bytes`, read from `path`),
+/// when [`decide`] said [`Action::Legacy`]: what the prestart hook will inject, so that the shim
+/// can write its device rules into the spec.
+pub fn legacy_request(
+    bytes: &[u8],
+    path: &Path,
+    config: &Config,
+) -> Result<Option<request::Request>, ShimError> {
+    let spec: Spec = oci::parse_spec(bytes, path)?;
+    let view = ContainerView {
+        env: oci::env(&spec),
+        mounts: oci::mounts(&spec),
+        privileged: oci::is_privileged(&spec),
+    };
+    let resolved = request::resolve(&view, config).map_err(|source| ShimError::Request {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(resolved.request)
+}
+
 /// `cdi` mode: the edits of `names` from `specs` (read from `searched`), applied to `doc`,
 /// then `NVIDIA_VISIBLE_DEVICES=void`.
-pub fn inject_from_specs(doc: &mut Value, names: &[QualifiedName], specs: &[(PathBuf, cdi::Spec)], searched: &str, path: &Path) -> Result<(), ShimError> {
-    let edits = cdi::inject::resolve(names, specs, searched).map_err(|source| ShimError::Inject { path: path.to_path_buf(), source })?;
+pub fn inject_from_specs(
+    doc: &mut Value,
+    names: &[QualifiedName],
+    specs: &[(PathBuf, cdi::Spec)],
+    searched: &str,
+    path: &Path,
+) -> Result<(), ShimError> {
+    let edits =
+        cdi::inject::resolve(names, specs, searched).map_err(|source| ShimError::Inject {
+            path: path.to_path_buf(),
+            source,
+        })?;
     inject(doc, &edits, path)
 }
 
@@ -281,22 +381,39 @@ pub fn inject(doc: &mut Value, edits: &[&ContainerEdits], path: &Path) -> Result
 /// `jit-cdi` mode: a spec generated from `inv` for exactly `names` (all of `default-kind`),
 /// with its hooks running `cdi_hook`. Returns the edits to apply: the spec-level ones and
 /// those of the spec's `all` device, which is the union of the requested devices.
-pub fn jit_spec(names: &[QualifiedName], inv: &Inventory, config: &Config, cdi_hook: &Path, path: &Path) -> Result<cdi::Spec, ShimError> {
+pub fn jit_spec(
+    names: &[QualifiedName],
+    inv: &Inventory,
+    config: &Config,
+    cdi_hook: &Path,
+    path: &Path,
+) -> Result<cdi::Spec, ShimError> {
     let kind = &config.runtime.modes.cdi.default_kind;
     let (vendor, class) = cdi::name::parse_kind(kind).map_err(ShimError::DefaultKind)?;
-    let unresolvable = |name: &QualifiedName, why: String| ShimError::JitDevice { path: path.to_path_buf(), name: name.to_string(), why };
+    let unresolvable = |name: &QualifiedName, why: String| ShimError::JitDevice {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        why,
+    };
     let mut ids: Vec<(DeviceId, &QualifiedName)> = Vec::new();
     let mut all = false;
     for name in names {
         if name.vendor != vendor || name.class != class {
-            return Err(unresolvable(name, format!("jit-cdi only makes devices of the default kind {kind} (config nvidia-container-runtime.modes.cdi.default-kind)")));
+            return Err(unresolvable(
+                name,
+                format!("jit-cdi only makes devices of the default kind {kind} (config nvidia-container-runtime.modes.cdi.default-kind)"),
+            ));
         }
         if name.name == "all" {
             all = true;
             continue;
         }
-        let id = DeviceId::parse(&name.name)
-            .ok_or_else(|| unresolvable(name, "not a GPU index, MIG index, UUID or PCI bus id".into()))?;
+        let id = DeviceId::parse(&name.name).ok_or_else(|| {
+            unresolvable(
+                name,
+                "not a GPU index, MIG index, UUID or PCI bus id".into(),
+            )
+        })?;
         ids.push((id, name));
     }
     let ldconfig = config.host_ldconfig();
@@ -305,48 +422,91 @@ pub fn jit_spec(names: &[QualifiedName], inv: &Inventory, config: &Config, cdi_h
         class: class.into(),
         strategies: vec![cdi::NameStrategy::Index],
         hook_path: cdi_hook.display().to_string(),
-        ldconfig_path: (ldconfig != Path::new(crate::cdi_hooks::DEFAULT_LDCONFIG)).then(|| ldconfig.display().to_string()),
+        ldconfig_path: (ldconfig != Path::new(crate::cdi_hooks::DEFAULT_LDCONFIG))
+            .then(|| ldconfig.display().to_string()),
         proc_root: config.proc_root(),
-        disabled_hooks: if config.cuda_compat_enabled() { Default::default() } else { [cdi::HookKind::EnableCudaCompat].into() },
-        devices: if all { Devices::All } else { Devices::List(ids.iter().map(|(id, _)| id.clone()).collect()) },
+        disabled_hooks: if config.cuda_compat_enabled() {
+            Default::default()
+        } else {
+            [cdi::HookKind::EnableCudaCompat].into()
+        },
+        devices: if all {
+            Devices::All
+        } else {
+            Devices::List(ids.iter().map(|(id, _)| id.clone()).collect())
+        },
         ..cdi::Options::default()
     };
     cdi::generate(inv, &opts).map_err(|source| match &source {
-        GenerateError::UnknownDevice { id, count } => match ids.iter().find(|(i, _)| &i.to_string() == id) {
-            Some((_, name)) => unresolvable(name, format!("no such GPU or MIG device on this host ({count} GPU(s))")),
-            None => ShimError::Jit { path: path.to_path_buf(), names: join(names), source: Box::new(source) },
+        GenerateError::UnknownDevice { id, count } => {
+            match ids.iter().find(|(i, _)| &i.to_string() == id) {
+                Some((_, name)) => unresolvable(
+                    name,
+                    format!("no such GPU or MIG device on this host ({count} GPU(s))"),
+                ),
+                None => ShimError::Jit {
+                    path: path.to_path_buf(),
+                    names: join(names),
+                    source: Box::new(source),
+                },
+            }
+        }
+        _ => ShimError::Jit {
+            path: path.to_path_buf(),
+            names: join(names),
+            source: Box::new(source),
         },
-        _ => ShimError::Jit { path: path.to_path_buf(), names: join(names), source: Box::new(source) },
     })
 }
 
 /// The edits of a [`jit_spec`]: spec level, then the `all` device (the requested union).
 pub fn jit_edits(spec: &cdi::Spec) -> Vec<&ContainerEdits> {
-    std::iter::once(&spec.container_edits).chain(spec.devices.iter().rev().find(|d| d.name == "all").map(|d| &d.container_edits)).collect()
+    std::iter::once(&spec.container_edits)
+        .chain(
+            spec.devices
+                .iter()
+                .rev()
+                .find(|d| d.name == "all")
+                .map(|d| &d.container_edits),
+        )
+        .collect()
 }
 
 fn join(names: &[QualifiedName]) -> String {
-    names.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `nvidia-cdi-hook` for `jit-cdi` specs. Rule: the file of that name next to the legacy hook
 /// (config `nvidia-container-runtime-hook.path`, resolved as for legacy mode), else
 /// `nvidia-cdi-hook` in PATH. Packages install both side by side, so no new config key.
-pub fn find_cdi_hook(config: &Config, which: &dyn Fn(&str) -> Option<PathBuf>) -> Result<PathBuf, ShimError> {
+pub fn find_cdi_hook(
+    config: &Config,
+    which: &dyn Fn(&str) -> Option<PathBuf>,
+) -> Result<PathBuf, ShimError> {
     if let Some(hook) = find_program(&config.hook.path, which) {
         let sibling = hook.with_file_name(CDI_HOOK_NAME);
         if sibling.is_file() {
             return Ok(sibling);
         }
     }
-    which(CDI_HOOK_NAME).ok_or_else(|| ShimError::NoCdiHook { hook: config.hook.path.clone() })
+    which(CDI_HOOK_NAME).ok_or_else(|| ShimError::NoCdiHook {
+        hook: config.hook.path.clone(),
+    })
 }
 
 /// The hook's explicit env: PATH, and the config file when the shim's came from the env var.
 pub fn hook_env(config_from_env: Option<&Path>) -> Vec<String> {
     let mut env = vec![HOOK_PATH_ENV.to_string()];
     if let Some(p) = config_from_env {
-        env.push(format!("{}={}", crate::config::CONFIG_PATH_ENV, p.display()));
+        env.push(format!(
+            "{}={}",
+            crate::config::CONFIG_PATH_ENV,
+            p.display()
+        ));
     }
     env
 }
@@ -359,19 +519,33 @@ fn is_our_hook(hook: &Value) -> bool {
 
 /// Adds our prestart hook to `spec` unless one is there already. Returns whether it changed.
 /// `path` is config.json's, for messages.
-pub fn add_hook(spec: &mut Value, hook_path: &Path, env: &[String], path: &Path) -> Result<bool, ShimError> {
-    let err = |why: &str| ShimError::Spec { path: path.to_path_buf(), why: why.to_string() };
-    let root = spec.as_object_mut().ok_or_else(|| err("the spec is not a JSON object"))?;
+pub fn add_hook(
+    spec: &mut Value,
+    hook_path: &Path,
+    env: &[String],
+    path: &Path,
+) -> Result<bool, ShimError> {
+    let err = |why: &str| ShimError::Spec {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    let root = spec
+        .as_object_mut()
+        .ok_or_else(|| err("the spec is not a JSON object"))?;
     let hooks = root.entry("hooks").or_insert_with(|| json!({}));
     if hooks.is_null() {
         *hooks = json!({});
     }
-    let hooks = hooks.as_object_mut().ok_or_else(|| err("\"hooks\" is not an object"))?;
+    let hooks = hooks
+        .as_object_mut()
+        .ok_or_else(|| err("\"hooks\" is not an object"))?;
     let prestart = hooks.entry("prestart").or_insert_with(|| json!([]));
     if prestart.is_null() {
         *prestart = json!([]);
     }
-    let prestart = prestart.as_array_mut().ok_or_else(|| err("\"hooks.prestart\" is not an array"))?;
+    let prestart = prestart
+        .as_array_mut()
+        .ok_or_else(|| err("\"hooks.prestart\" is not an array"))?;
     if prestart.iter().any(is_our_hook) {
         return Ok(false);
     }
@@ -392,42 +566,160 @@ mod tests {
     }
 
     /// (name, argv, command, version, bundle)
-    type ArgvCase<'a> = (&'a str, &'a [&'a str], Option<&'a str>, bool, Option<&'a str>);
+    type ArgvCase<'a> = (
+        &'a str,
+        &'a [&'a str],
+        Option<&'a str>,
+        bool,
+        Option<&'a str>,
+    );
 
     #[test]
     fn argv_table() {
         let cases: &[ArgvCase] = &[
             ("empty", &[], None, false, None),
-            ("plain create", &["create", "id"], Some("create"), false, None),
-            ("create --bundle X", &["create", "--bundle", "/b", "id"], Some("create"), false, Some("/b")),
-            ("create --bundle=X", &["create", "--bundle=/b", "id"], Some("create"), false, Some("/b")),
-            ("create -b X", &["create", "-b", "/b", "id"], Some("create"), false, Some("/b")),
-            ("create -b=X", &["create", "-b=/b", "id"], Some("create"), false, Some("/b")),
-            ("last bundle wins", &["create", "-b", "/a", "--bundle=/c", "id"], Some("create"), false, Some("/c")),
             (
-                "global flags with values",
-                &["--root", "/run/runc", "--log", "/l.json", "--log-format", "json", "create", "-b", "/b", "x"],
+                "plain create",
+                &["create", "id"],
+                Some("create"),
+                false,
+                None,
+            ),
+            (
+                "create --bundle X",
+                &["create", "--bundle", "/b", "id"],
                 Some("create"),
                 false,
                 Some("/b"),
             ),
-            ("global flags with =", &["--root=/r", "--log-format=json", "create", "x"], Some("create"), false, None),
-            ("boolean global flags", &["--systemd-cgroup", "--debug", "create", "x"], Some("create"), false, None),
-            ("value not taken as command", &["--root", "create", "state", "x"], Some("state"), false, None),
-            ("state", &["--root", "/r", "state", "x"], Some("state"), false, None),
-            ("delete", &["delete", "--force", "x"], Some("delete"), false, None),
+            (
+                "create --bundle=X",
+                &["create", "--bundle=/b", "id"],
+                Some("create"),
+                false,
+                Some("/b"),
+            ),
+            (
+                "create -b X",
+                &["create", "-b", "/b", "id"],
+                Some("create"),
+                false,
+                Some("/b"),
+            ),
+            (
+                "create -b=X",
+                &["create", "-b=/b", "id"],
+                Some("create"),
+                false,
+                Some("/b"),
+            ),
+            (
+                "last bundle wins",
+                &["create", "-b", "/a", "--bundle=/c", "id"],
+                Some("create"),
+                false,
+                Some("/c"),
+            ),
+            (
+                "global flags with values",
+                &[
+                    "--root",
+                    "/run/runc",
+                    "--log",
+                    "/l.json",
+                    "--log-format",
+                    "json",
+                    "create",
+                    "-b",
+                    "/b",
+                    "x",
+                ],
+                Some("create"),
+                false,
+                Some("/b"),
+            ),
+            (
+                "global flags with =",
+                &["--root=/r", "--log-format=json", "create", "x"],
+                Some("create"),
+                false,
+                None,
+            ),
+            (
+                "boolean global flags",
+                &["--systemd-cgroup", "--debug", "create", "x"],
+                Some("create"),
+                false,
+                None,
+            ),
+            (
+                "value not taken as command",
+                &["--root", "create", "state", "x"],
+                Some("state"),
+                false,
+                None,
+            ),
+            (
+                "state",
+                &["--root", "/r", "state", "x"],
+                Some("state"),
+                false,
+                None,
+            ),
+            (
+                "delete",
+                &["delete", "--force", "x"],
+                Some("delete"),
+                false,
+                None,
+            ),
             ("version", &["--version"], None, true, None),
             ("-v", &["-v"], None, true, None),
-            ("run is not create", &["run", "-b", "/b", "x"], Some("run"), false, Some("/b")),
-            ("bundle before command is ignored", &["-b", "/b", "create", "x"], Some("/b"), false, None),
-            ("create with other flags", &["create", "--pid-file", "/p", "--console-socket", "/s", "--bundle", "/b", "x"], Some("create"), false, Some("/b")),
+            (
+                "run is not create",
+                &["run", "-b", "/b", "x"],
+                Some("run"),
+                false,
+                Some("/b"),
+            ),
+            (
+                "bundle before command is ignored",
+                &["-b", "/b", "create", "x"],
+                Some("/b"),
+                false,
+                None,
+            ),
+            (
+                "create with other flags",
+                &[
+                    "create",
+                    "--pid-file",
+                    "/p",
+                    "--console-socket",
+                    "/s",
+                    "--bundle",
+                    "/b",
+                    "x",
+                ],
+                Some("create"),
+                false,
+                Some("/b"),
+            ),
         ];
         for (name, argv, command, version, bundle) in cases {
             let inv = parse_args(&s(argv));
             assert_eq!(inv.command.as_deref(), *command, "case {name}: command");
             assert_eq!(inv.version, *version, "case {name}: version");
-            assert_eq!(inv.bundle.as_deref(), bundle.map(Path::new), "case {name}: bundle");
-            assert_eq!(inv.is_create(), *command == Some("create"), "case {name}: is_create");
+            assert_eq!(
+                inv.bundle.as_deref(),
+                bundle.map(Path::new),
+                "case {name}: bundle"
+            );
+            assert_eq!(
+                inv.is_create(),
+                *command == Some("create"),
+                "case {name}: is_create"
+            );
         }
     }
 
@@ -438,10 +730,30 @@ mod tests {
     fn log_flags_table() {
         let cases: &[LogCase] = &[
             ("none", &["create", "x"], None, None),
-            ("spaced", &["--log", "/l", "--log-format", "json", "create", "x"], Some("/l"), Some("json")),
-            ("equals", &["--log=/l", "--log-format=text", "create", "x"], Some("/l"), Some("text")),
-            ("last wins", &["--log", "/a", "--log=/b", "state", "x"], Some("/b"), None),
-            ("after the command is not global", &["create", "--log", "/l", "x"], None, None),
+            (
+                "spaced",
+                &["--log", "/l", "--log-format", "json", "create", "x"],
+                Some("/l"),
+                Some("json"),
+            ),
+            (
+                "equals",
+                &["--log=/l", "--log-format=text", "create", "x"],
+                Some("/l"),
+                Some("text"),
+            ),
+            (
+                "last wins",
+                &["--log", "/a", "--log=/b", "state", "x"],
+                Some("/b"),
+                None,
+            ),
+            (
+                "after the command is not global",
+                &["create", "--log", "/l", "x"],
+                None,
+                None,
+            ),
             ("empty log ignored", &["--log=", "create", "x"], None, None),
         ];
         for (name, argv, log, format) in cases {
@@ -460,10 +772,21 @@ mod tests {
     #[test]
     fn runtime_choice() {
         let which = |n: &str| (n == "crun").then(|| PathBuf::from("/usr/bin/crun"));
-        assert_eq!(find_runtime(&s(&["runc", "crun"]), &which).unwrap(), PathBuf::from("/usr/bin/crun"));
-        assert_eq!(find_runtime(&s(&["/bin/sh", "crun"]), &which).unwrap(), PathBuf::from("/bin/sh"));
-        assert_eq!(find_runtime(&s(&["/nonexistent/runc", "crun"]), &which).unwrap(), PathBuf::from("/usr/bin/crun"));
-        let e = find_runtime(&s(&["runc", "youki"]), &which).unwrap_err().to_string();
+        assert_eq!(
+            find_runtime(&s(&["runc", "crun"]), &which).unwrap(),
+            PathBuf::from("/usr/bin/crun")
+        );
+        assert_eq!(
+            find_runtime(&s(&["/bin/sh", "crun"]), &which).unwrap(),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            find_runtime(&s(&["/nonexistent/runc", "crun"]), &which).unwrap(),
+            PathBuf::from("/usr/bin/crun")
+        );
+        let e = find_runtime(&s(&["runc", "youki"]), &which)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"runc\"") && e.contains("\"youki\""), "{e}");
     }
 
@@ -472,51 +795,125 @@ mod tests {
         let text = r#"{"zzz":1,"ociVersion":"1.0.2","hooks":{"poststop":[]},"aaa":{"x":true}}"#;
         let mut v: Value = serde_json::from_str(text).unwrap();
         let env = hook_env(Some(Path::new("/c.toml")));
-        assert!(add_hook(&mut v, Path::new("/usr/bin/nvidia-container-runtime-hook"), &env, Path::new("c.json")).unwrap());
-        assert!(!add_hook(&mut v, Path::new("/other/nvidia-container-runtime-hook"), &env, Path::new("c.json")).unwrap());
+        assert!(add_hook(
+            &mut v,
+            Path::new("/usr/bin/nvidia-container-runtime-hook"),
+            &env,
+            Path::new("c.json")
+        )
+        .unwrap());
+        assert!(!add_hook(
+            &mut v,
+            Path::new("/other/nvidia-container-runtime-hook"),
+            &env,
+            Path::new("c.json")
+        )
+        .unwrap());
         let out = serde_json::to_string(&v).unwrap();
         assert_eq!(
             out,
             r#"{"zzz":1,"ociVersion":"1.0.2","hooks":{"poststop":[],"prestart":[{"path":"/usr/bin/nvidia-container-runtime-hook","args":["nvidia-container-runtime-hook","prestart"],"env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","NVIDIA_CTK_CONFIG_FILE_PATH=/c.toml"]}]},"aaa":{"x":true}}"#
         );
         let mut bad: Value = serde_json::from_str(r#"{"hooks":{"prestart":{}}}"#).unwrap();
-        assert!(add_hook(&mut bad, Path::new("/h"), &env, Path::new("c.json")).unwrap_err().to_string().contains("c.json"));
+        assert!(
+            add_hook(&mut bad, Path::new("/h"), &env, Path::new("c.json"))
+                .unwrap_err()
+                .to_string()
+                .contains("c.json")
+        );
     }
 
     fn doc(env: &[&str], annotations: &[(&str, &str)]) -> Vec<u8> {
-        let ann: serde_json::Map<String, Value> = annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
-        serde_json::to_vec(&json!({"ociVersion": "1.0.2", "process": {"cwd": "/", "args": ["sh"], "env": env, "user": {"uid": 0, "gid": 0}}, "annotations": ann})).unwrap()
+        let ann: serde_json::Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        serde_json::to_vec(
+            &json!({"ociVersion": "1.0.2", "process": {"cwd": "/", "args": ["sh"], "env": env, "user": {"uid": 0, "gid": 0}}, "annotations": ann}),
+        )
+        .unwrap()
     }
 
     fn q(names: &[&str]) -> Vec<QualifiedName> {
-        names.iter().map(|n| QualifiedName::parse(n).unwrap()).collect()
+        names
+            .iter()
+            .map(|n| QualifiedName::parse(n).unwrap())
+            .collect()
     }
 
     #[test]
     fn decide_cases() {
         use Action::*;
         let gpu0 = "NVIDIA_VISIBLE_DEVICES=0";
-        let ann = [("cdi.k8s.io/b", "nvidia.com/gpu=1"), ("cdi.k8s.io/a", "nvidia.com/gpu=0, example.com/x=y"), ("other/c", "nvidia.com/gpu=3")];
-        type Case<'a> = (&'a str, Mode, Vec<&'a str>, Vec<(&'a str, &'a str)>, Result<Action, &'a str>);
+        let ann = [
+            ("cdi.k8s.io/b", "nvidia.com/gpu=1"),
+            ("cdi.k8s.io/a", "nvidia.com/gpu=0, example.com/x=y"),
+            ("other/c", "nvidia.com/gpu=3"),
+        ];
+        type Case<'a> = (
+            &'a str,
+            Mode,
+            Vec<&'a str>,
+            Vec<(&'a str, &'a str)>,
+            Result<Action, &'a str>,
+        );
         let cases: Vec<Case> = vec![
             ("auto, nothing", Mode::Auto, vec![], vec![], Ok(PassThrough)),
             ("auto, index is legacy", Mode::Auto, vec![gpu0], vec![], Ok(Legacy)),
             ("auto, legacy cuda image", Mode::Auto, vec!["CUDA_VERSION=11.8.0"], vec![], Ok(Legacy)),
-            ("auto, qualified env is cdi, bare ids get the default kind", Mode::Auto, vec!["NVIDIA_VISIBLE_DEVICES=example.com/x=a,1"], vec![],
-                Ok(Cdi(q(&["example.com/x=a", "nvidia.com/gpu=1"])))),
-            ("auto, annotations sorted by key and split, win over env", Mode::Auto, vec![gpu0], ann.to_vec(),
-                Ok(Cdi(q(&["nvidia.com/gpu=0", "example.com/x=y", "nvidia.com/gpu=1"])))),
-            ("auto, other prefixes ignored", Mode::Auto, vec![], vec![("other/c", "nvidia.com/gpu=3")], Ok(PassThrough)),
+            (
+                "auto, qualified env is cdi, bare ids get the default kind",
+                Mode::Auto,
+                vec!["NVIDIA_VISIBLE_DEVICES=example.com/x=a,1"],
+                vec![],
+                Ok(Cdi(q(&["example.com/x=a", "nvidia.com/gpu=1"]))),
+            ),
+            (
+                "auto, annotations sorted by key and split, win over env",
+                Mode::Auto,
+                vec![gpu0],
+                ann.to_vec(),
+                Ok(Cdi(q(&["nvidia.com/gpu=0", "example.com/x=y", "nvidia.com/gpu=1"]))),
+            ),
+            (
+                "auto, other prefixes ignored",
+                Mode::Auto,
+                vec![],
+                vec![("other/c", "nvidia.com/gpu=3")],
+                Ok(PassThrough),
+            ),
             ("legacy ignores annotations", Mode::Legacy, vec![], ann.to_vec(), Ok(PassThrough)),
-            ("legacy refuses a qualified env", Mode::Legacy, vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"], vec![], Err("not a device id")),
-            ("cdi, bare ids", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=0,all,0"], vec![], Ok(Cdi(q(&["nvidia.com/gpu=0", "nvidia.com/gpu=all"])))),
+            (
+                "legacy refuses a qualified env",
+                Mode::Legacy,
+                vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"],
+                vec![],
+                Err("not a device id"),
+            ),
+            (
+                "cdi, bare ids",
+                Mode::Cdi,
+                vec!["NVIDIA_VISIBLE_DEVICES=0,all,0"],
+                vec![],
+                Ok(Cdi(q(&["nvidia.com/gpu=0", "nvidia.com/gpu=all"]))),
+            ),
             ("cdi, void", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=void"], vec![], Ok(PassThrough)),
             ("cdi, none", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=none"], vec![], Ok(PassThrough)),
             ("cdi, nothing", Mode::Cdi, vec!["CUDA_VERSION=11.8.0"], vec![], Ok(PassThrough)),
-            ("cdi, bad name", Mode::Cdi, vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=a/b"], vec![],
-                Err("NVIDIA_VISIBLE_DEVICES entry \"nvidia.com/gpu=a/b\": device name \"a/b\" contains '/'")),
-            ("cdi, bad annotation", Mode::Cdi, vec![], vec![("cdi.k8s.io/x", "gpu0")],
-                Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name")),
+            (
+                "cdi, bad name",
+                Mode::Cdi,
+                vec!["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=a/b"],
+                vec![],
+                Err("NVIDIA_VISIBLE_DEVICES entry \"nvidia.com/gpu=a/b\": device name \"a/b\" contains '/'"),
+            ),
+            (
+                "cdi, bad annotation",
+                Mode::Cdi,
+                vec![],
+                vec![("cdi.k8s.io/x", "gpu0")],
+                Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name"),
+            ),
             ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
             ("jit-cdi, nothing", Mode::JitCdi, vec![], vec![], Ok(PassThrough)),
         ];
@@ -526,14 +923,22 @@ mod tests {
             let got = decide(&doc(&env, &annotations), Path::new("c.json"), &c);
             match (got, want) {
                 (Ok(a), Ok(w)) => assert_eq!(a, w, "case {name}"),
-                (Err(e), Err(needle)) => assert!(e.to_string().contains(needle), "case {name}: {e}"),
+                (Err(e), Err(needle)) => {
+                    assert!(e.to_string().contains(needle), "case {name}: {e}")
+                }
                 (got, want) => panic!("case {name}: got {got:?}, want {want:?}"),
             }
         }
-        let mut c = Config::default();
-        c.accept_nvidia_visible_devices_envvar_when_unprivileged = false;
+        let mut c = Config {
+            accept_nvidia_visible_devices_envvar_when_unprivileged: false,
+            ..Config::default()
+        };
         c.runtime.mode = Mode::Cdi;
-        assert_eq!(decide(&doc(&[gpu0], &[]), Path::new("c.json"), &c).unwrap(), Action::PassThrough, "unprivileged env ignored");
+        assert_eq!(
+            decide(&doc(&[gpu0], &[]), Path::new("c.json"), &c).unwrap(),
+            Action::PassThrough,
+            "unprivileged env ignored"
+        );
     }
 
     #[test]
@@ -544,11 +949,23 @@ mod tests {
         let mut c = Config::default();
         c.hook.path = hook.display().to_string();
         let nowhere = |_: &str| None;
-        let in_path = |n: &str| (n == CDI_HOOK_NAME).then(|| PathBuf::from("/usr/bin/nvidia-cdi-hook"));
-        assert_eq!(find_cdi_hook(&c, &in_path).unwrap(), PathBuf::from("/usr/bin/nvidia-cdi-hook"), "no sibling: PATH");
+        let in_path =
+            |n: &str| (n == CDI_HOOK_NAME).then(|| PathBuf::from("/usr/bin/nvidia-cdi-hook"));
+        assert_eq!(
+            find_cdi_hook(&c, &in_path).unwrap(),
+            PathBuf::from("/usr/bin/nvidia-cdi-hook"),
+            "no sibling: PATH"
+        );
         let e = find_cdi_hook(&c, &nowhere).unwrap_err().to_string();
-        assert!(e.starts_with("nvidia-cdi-hook was found neither next to the hook"), "{e}");
+        assert!(
+            e.starts_with("nvidia-cdi-hook was found neither next to the hook"),
+            "{e}"
+        );
         std::fs::write(dir.path().join(CDI_HOOK_NAME), "").unwrap();
-        assert_eq!(find_cdi_hook(&c, &in_path).unwrap(), dir.path().join(CDI_HOOK_NAME), "sibling first");
+        assert_eq!(
+            find_cdi_hook(&c, &in_path).unwrap(),
+            dir.path().join(CDI_HOOK_NAME),
+            "sibling first"
+        );
     }
 }

@@ -20,32 +20,62 @@
 //!   (an empty list when the spec gives none: runc hands a hook without `env` the
 //!   container's environment); an entry identical to one already there is not added again.
 //!
+//! [`allow_devices`] writes a plan's cgroup rules the same way (the shim's legacy mode).
+//!
 //! Must not: read the host (device numbers must already be in the edits), or write files.
 
 use crate::cdi::spec::{ContainerEdits, DeviceNode, Hook, Mount};
+use crate::plan::CgroupRule;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
 /// The OCI hook stages a CDI hook may name.
-pub const HOOK_STAGES: &[&str] = &["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"];
+pub const HOOK_STAGES: &[&str] = &[
+    "prestart",
+    "createRuntime",
+    "createContainer",
+    "startContainer",
+    "poststart",
+    "poststop",
+];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SpecEditError {
     #[error("{path}: {field} is not {want}; cannot apply CDI edits to it")]
-    Shape { path: PathBuf, field: String, want: &'static str },
+    Shape {
+        path: PathBuf,
+        field: String,
+        want: &'static str,
+    },
     #[error("{path}: CDI env entry {entry:?} is not KEY=VALUE")]
     Env { path: PathBuf, entry: String },
     #[error("{path}: CDI device node {node} has no {what}; the spec must give major and minor")]
-    Node { path: PathBuf, node: String, what: &'static str },
+    Node {
+        path: PathBuf,
+        node: String,
+        what: &'static str,
+    },
     #[error("{path}: CDI device node {node} has type {kind:?}; expected c, b, u or p")]
-    NodeType { path: PathBuf, node: String, kind: String },
+    NodeType {
+        path: PathBuf,
+        node: String,
+        kind: String,
+    },
     #[error("{path}: CDI hook {hook} has hookName {stage:?}; expected one of {HOOK_STAGES:?}")]
-    HookStage { path: PathBuf, hook: String, stage: String },
+    HookStage {
+        path: PathBuf,
+        hook: String,
+        stage: String,
+    },
 }
 
 /// Applies `edits` to `spec` in order. `path` names config.json in messages. On error `spec`
 /// may be partly edited: callers edit a copy and write only on success.
-pub fn apply(spec: &mut Value, edits: &[&ContainerEdits], path: &Path) -> Result<(), SpecEditError> {
+pub fn apply(
+    spec: &mut Value,
+    edits: &[&ContainerEdits],
+    path: &Path,
+) -> Result<(), SpecEditError> {
     let mut e = Editor { spec, path };
     for edit in edits {
         for entry in &edit.env {
@@ -64,6 +94,21 @@ pub fn apply(spec: &mut Value, edits: &[&ContainerEdits], path: &Path) -> Result
     Ok(())
 }
 
+/// The plan's `cgroup_rules` as `linux.resources.devices` allow rules (`c MAJ:MIN rw`), for
+/// the shim's legacy mode: the runtime (and systemd, when it manages the cgroup) then knows
+/// the devices the prestart hook injects, so a `systemctl daemon-reload` cannot take them away.
+pub fn allow_devices(
+    spec: &mut Value,
+    rules: &[CgroupRule],
+    path: &Path,
+) -> Result<(), SpecEditError> {
+    let mut e = Editor { spec, path };
+    for r in rules {
+        e.allow_rule("c", r.major.into(), r.minor.into(), "rw")?;
+    }
+    Ok(())
+}
+
 /// Sets `KEY=VALUE` in `process.env` (replacing the same key in place).
 pub fn set_env(spec: &mut Value, entry: &str, path: &Path) -> Result<(), SpecEditError> {
     Editor { spec, path }.set_env(entry)
@@ -76,7 +121,11 @@ struct Editor<'a> {
 
 impl Editor<'_> {
     fn shape(&self, field: &str, want: &'static str) -> SpecEditError {
-        SpecEditError::Shape { path: self.path.to_path_buf(), field: field.into(), want }
+        SpecEditError::Shape {
+            path: self.path.to_path_buf(),
+            field: field.into(),
+            want,
+        }
     }
 
     /// The object at `keys` (created, as `{}`, where missing or null).
@@ -85,17 +134,29 @@ impl Editor<'_> {
         let mut cur: &mut Value = self.spec;
         let mut field = String::new();
         if !cur.is_object() {
-            return Err(SpecEditError::Shape { path, field: "the document".into(), want: "a JSON object" });
+            return Err(SpecEditError::Shape {
+                path,
+                field: "the document".into(),
+                want: "a JSON object",
+            });
         }
         for key in keys {
-            field = if field.is_empty() { key.to_string() } else { format!("{field}.{key}") };
+            field = if field.is_empty() {
+                key.to_string()
+            } else {
+                format!("{field}.{key}")
+            };
             let map = cur.as_object_mut().expect("checked above");
             let next = map.entry(key.to_string()).or_insert_with(|| json!({}));
             if next.is_null() {
                 *next = json!({});
             }
             if !next.is_object() {
-                return Err(SpecEditError::Shape { path, field, want: "an object" });
+                return Err(SpecEditError::Shape {
+                    path,
+                    field,
+                    want: "an object",
+                });
             }
             cur = next;
         }
@@ -104,7 +165,12 @@ impl Editor<'_> {
 
     /// The array `key` of the object at `keys` (created where missing or null).
     fn array(&mut self, keys: &[&str], key: &str) -> Result<&mut Vec<Value>, SpecEditError> {
-        let field = keys.iter().chain(std::iter::once(&key)).copied().collect::<Vec<_>>().join(".");
+        let field = keys
+            .iter()
+            .chain(std::iter::once(&key))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".");
         let err = self.shape(&field, "an array");
         let map = self.object(keys)?;
         let v = map.entry(key.to_string()).or_insert_with(|| json!([]));
@@ -117,10 +183,19 @@ impl Editor<'_> {
     fn set_env(&mut self, entry: &str) -> Result<(), SpecEditError> {
         let key = match entry.split_once('=') {
             Some((k, _)) if !k.is_empty() => k.to_string(),
-            _ => return Err(SpecEditError::Env { path: self.path.to_path_buf(), entry: entry.into() }),
+            _ => {
+                return Err(SpecEditError::Env {
+                    path: self.path.to_path_buf(),
+                    entry: entry.into(),
+                })
+            }
         };
         let env = self.array(&["process"], "env")?;
-        let same = |v: &Value| v.as_str().and_then(|s| s.split_once('=')).is_some_and(|(k, _)| k == key);
+        let same = |v: &Value| {
+            v.as_str()
+                .and_then(|s| s.split_once('='))
+                .is_some_and(|(k, _)| k == key)
+        };
         match env.iter().position(same) {
             Some(i) => {
                 env[i] = json!(entry);
@@ -137,15 +212,26 @@ impl Editor<'_> {
     }
 
     fn add_device(&mut self, node: &DeviceNode) -> Result<(), SpecEditError> {
-        let missing = |what| SpecEditError::Node { path: self.path.to_path_buf(), node: node.path.clone(), what };
+        let missing = |what| SpecEditError::Node {
+            path: self.path.to_path_buf(),
+            node: node.path.clone(),
+            what,
+        };
         let kind = node.kind.clone().unwrap_or_else(|| "c".into());
         if !matches!(kind.as_str(), "c" | "b" | "u" | "p") {
-            return Err(SpecEditError::NodeType { path: self.path.to_path_buf(), node: node.path.clone(), kind });
+            return Err(SpecEditError::NodeType {
+                path: self.path.to_path_buf(),
+                node: node.path.clone(),
+                kind,
+            });
         }
         let (major, minor) = if kind == "p" {
             (node.major.unwrap_or(0), node.minor.unwrap_or(0))
         } else {
-            (node.major.ok_or_else(|| missing("major"))?, node.minor.ok_or_else(|| missing("minor"))?)
+            (
+                node.major.ok_or_else(|| missing("major"))?,
+                node.minor.ok_or_else(|| missing("minor"))?,
+            )
         };
         let mut dev = Map::new();
         dev.insert("path".into(), json!(node.path));
@@ -163,18 +249,36 @@ impl Editor<'_> {
         }
         let devices = self.array(&["linux"], "devices")?;
         let dev = Value::Object(dev);
-        match devices.iter().position(|d| d.get("path").and_then(Value::as_str) == Some(node.path.as_str())) {
+        match devices
+            .iter()
+            .position(|d| d.get("path").and_then(Value::as_str) == Some(node.path.as_str()))
+        {
             Some(i) => devices[i] = dev,
             None => devices.push(dev),
         }
         if kind == "c" || kind == "b" || kind == "u" {
-            let access = node.permissions.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "rwm".into());
-            let cg_type = if kind == "b" { "b" } else { "c" };
-            let rule = json!({"allow": true, "type": cg_type, "major": major, "minor": minor, "access": access});
-            let rules = self.array(&["linux", "resources"], "devices")?;
-            if !rules.contains(&rule) {
-                rules.push(rule);
-            }
+            let access = node
+                .permissions
+                .clone()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "rwm".into());
+            self.allow_rule(if kind == "b" { "b" } else { "c" }, major, minor, &access)?;
+        }
+        Ok(())
+    }
+
+    /// One `linux.resources.devices` allow rule, not added twice.
+    fn allow_rule(
+        &mut self,
+        cg_type: &str,
+        major: i64,
+        minor: i64,
+        access: &str,
+    ) -> Result<(), SpecEditError> {
+        let rule = json!({"allow": true, "type": cg_type, "major": major, "minor": minor, "access": access});
+        let rules = self.array(&["linux", "resources"], "devices")?;
+        if !rules.contains(&rule) {
+            rules.push(rule);
         }
         Ok(())
     }
@@ -182,7 +286,12 @@ impl Editor<'_> {
     fn add_mount(&mut self, m: &Mount) -> Result<(), SpecEditError> {
         let mut out = Map::new();
         out.insert("destination".into(), json!(m.container_path));
-        let kind = m.kind.clone().or_else(|| m.options.iter().any(|o| o == "bind" || o == "rbind").then(|| "bind".to_string()));
+        let kind = m.kind.clone().or_else(|| {
+            m.options
+                .iter()
+                .any(|o| o == "bind" || o == "rbind")
+                .then(|| "bind".to_string())
+        });
         if let Some(kind) = kind {
             out.insert("type".into(), json!(kind));
         }
@@ -191,14 +300,20 @@ impl Editor<'_> {
             out.insert("options".into(), json!(m.options));
         }
         let mounts = self.array(&[], "mounts")?;
-        mounts.retain(|x| x.get("destination").and_then(Value::as_str) != Some(m.container_path.as_str()));
+        mounts.retain(|x| {
+            x.get("destination").and_then(Value::as_str) != Some(m.container_path.as_str())
+        });
         mounts.push(Value::Object(out));
         Ok(())
     }
 
     fn add_hook(&mut self, h: &Hook) -> Result<(), SpecEditError> {
         if !HOOK_STAGES.contains(&h.hook_name.as_str()) {
-            return Err(SpecEditError::HookStage { path: self.path.to_path_buf(), hook: h.path.clone(), stage: h.hook_name.clone() });
+            return Err(SpecEditError::HookStage {
+                path: self.path.to_path_buf(),
+                hook: h.path.clone(),
+                stage: h.hook_name.clone(),
+            });
         }
         let mut out = Map::new();
         out.insert("path".into(), json!(h.path));
@@ -232,7 +347,12 @@ mod tests {
     }
 
     fn mount(host: &str, container: &str) -> Mount {
-        Mount { host_path: host.into(), container_path: container.into(), options: vec!["ro".into(), "nosuid".into(), "nodev".into(), "bind".into()], kind: None }
+        Mount {
+            host_path: host.into(),
+            container_path: container.into(),
+            options: vec!["ro".into(), "nosuid".into(), "nodev".into(), "bind".into()],
+            kind: None,
+        }
     }
 
     fn hook(args: &[&str]) -> Hook {
@@ -249,12 +369,20 @@ mod tests {
             env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
             device_nodes: vec![node("/dev/nvidiactl", 195, 255)],
             mounts: vec![mount("/drv/usr/lib/libcuda.so.1", "/usr/lib/libcuda.so.1")],
-            hooks: vec![hook(&["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib"])],
+            hooks: vec![hook(&[
+                "nvidia-cdi-hook",
+                "update-ldcache",
+                "--folder",
+                "/usr/lib",
+            ])],
         }
     }
 
     fn gpu0() -> ContainerEdits {
-        ContainerEdits { device_nodes: vec![node("/dev/nvidia0", 195, 0)], ..Default::default() }
+        ContainerEdits {
+            device_nodes: vec![node("/dev/nvidia0", 195, 0)],
+            ..Default::default()
+        }
     }
 
     fn base() -> Value {
@@ -273,8 +401,10 @@ mod tests {
         let p = Path::new("/b/config.json");
         let ctl_dev = json!({"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255});
         let gpu0_dev = json!({"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0});
-        let ctl_rule = json!({"allow": true, "type": "c", "major": 195, "minor": 255, "access": "rw"});
-        let gpu0_rule = json!({"allow": true, "type": "c", "major": 195, "minor": 0, "access": "rw"});
+        let ctl_rule =
+            json!({"allow": true, "type": "c", "major": 195, "minor": 255, "access": "rw"});
+        let gpu0_rule =
+            json!({"allow": true, "type": "c", "major": 195, "minor": 0, "access": "rw"});
         let lib_mount = json!({"destination": "/usr/lib/libcuda.so.1", "type": "bind", "source": "/drv/usr/lib/libcuda.so.1", "options": ["ro", "nosuid", "nodev", "bind"]});
         let ldcache = json!({"path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib"], "env": ["PATH=/bin"]});
 
@@ -289,7 +419,10 @@ mod tests {
         no_env_hook.hook_name = "poststart".into();
         let replacing = ContainerEdits {
             env: vec!["HOME=/home/x".into()],
-            device_nodes: vec![DeviceNode { major: Some(10), ..node("/dev/nvidia0", 195, 0) }],
+            device_nodes: vec![DeviceNode {
+                major: Some(10),
+                ..node("/dev/nvidia0", 195, 0)
+            }],
             mounts: vec![mount("/a", "/proc")],
             ..Default::default()
         };
@@ -336,7 +469,11 @@ mod tests {
             (
                 "empty document gets every section",
                 json!({}),
-                vec![ContainerEdits { device_nodes: vec![custom_node], hooks: vec![no_env_hook], ..spec_level() }],
+                vec![ContainerEdits {
+                    device_nodes: vec![custom_node],
+                    hooks: vec![no_env_hook],
+                    ..spec_level()
+                }],
                 json!({
                     "process": {"env": ["NVIDIA_VISIBLE_DEVICES=void"]},
                     "linux": {
@@ -375,36 +512,123 @@ mod tests {
             apply(&mut doc, &refs, p).unwrap_or_else(|e| panic!("case {name}: {e}"));
             assert_eq!(doc, want, "case {name}");
             // Key order is part of the contract (lossless edit), not just the value.
-            assert_eq!(serde_json::to_string(&doc).unwrap(), serde_json::to_string(&want).unwrap(), "case {name}: key order");
+            assert_eq!(
+                serde_json::to_string(&doc).unwrap(),
+                serde_json::to_string(&want).unwrap(),
+                "case {name}: key order"
+            );
         }
     }
 
     #[test]
     fn error_cases() {
         let p = Path::new("/b/config.json");
-        let bad_hook = ContainerEdits { hooks: vec![Hook { hook_name: "prestarts".into(), ..hook(&[]) }], ..Default::default() };
-        let no_minor = ContainerEdits { device_nodes: vec![DeviceNode { minor: None, ..node("/dev/nvidia0", 195, 0) }], ..Default::default() };
-        let bad_env = ContainerEdits { env: vec!["=x".into()], ..Default::default() };
-        let bad_type = ContainerEdits { device_nodes: vec![DeviceNode { kind: Some("x".into()), ..node("/dev/nvidia0", 195, 0) }], ..Default::default() };
+        let bad_hook = ContainerEdits {
+            hooks: vec![Hook {
+                hook_name: "prestarts".into(),
+                ..hook(&[])
+            }],
+            ..Default::default()
+        };
+        let no_minor = ContainerEdits {
+            device_nodes: vec![DeviceNode {
+                minor: None,
+                ..node("/dev/nvidia0", 195, 0)
+            }],
+            ..Default::default()
+        };
+        let bad_env = ContainerEdits {
+            env: vec!["=x".into()],
+            ..Default::default()
+        };
+        let bad_type = ContainerEdits {
+            device_nodes: vec![DeviceNode {
+                kind: Some("x".into()),
+                ..node("/dev/nvidia0", 195, 0)
+            }],
+            ..Default::default()
+        };
         let path = || p.to_path_buf();
         let cases: Vec<(&str, Value, ContainerEdits, SpecEditError)> = vec![
-            ("env not an array", json!({"process": {"env": "A=b"}}), spec_level(),
-                SpecEditError::Shape { path: path(), field: "process.env".into(), want: "an array" }),
-            ("linux not an object", json!({"linux": []}), gpu0(),
-                SpecEditError::Shape { path: path(), field: "linux".into(), want: "an object" }),
-            ("not an object", json!([]), gpu0(),
-                SpecEditError::Shape { path: path(), field: "the document".into(), want: "a JSON object" }),
-            ("unknown hook stage", json!({}), bad_hook,
-                SpecEditError::HookStage { path: path(), hook: "/usr/bin/nvidia-cdi-hook".into(), stage: "prestarts".into() }),
-            ("node without minor", json!({}), no_minor,
-                SpecEditError::Node { path: path(), node: "/dev/nvidia0".into(), what: "minor" }),
-            ("bad env", json!({}), bad_env, SpecEditError::Env { path: path(), entry: "=x".into() }),
-            ("bad node type", json!({}), bad_type, SpecEditError::NodeType { path: path(), node: "/dev/nvidia0".into(), kind: "x".into() }),
+            (
+                "env not an array",
+                json!({"process": {"env": "A=b"}}),
+                spec_level(),
+                SpecEditError::Shape {
+                    path: path(),
+                    field: "process.env".into(),
+                    want: "an array",
+                },
+            ),
+            (
+                "linux not an object",
+                json!({"linux": []}),
+                gpu0(),
+                SpecEditError::Shape {
+                    path: path(),
+                    field: "linux".into(),
+                    want: "an object",
+                },
+            ),
+            (
+                "not an object",
+                json!([]),
+                gpu0(),
+                SpecEditError::Shape {
+                    path: path(),
+                    field: "the document".into(),
+                    want: "a JSON object",
+                },
+            ),
+            (
+                "unknown hook stage",
+                json!({}),
+                bad_hook,
+                SpecEditError::HookStage {
+                    path: path(),
+                    hook: "/usr/bin/nvidia-cdi-hook".into(),
+                    stage: "prestarts".into(),
+                },
+            ),
+            (
+                "node without minor",
+                json!({}),
+                no_minor,
+                SpecEditError::Node {
+                    path: path(),
+                    node: "/dev/nvidia0".into(),
+                    what: "minor",
+                },
+            ),
+            (
+                "bad env",
+                json!({}),
+                bad_env,
+                SpecEditError::Env {
+                    path: path(),
+                    entry: "=x".into(),
+                },
+            ),
+            (
+                "bad node type",
+                json!({}),
+                bad_type,
+                SpecEditError::NodeType {
+                    path: path(),
+                    node: "/dev/nvidia0".into(),
+                    kind: "x".into(),
+                },
+            ),
         ];
         for (name, mut doc, edits, want) in cases {
             assert_eq!(apply(&mut doc, &[&edits], p), Err(want), "case {name}");
         }
-        let e = apply(&mut json!({"process": {"env": 1}}), &[&spec_level()], p).unwrap_err().to_string();
-        assert_eq!(e, "/b/config.json: process.env is not an array; cannot apply CDI edits to it");
+        let e = apply(&mut json!({"process": {"env": 1}}), &[&spec_level()], p)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "/b/config.json: process.env is not an array; cannot apply CDI edits to it"
+        );
     }
 }

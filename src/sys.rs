@@ -57,11 +57,16 @@ struct CloneArgs {
 }
 
 pub fn cstring(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
 }
 
 fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
@@ -70,18 +75,39 @@ fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
 }
 
 /// openat2(2) relative to `dir`.
-pub fn openat2(dir: BorrowedFd, path: &Path, flags: i32, mode: u32, resolve: u64) -> io::Result<OwnedFd> {
+pub fn openat2(
+    dir: BorrowedFd,
+    path: &Path,
+    flags: i32,
+    mode: u32,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let c = cstring(path)?;
-    let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: mode as u64, resolve };
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: mode as u64,
+        resolve,
+    };
     // SAFETY: `c` and `how` outlive the call; the kernel reads `size_of::<OpenHow>()` bytes.
-    owned(unsafe { libc::syscall(libc::SYS_openat2, dir.as_raw_fd(), c.as_ptr(), &how, std::mem::size_of::<OpenHow>()) })
+    owned(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &how,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })
 }
 
 /// openat(2) relative to `dir` (used for single names, never for paths).
 pub fn openat(dir: BorrowedFd, name: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
     let c = cstring(name)?;
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    owned(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC, mode) } as libc::c_long)
+    owned(
+        unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC, mode) }
+            as libc::c_long,
+    )
 }
 
 pub fn mkdirat(dir: BorrowedFd, name: &Path, mode: u32) -> io::Result<()> {
@@ -112,14 +138,24 @@ pub fn clone_mount(path: &Path, set: u64, clear: u64) -> io::Result<OwnedFd> {
     let c = cstring(path)?;
     // SAFETY: `c` is valid for the call; flags are plain integers.
     let fd = owned(unsafe {
-        libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as u32)
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as u32,
+        )
     })?;
     set_mount_attr(fd.as_fd(), set, clear)?;
     Ok(fd)
 }
 
 pub fn set_mount_attr(mount: BorrowedFd, set: u64, clear: u64) -> io::Result<()> {
-    let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
     let empty = c"";
     // SAFETY: `attr` and `empty` outlive the call; size matches the struct.
     check(unsafe {
@@ -158,10 +194,28 @@ pub fn new_tmpfs(options: &[(&CStr, &CStr)]) -> io::Result<OwnedFd> {
     let fs = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), 0u32) })?;
     for (k, v) in options {
         // SAFETY: `k` and `v` are valid C strings for the call.
-        check(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_SET_STRING, k.as_ptr(), v.as_ptr(), 0) })?;
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                k.as_ptr(),
+                v.as_ptr(),
+                0,
+            )
+        })?;
     }
     // SAFETY: plain fsconfig command without pointers.
-    check(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_CMD_CREATE, 0usize, 0usize, 0) })?;
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            0usize,
+            0usize,
+            0,
+        )
+    })?;
     // SAFETY: `fs` is a configured filesystem context.
     owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0u32) })
 }
@@ -201,9 +255,14 @@ pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, O
     };
     // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` and `pidfd` outlive the call;
     // the caller keeps the child's rules above.
-    let pid = check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) })? as libc::pid_t;
+    let pid =
+        check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) })?
+            as libc::pid_t;
     // SAFETY: in the parent the kernel stored a new pidfd that nobody else owns.
-    Ok((pid, (pid != 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })))
+    Ok((
+        pid,
+        (pid != 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) }),
+    ))
 }
 
 /// Waits up to `timeout` for the process behind `pidfd` to exit; `Ok(false)` on timeout.
@@ -211,7 +270,11 @@ pub fn wait_pidfd(pidfd: BorrowedFd, timeout: std::time::Duration) -> io::Result
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut p = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
         match r {
@@ -236,18 +299,34 @@ pub fn kill_now(pid: libc::pid_t) {
 /// prctl(PR_SET_PDEATHSIG, SIGKILL): this process dies with its parent (thread).
 pub fn die_with_parent() -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
-    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } as libc::c_long).map(drop)
+    check(unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } as libc::c_long)
+    .map(drop)
 }
 
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): nothing exec'd later gains privileges.
 pub fn no_new_privs() -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
-    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } as libc::c_long).map(drop)
+    check(
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) }
+            as libc::c_long,
+    )
+    .map(drop)
 }
 
 /// setrlimit(resource, value) for both the soft and the hard limit.
 pub fn limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
-    let rl = libc::rlimit { rlim_cur: value, rlim_max: value };
+    let rl = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
     // SAFETY: a valid rlimit struct.
     check(unsafe { libc::setrlimit(resource, &rl) } as libc::c_long).map(drop)
 }
@@ -270,7 +349,15 @@ pub fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
         }
     }
     // SAFETY: plain prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     #[repr(C)]
     struct Header {
         version: u32,
@@ -287,8 +374,15 @@ pub fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
     for cap in keep {
         set[(*cap / 32) as usize] |= 1 << (cap % 32);
     }
-    let header = Header { version: 0x2008_0522, pid: 0 };
-    let data = [0, 1].map(|i| Data { effective: set[i], permitted: set[i], inheritable: set[i] });
+    let header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let data = [0, 1].map(|i| Data {
+        effective: set[i],
+        permitted: set[i],
+        inheritable: set[i],
+    });
     // SAFETY: _LINUX_CAPABILITY_VERSION_3 header and its two data structs, valid for the call.
     check(unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) }).map(drop)
 }
@@ -297,14 +391,24 @@ pub fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
 pub fn mount_tmpfs(path: &CStr, data: &CStr) -> io::Result<()> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     // SAFETY: valid C strings for the call.
-    check(unsafe { libc::mount(c"none".as_ptr(), path.as_ptr(), c"tmpfs".as_ptr(), flags, data.as_ptr().cast()) } as libc::c_long)
-        .map(drop)
+    check(unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            path.as_ptr(),
+            c"tmpfs".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    } as libc::c_long)
+    .map(drop)
 }
 
 /// Whether this process has exactly one thread (`Threads:` of /proc/self/status).
 pub fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .is_ok_and(|s| s.lines().any(|l| l.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1")))
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1"))
+    })
 }
 
 /// Waits for `pid`; returns its exit code, or 128+signal.
@@ -321,7 +425,11 @@ pub fn wait(pid: libc::pid_t) -> io::Result<i32> {
             return Err(e);
         }
     }
-    Ok(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) })
+    Ok(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    })
 }
 
 /// execveat(fd, "", argv, envp, AT_EMPTY_PATH): runs the program `fd` refers to. Only returns
@@ -332,7 +440,16 @@ pub fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error 
     let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
     e.push(std::ptr::null());
     // SAFETY: argv/envp are NUL-terminated arrays of valid C strings that outlive the call.
-    unsafe { libc::syscall(libc::SYS_execveat, fd.as_raw_fd(), c"".as_ptr(), a.as_ptr(), e.as_ptr(), libc::AT_EMPTY_PATH) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            a.as_ptr(),
+            e.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
     io::Error::last_os_error()
 }
 
@@ -349,7 +466,10 @@ pub fn chroot_path_checked(path: &Path, expected: BorrowedFd) -> io::Result<()> 
     let want = fstat(expected)?;
     use std::os::unix::fs::MetadataExt;
     if (now.dev(), now.ino()) != (want.st_dev, want.st_ino) {
-        return Err(io::Error::other(format!("{} changed while it was entered", path.display())));
+        return Err(io::Error::other(format!(
+            "{} changed while it was entered",
+            path.display()
+        )));
     }
     Ok(())
 }
@@ -359,7 +479,13 @@ pub fn chroot_path_checked(path: &Path, expected: BorrowedFd) -> io::Result<()> 
 pub fn make_mounts_private() -> io::Result<()> {
     // SAFETY: constant strings, null data.
     check(unsafe {
-        libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
     } as libc::c_long)
     .map(drop)
 }
@@ -381,7 +507,8 @@ pub fn symlinkat(target: &Path, dir: BorrowedFd, name: &Path) -> io::Result<()> 
     let t = cstring(target)?;
     let n = cstring(name)?;
     // SAFETY: both strings are valid NUL-terminated C strings for the duration of the call.
-    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) } as libc::c_long).map(drop)
+    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) } as libc::c_long)
+        .map(drop)
 }
 
 /// readlinkat(2) of the single name `name` in `dir`.
@@ -389,9 +516,18 @@ pub fn readlinkat(dir: BorrowedFd, name: &Path) -> io::Result<std::path::PathBuf
     let n = cstring(name)?;
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
     // SAFETY: `buf` is writable for `buf.len()` bytes; `n` is a valid C string.
-    let len = check(unsafe { libc::readlinkat(dir.as_raw_fd(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)?;
+    let len = check(unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            n.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    } as libc::c_long)?;
     buf.truncate(len as usize);
-    Ok(std::path::PathBuf::from(std::ffi::OsString::from(<std::ffi::OsStr as OsStrExt>::from_bytes(&buf))))
+    Ok(std::path::PathBuf::from(std::ffi::OsString::from(
+        <std::ffi::OsStr as OsStrExt>::from_bytes(&buf),
+    )))
 }
 
 /// The names in the directory `dir` refers to (opened for reading), without `.` and `..`.
@@ -413,7 +549,9 @@ pub fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
             break;
         }
         // SAFETY: d_name is NUL-terminated within the dirent readdir returned.
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes().to_vec();
+        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }
+            .to_bytes()
+            .to_vec();
         if name != b"." && name != b".." {
             names.push(std::ffi::OsString::from_vec(name));
         }
@@ -439,5 +577,9 @@ pub fn flock_exclusive(fd: BorrowedFd) -> io::Result<()> {
 pub fn renameat(dir: BorrowedFd, from: &Path, to: &Path) -> io::Result<()> {
     let (f, t) = (cstring(from)?, cstring(to)?);
     // SAFETY: valid C strings and a valid directory fd.
-    check(unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) } as libc::c_long).map(drop)
+    check(
+        unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) }
+            as libc::c_long,
+    )
+    .map(drop)
 }

@@ -8,6 +8,7 @@ mod common;
 
 use common::bundle::{self, Bundle, Image};
 use common::fakehost::FakeHost;
+use common::hostkind;
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -26,12 +27,21 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
-        let dir = tempfile::Builder::new().prefix("nvct-attack-").tempdir().unwrap().keep();
-        let host = FakeHost::builder().gpus(2).build(&dir.join("host")).expect("fake host");
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-attack-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let host = FakeHost::builder()
+            .gpus(2)
+            .build(&dir.join("host"))
+            .expect("fake host");
         // A live persistenced socket, so that both paths mount /run/nvidia-persistenced/socket.
         let sock = host.driver_root().join("run/nvidia-persistenced/socket");
         std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
-        std::mem::forget(std::os::unix::net::UnixListener::bind(&sock).expect("bind the persistenced socket"));
+        std::mem::forget(
+            std::os::unix::net::UnixListener::bind(&sock).expect("bind the persistenced socket"),
+        );
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         Host { host, dir, config }
     })
@@ -57,7 +67,15 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
                 out.insert(p, None);
             } else if meta.file_type().is_symlink() {
                 // Never follow: runc's /dev links point at /proc/self/fd/N.
-                out.insert(p.clone(), Some(std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
+                out.insert(
+                    p.clone(),
+                    Some(
+                        std::fs::read_link(&p)
+                            .unwrap()
+                            .into_os_string()
+                            .into_encoded_bytes(),
+                    ),
+                );
             } else {
                 out.insert(p.clone(), Some(std::fs::read(&p).unwrap_or_default()));
             }
@@ -76,7 +94,11 @@ fn check_mounts(stdout: &str, allowed: &Path, context: &str) {
         if point.starts_with("/proc") {
             continue; // the tmpfs mask of /proc/driver/nvidia: root is "/"
         }
-        assert!(Path::new(root).starts_with(allowed), "mount {point} comes from {root}, outside {}: {context}", allowed.display());
+        assert!(
+            Path::new(root).starts_with(allowed),
+            "mount {point} comes from {root}, outside {}: {context}",
+            allowed.display()
+        );
     }
 }
 
@@ -94,15 +116,54 @@ struct Case {
 fn redirected_mount_targets() {
     let h = host();
     let cases = [
-        Case { name: "lib dir is an absolute symlink to a host dir", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink(c, r.join("usr/lib64")).unwrap(); } },
-        Case { name: "lib dir is a ../ chain", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink(format!("../../../../../../../../..{}", c.display()), r.join("usr/lib64")).unwrap(); } },
-        Case { name: "lib dir through /proc/self/root", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink(format!("/proc/self/root{}", c.display()), r.join("usr/lib64")).unwrap(); } },
-        Case { name: "lib dir through /proc/1/cwd", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/1/cwd", r.join("usr/lib64")).unwrap(); } },
-        Case { name: "multiarch lib dir symlinked to the host", image: Image::Glibc, runc_writes_canary: false,
+        Case {
+            name: "lib dir is an absolute symlink to a host dir",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink(c, r.join("usr/lib64")).unwrap();
+            },
+        },
+        Case {
+            name: "lib dir is a ../ chain",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink(
+                    format!("../../../../../../../../..{}", c.display()),
+                    r.join("usr/lib64"),
+                )
+                .unwrap();
+            },
+        },
+        Case {
+            name: "lib dir through /proc/self/root",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink(
+                    format!("/proc/self/root{}", c.display()),
+                    r.join("usr/lib64"),
+                )
+                .unwrap();
+            },
+        },
+        Case {
+            name: "lib dir through /proc/1/cwd",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, _| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink("/proc/1/cwd", r.join("usr/lib64")).unwrap();
+            },
+        },
+        Case {
+            name: "multiarch lib dir symlinked to the host",
+            image: Image::Glibc,
+            runc_writes_canary: false,
             setup: |r, c| {
                 let d = r.join("usr/lib/x86_64-linux-gnu/nvidia");
                 std::fs::create_dir_all(d.parent().unwrap()).unwrap();
@@ -110,15 +171,44 @@ fn redirected_mount_targets() {
                 // and /usr/bin too
                 std::fs::remove_dir_all(r.join("usr/bin")).unwrap();
                 symlink(c, r.join("usr/bin")).unwrap();
-            } },
-        Case { name: "/usr/bin through /proc/self/fd", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap(); } },
-        Case { name: "firmware dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("lib/firmware")).unwrap(); symlink(c, r.join("lib/firmware/nvidia")).unwrap(); } },
-        Case { name: "persistenced dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("run")).unwrap(); symlink(c, r.join("run/nvidia-persistenced")).unwrap(); } },
-        Case { name: "/dev is a symlink to a host dir", image: Image::Busybox, runc_writes_canary: true,
-            setup: |r, c| { std::fs::remove_dir_all(r.join("dev")).unwrap(); symlink(c, r.join("dev")).unwrap(); } },
+            },
+        },
+        Case {
+            name: "/usr/bin through /proc/self/fd",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, _| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap();
+            },
+        },
+        Case {
+            name: "firmware dir symlinked to the host",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("lib/firmware")).unwrap();
+                symlink(c, r.join("lib/firmware/nvidia")).unwrap();
+            },
+        },
+        Case {
+            name: "persistenced dir symlinked to the host",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("run")).unwrap();
+                symlink(c, r.join("run/nvidia-persistenced")).unwrap();
+            },
+        },
+        Case {
+            name: "/dev is a symlink to a host dir",
+            image: Image::Busybox,
+            runc_writes_canary: true,
+            setup: |r, c| {
+                std::fs::remove_dir_all(r.join("dev")).unwrap();
+                symlink(c, r.join("dev")).unwrap();
+            },
+        },
     ];
     run_redirect_cases(h, &cases, |b| {
         b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0");
@@ -133,24 +223,94 @@ fn redirected_mount_targets() {
 fn redirected_mount_targets_cdi_path() {
     let h = host();
     let cases = [
-        Case { name: "cdi: lib dir is an absolute symlink to a host dir", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink(c, r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
-        Case { name: "cdi: lib dir is a ../ chain", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink(format!("../../../../../../../../..{}", c.display()), r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
-        Case { name: "cdi: lib dir through /proc/self/root", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink(format!("/proc/self/root{}", c.display()), r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
-        Case { name: "cdi: lib dir through /proc/1/cwd", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, _| { std::fs::create_dir_all(r.join("usr/lib")).unwrap(); symlink("/proc/1/cwd", r.join("usr/lib/x86_64-linux-gnu")).unwrap(); } },
-        Case { name: "cdi: /usr/bin through /proc/self/fd", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, _| { std::fs::create_dir_all(r.join("usr")).unwrap(); symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap(); } },
-        Case { name: "cdi: /usr/bin symlinked to the host, glibc image", image: Image::Glibc, runc_writes_canary: false,
-            setup: |r, c| { std::fs::remove_dir_all(r.join("usr/bin")).unwrap(); symlink(c, r.join("usr/bin")).unwrap(); } },
-        Case { name: "cdi: firmware dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("lib/firmware")).unwrap(); symlink(c, r.join("lib/firmware/nvidia")).unwrap(); } },
-        Case { name: "cdi: persistenced dir symlinked to the host", image: Image::Busybox, runc_writes_canary: false,
-            setup: |r, c| { std::fs::create_dir_all(r.join("run")).unwrap(); symlink(c, r.join("run/nvidia-persistenced")).unwrap(); } },
-        Case { name: "cdi: ld.so.conf.d symlinked to the host", image: Image::Glibc, runc_writes_canary: false,
-            setup: |r, c| { symlink(c, r.join("etc/ld.so.conf.d")).unwrap(); } },
+        Case {
+            name: "cdi: lib dir is an absolute symlink to a host dir",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+                symlink(c, r.join("usr/lib/x86_64-linux-gnu")).unwrap();
+            },
+        },
+        Case {
+            name: "cdi: lib dir is a ../ chain",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+                symlink(
+                    format!("../../../../../../../../..{}", c.display()),
+                    r.join("usr/lib/x86_64-linux-gnu"),
+                )
+                .unwrap();
+            },
+        },
+        Case {
+            name: "cdi: lib dir through /proc/self/root",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+                symlink(
+                    format!("/proc/self/root{}", c.display()),
+                    r.join("usr/lib/x86_64-linux-gnu"),
+                )
+                .unwrap();
+            },
+        },
+        Case {
+            name: "cdi: lib dir through /proc/1/cwd",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, _| {
+                std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+                symlink("/proc/1/cwd", r.join("usr/lib/x86_64-linux-gnu")).unwrap();
+            },
+        },
+        Case {
+            name: "cdi: /usr/bin through /proc/self/fd",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, _| {
+                std::fs::create_dir_all(r.join("usr")).unwrap();
+                symlink("/proc/self/fd/3", r.join("usr/bin")).unwrap();
+            },
+        },
+        Case {
+            name: "cdi: /usr/bin symlinked to the host, glibc image",
+            image: Image::Glibc,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::remove_dir_all(r.join("usr/bin")).unwrap();
+                symlink(c, r.join("usr/bin")).unwrap();
+            },
+        },
+        Case {
+            name: "cdi: firmware dir symlinked to the host",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("lib/firmware")).unwrap();
+                symlink(c, r.join("lib/firmware/nvidia")).unwrap();
+            },
+        },
+        Case {
+            name: "cdi: persistenced dir symlinked to the host",
+            image: Image::Busybox,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                std::fs::create_dir_all(r.join("run")).unwrap();
+                symlink(c, r.join("run/nvidia-persistenced")).unwrap();
+            },
+        },
+        Case {
+            name: "cdi: ld.so.conf.d symlinked to the host",
+            image: Image::Glibc,
+            runc_writes_canary: false,
+            setup: |r, c| {
+                symlink(c, r.join("etc/ld.so.conf.d")).unwrap();
+            },
+        },
     ];
     let work = h.dir.join("cdi-redirect");
     std::fs::create_dir_all(&work).unwrap();
@@ -158,8 +318,15 @@ fn redirected_mount_targets_cdi_path() {
     run_redirect_cases(h, &cases, |b| {
         b.env("NVIDIA_VISIBLE_DEVICES=0");
         shim_create(b, &config);
-        let hooks = b.spec["hooks"]["createContainer"].as_array().map(Vec::len).unwrap_or(0);
-        assert!(hooks >= 2, "jit-cdi wrote no createContainer hooks: {}", b.spec["hooks"]);
+        let hooks = b.spec["hooks"]["createContainer"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0);
+        assert!(
+            hooks >= 2,
+            "jit-cdi wrote no createContainer hooks: {}",
+            b.spec["hooks"]
+        );
     });
 }
 
@@ -169,29 +336,62 @@ fn redirected_mount_targets_cdi_path() {
 /// says so (ours, or runc's when runc itself refused a mount destination).
 fn run_redirect_cases(h: &Host, cases: &[Case], prepare: impl Fn(&mut Bundle)) {
     for case in cases {
-        let canary_dir = canary(&h.dir, &format!("canary-{}", case.name.replace(['/', ' '], "_")));
+        let canary_dir = canary(
+            &h.dir,
+            &format!("canary-{}", case.name.replace(['/', ' '], "_")),
+        );
         let before = snapshot(&canary_dir);
         let mut b = Bundle::new(&h.dir, case.image);
         (case.setup)(&b.rootfs(), &canary_dir);
         prepare(&mut b);
         let out = b.run(&format!("{MOUNTS}; echo RAN"));
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let context = format!("case {}: status {}\n{stdout}\n{}", case.name, out.status, String::from_utf8_lossy(&out.stderr));
+        let context = format!(
+            "case {}: status {}\n{stdout}\n{}",
+            case.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         let after = snapshot(&canary_dir);
         if case.runc_writes_canary {
-            let ours: Vec<_> = after.keys().filter(|p| p.to_string_lossy().contains("nvidia")).collect();
-            assert!(ours.is_empty(), "the hook created {ours:?} on the host: {context}");
-            assert_eq!(after.get(&canary_dir.join("canary")), before.get(&canary_dir.join("canary")), "{context}");
+            let ours: Vec<_> = after
+                .keys()
+                .filter(|p| p.to_string_lossy().contains("nvidia"))
+                .collect();
+            assert!(
+                ours.is_empty(),
+                "the hook created {ours:?} on the host: {context}"
+            );
+            assert_eq!(
+                after.get(&canary_dir.join("canary")),
+                before.get(&canary_dir.join("canary")),
+                "{context}"
+            );
         } else {
             assert_eq!(after, before, "host canary changed: {context}");
         }
-        eprintln!("case {}: {}", case.name, if out.status.success() { "ran".to_string() } else { format!("refused: {}", String::from_utf8_lossy(&out.stderr).trim()) });
+        eprintln!(
+            "case {}: {}",
+            case.name,
+            if out.status.success() {
+                "ran".to_string()
+            } else {
+                format!("refused: {}", String::from_utf8_lossy(&out.stderr).trim())
+            }
+        );
         if out.status.success() {
             assert!(stdout.contains("RAN"), "{context}");
             check_mounts(&stdout, h.host.dir(), &context);
         } else {
-            let refused = ["nvidia-container-runtime-hook: error", "nvidia-cdi-hook: error", "runc run failed"];
-            assert!(refused.iter().any(|m| context.contains(m)), "refused without a message: {context}");
+            let refused = [
+                "nvidia-container-runtime-hook: error",
+                "nvidia-cdi-hook: error",
+                "runc run failed",
+            ];
+            assert!(
+                refused.iter().any(|m| context.contains(m)),
+                "refused without a message: {context}"
+            );
         }
     }
 }
@@ -222,7 +422,11 @@ fn shim_create(b: &mut Bundle, config: &Path) {
         .env("NVIDIA_CTK_CONFIG_FILE_PATH", config)
         .output()
         .unwrap();
-    assert!(out.status.success(), "shim: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "shim: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
 }
 
@@ -236,18 +440,45 @@ fn image_ldconfig_and_ld_so_conf_d_are_never_used_on_the_host() {
     // The image's own ldconfig would write a marker next to the bundle if it ever ran.
     let marker = b.dir.join("image-ldconfig-ran");
     std::fs::create_dir_all(r.join("sbin")).unwrap();
-    std::fs::write(r.join("sbin/ldconfig"), format!("#!/bin/sh\necho ran > {}\n", marker.display())).unwrap();
-    std::fs::set_permissions(r.join("sbin/ldconfig"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        r.join("sbin/ldconfig"),
+        format!("#!/bin/sh\necho ran > {}\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        r.join("sbin/ldconfig"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     // ld.so.conf.d points at a host directory, and ld.so.conf includes it.
     symlink(&canary_dir, r.join("etc/ld.so.conf.d")).unwrap();
-    std::fs::write(r.join("etc/ld.so.conf"), "include /etc/ld.so.conf.d/*.conf\n").unwrap();
+    std::fs::write(
+        r.join("etc/ld.so.conf"),
+        "include /etc/ld.so.conf.d/*.conf\n",
+    )
+    .unwrap();
     b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0");
     let out = b.run("dlcuda");
-    let context = format!("status {}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let context = format!(
+        "status {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{context}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
-    assert!(!marker.exists(), "the image's /sbin/ldconfig was executed: {context}");
-    assert_eq!(snapshot(&canary_dir), before, "host dir behind ld.so.conf.d changed: {context}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("version=12040"),
+        "{context}"
+    );
+    assert!(
+        !marker.exists(),
+        "the image's /sbin/ldconfig was executed: {context}"
+    );
+    assert_eq!(
+        snapshot(&canary_dir),
+        before,
+        "host dir behind ld.so.conf.d changed: {context}"
+    );
 }
 
 #[test]
@@ -255,21 +486,33 @@ fn privilege_rules() {
     let h = host();
     // MIG config devices from an unprivileged container: refused.
     let mut b = Bundle::new(&h.dir, Image::Busybox);
-    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0").env("NVIDIA_MIG_CONFIG_DEVICES=all");
+    b.hook(&h.config)
+        .env("NVIDIA_VISIBLE_DEVICES=0")
+        .env("NVIDIA_MIG_CONFIG_DEVICES=all");
     let out = b.run("echo RAN");
     let text = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!out.status.success(), "{text}");
-    assert!(text.contains("NVIDIA_MIG_CONFIG_DEVICES is only honoured for privileged containers"), "{text}");
+    assert!(
+        text.contains("NVIDIA_MIG_CONFIG_DEVICES is only honoured for privileged containers"),
+        "{text}"
+    );
 
     // accept-nvidia-visible-devices-envvar-when-unprivileged = false: env ignored.
-    let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(),
-        "accept-nvidia-visible-devices-envvar-when-unprivileged = false");
+    let config = bundle::write_config(
+        &h.dir,
+        &h.host.driver_root(),
+        &h.host.proc_root(),
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false",
+    );
     let mut b = Bundle::new(&h.dir, Image::Busybox);
     b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=0");
     let out = b.run("ls /dev; echo RAN");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success() && stdout.contains("RAN"), "{stdout}");
-    assert!(!stdout.contains("nvidia"), "an unprivileged env request must be ignored: {stdout}");
+    assert!(
+        !stdout.contains("nvidia"),
+        "an unprivileged env request must be ignored: {stdout}"
+    );
 }
 
 /// A library whose constructor writes `CANARY` (a host path) and says so on stderr; also an
@@ -299,14 +542,22 @@ fn image_loader_env_never_reaches_host_side_processes() {
     let evil_dir = b.rootfs().join("usr/lib/evil");
     std::fs::create_dir_all(&evil_dir).unwrap();
     let src = work.join("evil.c");
-    std::fs::write(&src, EVIL_C.replace("CANARY", &canary.display().to_string())).unwrap();
+    std::fs::write(
+        &src,
+        EVIL_C.replace("CANARY", &canary.display().to_string()),
+    )
+    .unwrap();
     let gcc = std::process::Command::new(bundle::require("gcc"))
         .args(["-shared", "-fPIC", "-o"])
         .arg(evil_dir.join("libevil.so"))
         .arg(&src)
         .output()
         .unwrap();
-    assert!(gcc.status.success(), "gcc: {}", String::from_utf8_lossy(&gcc.stderr));
+    assert!(
+        gcc.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&gcc.stderr)
+    );
     for kv in [
         "LD_PRELOAD=/usr/lib/evil/libevil.so",
         "LD_LIBRARY_PATH=/usr/lib/evil",
@@ -320,20 +571,55 @@ fn image_loader_env_never_reaches_host_side_processes() {
     // The shim writes the prestart hook (fake low-level runtime: it only records the create).
     shim_create(&mut b, &shim_config(h, &work, "legacy"));
     let entry = &b.spec["hooks"]["prestart"][0];
-    let env: Vec<&str> = entry["env"].as_array().expect("the shim's hook entry has an explicit env").iter().filter_map(|v| v.as_str()).collect();
-    assert!(!env.is_empty() && env.iter().all(|e| !e.starts_with("LD_") && !e.starts_with("GCONV_PATH")), "{entry}");
+    let env: Vec<&str> = entry["env"]
+        .as_array()
+        .expect("the shim's hook entry has an explicit env")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        !env.is_empty()
+            && env
+                .iter()
+                .all(|e| !e.starts_with("LD_") && !e.starts_with("GCONV_PATH")),
+        "{entry}"
+    );
 
     // And the CDI path: a createContainer hook (runc runs it from the container's init) that
     // runs the host ldconfig, with the explicit env a CDI spec carries.
-    b.add_hook("createContainer", bundle::CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--ldconfig-path", "/sbin/ldconfig"]);
+    b.add_hook(
+        "createContainer",
+        bundle::CDI_HOOK,
+        &[
+            "update-ldcache",
+            "--folder",
+            "/usr/lib/x86_64-linux-gnu",
+            "--ldconfig-path",
+            "/sbin/ldconfig",
+        ],
+    );
     let out = b.run("dlcuda");
-    let context = format!("status {}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let context = format!(
+        "status {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{context}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("version=12040"),
+        "{context}"
+    );
     // The attack is live inside the container (its own processes load the library)...
-    assert!(String::from_utf8_lossy(&out.stderr).contains("EVIL-LOADED"), "the image's LD_PRELOAD did not work at all: {context}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("EVIL-LOADED"),
+        "the image's LD_PRELOAD did not work at all: {context}"
+    );
     // ...but nothing on the host side loaded it.
-    assert!(!canary.exists(), "a host-side process loaded the image's library: {context}");
+    assert!(
+        !canary.exists(),
+        "a host-side process loaded the image's library: {context}"
+    );
 }
 
 /// How a GPU request reaches the container in a test: the legacy prestart hook, or the shim's
@@ -379,19 +665,46 @@ fn device_isolation_in_both_paths() {
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         b.add_capability("CAP_MKNOD");
         request_gpu(h, &mut b, path, &work);
-        let out = b.run("cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
-                         grep ModifyDeviceFiles /proc/driver/nvidia/params; echo GPUS; ls /proc/driver/nvidia/gpus; echo END; ls /dev; true");
+        let out = b.run(
+            &"cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
+                         grep ModifyDeviceFiles /proc/driver/nvidia/params; echo GPUS; ls /proc/driver/nvidia/gpus; echo END; ls /dev; \
+                         mknod /dev/mem2 c 1 1 && cat /dev/mem2; echo null > /dev/null && echo NULL-OK; CGROUP; true"
+                .replace("CGROUP", hostkind::SHOW_CGROUP),
+        );
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         let context = format!("path {path:?}: status {}\n{stdout}\n{stderr}", out.status);
         assert!(out.status.success(), "{context}");
-        assert!(stderr.contains("can't open '/dev/nvidia0': No such device or address"), "GPU 0 allowed (ENXIO): {context}");
+        assert!(
+            stderr.contains("can't open '/dev/nvidia0': No such device or address"),
+            "GPU 0 allowed (ENXIO): {context}"
+        );
         assert!(stdout.contains("MKNOD-OK"), "{context}");
-        assert!(stderr.contains("can't open '/dev/nvidia1': Operation not permitted"), "GPU 1 denied (EPERM): {context}");
+        assert!(
+            stderr.contains("can't open '/dev/nvidia1': Operation not permitted"),
+            "GPU 1 denied (EPERM): {context}"
+        );
         assert!(stdout.contains("ModifyDeviceFiles: 0"), "{context}");
+        assert!(
+            stderr.contains("can't open '/dev/mem2': Operation not permitted"),
+            "a planted /dev/mem denied: {context}"
+        );
+        assert!(
+            stdout.contains("NULL-OK"),
+            "the runtime's own /dev/null rule kept: {context}"
+        );
+        hostkind::assert_device_cgroup(&stdout, &context);
         // One rule for the mask in both paths: only the container's own GPU under gpus/.
-        let gpus = stdout.split("GPUS\n").nth(1).and_then(|t| t.split("END").next()).unwrap_or_default();
-        assert_eq!(gpus.split_whitespace().collect::<Vec<_>>(), vec![h.host.gpus()[0].bus_id.as_str()], "{context}");
+        let gpus = stdout
+            .split("GPUS\n")
+            .nth(1)
+            .and_then(|t| t.split("END").next())
+            .unwrap_or_default();
+        assert_eq!(
+            gpus.split_whitespace().collect::<Vec<_>>(),
+            vec![h.host.gpus()[0].bus_id.as_str()],
+            "{context}"
+        );
     }
 }
 
@@ -406,16 +719,30 @@ fn privilege_rules_through_the_shim() {
     for mode in ["legacy", "cdi", "jit-cdi", "auto"] {
         let config = shim_config(h, &work, mode);
         let text = std::fs::read_to_string(&config).unwrap();
-        std::fs::write(&config, format!("accept-nvidia-visible-devices-envvar-when-unprivileged = false\n{text}")).unwrap();
+        std::fs::write(
+            &config,
+            format!("accept-nvidia-visible-devices-envvar-when-unprivileged = false\n{text}"),
+        )
+        .unwrap();
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         b.env("NVIDIA_VISIBLE_DEVICES=0");
         let before = serde_json::to_vec_pretty(&b.spec).unwrap();
         shim_create(&mut b, &config);
-        assert_eq!(serde_json::to_vec_pretty(&b.spec).unwrap(), before, "mode {mode}: an ignored request must not edit config.json");
+        assert_eq!(
+            serde_json::to_vec_pretty(&b.spec).unwrap(),
+            before,
+            "mode {mode}: an ignored request must not edit config.json"
+        );
         let out = b.run("ls /dev; echo RAN");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && stdout.contains("RAN"), "mode {mode}: {stdout}");
-        assert!(!stdout.contains("nvidia"), "mode {mode}: an unprivileged env request must be ignored: {stdout}");
+        assert!(
+            out.status.success() && stdout.contains("RAN"),
+            "mode {mode}: {stdout}"
+        );
+        assert!(
+            !stdout.contains("nvidia"),
+            "mode {mode}: an unprivileged env request must be ignored: {stdout}"
+        );
     }
 }
 
@@ -444,42 +771,124 @@ fn cuda_compat_libraries_from_the_image_in_both_paths() {
         d
     };
     let cases = [
-        CompatCase { name: "newer regular library", listed: true, config: "",
-            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
-        CompatCase { name: "newer library, disable-cuda-compat-lib-hook", listed: false, config: "[features]\ndisable-cuda-compat-lib-hook = true",
-            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
-        CompatCase { name: "newer library, cuda-compat-mode disabled", listed: false,
+        CompatCase {
+            name: "newer regular library",
+            listed: true,
+            config: "",
+            setup: |r, _| {
+                std::fs::write(
+                    r.join("usr/local/cuda/compat/libcuda.so.999.1.1"),
+                    "image compat lib",
+                )
+                .unwrap();
+            },
+        },
+        CompatCase {
+            name: "newer library, disable-cuda-compat-lib-hook",
+            listed: false,
+            config: "[features]\ndisable-cuda-compat-lib-hook = true",
+            setup: |r, _| {
+                std::fs::write(
+                    r.join("usr/local/cuda/compat/libcuda.so.999.1.1"),
+                    "image compat lib",
+                )
+                .unwrap();
+            },
+        },
+        CompatCase {
+            name: "newer library, cuda-compat-mode disabled",
+            listed: false,
             config: "[nvidia-container-runtime.modes.legacy]\ncuda-compat-mode = \"disabled\"",
-            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.999.1.1"), "image compat lib").unwrap(); } },
-        CompatCase { name: "older regular library", listed: false, config: "",
-            setup: |r, _| { std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.500.1.1"), "old").unwrap(); } },
-        CompatCase { name: "library is a symlink to a host file", listed: false, config: "",
-            setup: |r, c| { symlink(c.join("canary"), r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap(); } },
-        CompatCase { name: "library is a directory", listed: false, config: "",
-            setup: |r, _| { std::fs::create_dir(r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap(); } },
-        CompatCase { name: "compat dir is a symlink to a host dir", listed: false, config: "",
+            setup: |r, _| {
+                std::fs::write(
+                    r.join("usr/local/cuda/compat/libcuda.so.999.1.1"),
+                    "image compat lib",
+                )
+                .unwrap();
+            },
+        },
+        CompatCase {
+            name: "older regular library",
+            listed: false,
+            config: "",
+            setup: |r, _| {
+                std::fs::write(r.join("usr/local/cuda/compat/libcuda.so.500.1.1"), "old").unwrap();
+            },
+        },
+        CompatCase {
+            name: "library is a symlink to a host file",
+            listed: false,
+            config: "",
+            setup: |r, c| {
+                symlink(
+                    c.join("canary"),
+                    r.join("usr/local/cuda/compat/libcuda.so.999.1.1"),
+                )
+                .unwrap();
+            },
+        },
+        CompatCase {
+            name: "library is a directory",
+            listed: false,
+            config: "",
+            setup: |r, _| {
+                std::fs::create_dir(r.join("usr/local/cuda/compat/libcuda.so.999.1.1")).unwrap();
+            },
+        },
+        CompatCase {
+            name: "compat dir is a symlink to a host dir",
+            listed: false,
+            config: "",
             setup: |r, c| {
                 std::fs::remove_dir(r.join("usr/local/cuda/compat")).unwrap();
                 std::fs::write(c.join("libcuda.so.999.1.1"), "host file").unwrap();
                 symlink(c, r.join("usr/local/cuda/compat")).unwrap();
-            } },
+            },
+        },
     ];
     for path in [Path_::Hook, Path_::JitCdi] {
         for case in &cases {
-            let canary_dir = canary(&h.dir, &format!("canary-compat-{path:?}-{}", case.name.replace(' ', "_")));
+            let canary_dir = canary(
+                &h.dir,
+                &format!("canary-compat-{path:?}-{}", case.name.replace(' ', "_")),
+            );
             let mut b = Bundle::new(&h.dir, Image::Glibc);
             compat(&b.rootfs());
             (case.setup)(&b.rootfs(), &canary_dir);
             let before = snapshot(&canary_dir);
             request_gpu_with(h, &mut b, path, &work, case.config);
-            let out = b.run(&format!("echo CONF; cat /etc/ld.so.conf.d/*.conf 2>/dev/null; echo END; {MOUNTS}; dlcuda; echo RAN"));
+            let out = b.run(&format!(
+                "echo CONF; cat /etc/ld.so.conf.d/*.conf 2>/dev/null; echo END; {MOUNTS}; dlcuda; echo RAN"
+            ));
             let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-            let context = format!("path {path:?}, case {}: status {}\n{stdout}\n{}", case.name, out.status, String::from_utf8_lossy(&out.stderr));
+            let context = format!(
+                "path {path:?}, case {}: status {}\n{stdout}\n{}",
+                case.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert!(out.status.success() && stdout.contains("RAN"), "{context}");
-            assert_eq!(snapshot(&canary_dir), before, "host canary changed: {context}");
-            let conf = stdout.split_once("CONF\n").and_then(|(_, rest)| rest.split_once("END\n")).map(|(c, _)| c).unwrap_or_else(|| panic!("{context}"));
-            assert_eq!(conf.lines().any(|l| l == "/usr/local/cuda/compat"), case.listed, "compat dir listed: {context}");
-            assert!(!stdout.lines().any(|l| l.starts_with("MNT ") && l.contains("/usr/local/cuda")), "a mount from or onto the compat dir: {context}");
+            assert_eq!(
+                snapshot(&canary_dir),
+                before,
+                "host canary changed: {context}"
+            );
+            let conf = stdout
+                .split_once("CONF\n")
+                .and_then(|(_, rest)| rest.split_once("END\n"))
+                .map(|(c, _)| c)
+                .unwrap_or_else(|| panic!("{context}"));
+            assert_eq!(
+                conf.lines().any(|l| l == "/usr/local/cuda/compat"),
+                case.listed,
+                "compat dir listed: {context}"
+            );
+            assert!(
+                !stdout
+                    .lines()
+                    .any(|l| l.starts_with("MNT ") && l.contains("/usr/local/cuda")),
+                "a mount from or onto the compat dir: {context}"
+            );
             check_mounts(&stdout, h.host.dir(), &context);
         }
     }
@@ -499,15 +908,34 @@ fn image_ldconfig_is_never_run_in_the_cdi_path() {
     let marker = b.dir.join("image-ldconfig-ran");
     for p in ["sbin/ldconfig", "sbin/ldconfig.real", "usr/sbin/ldconfig"] {
         std::fs::create_dir_all(r.join(p).parent().unwrap()).unwrap();
-        std::fs::write(r.join(p), format!("#!/bin/sh\necho ran > {}\n", marker.display())).unwrap();
-        std::fs::set_permissions(r.join(p), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::write(
+            r.join(p),
+            format!("#!/bin/sh\necho ran > {}\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            r.join(p),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
     }
     request_gpu(h, &mut b, Path_::JitCdi, &work);
     let out = b.run("dlcuda");
-    let context = format!("status {}\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let context = format!(
+        "status {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{context}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("version=12040"), "{context}");
-    assert!(!marker.exists(), "an ldconfig of the image was executed: {context}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("version=12040"),
+        "{context}"
+    );
+    assert!(
+        !marker.exists(),
+        "an ldconfig of the image was executed: {context}"
+    );
 }
 
 /// A hostile ld.so.conf tree or library for the ld cache step. `fifo` makes a FIFO at a path;
@@ -521,7 +949,12 @@ fn mkfifo(path: &Path) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", path.display());
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
 }
 
 #[test]
@@ -534,40 +967,71 @@ fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
     let work = h.dir.join("ld-hang");
     std::fs::create_dir_all(&work).unwrap();
     let cases = [
-        LdCase { name: "ld.so.conf is a FIFO", setup: |r| mkfifo(&r.join("etc/ld.so.conf")) },
-        LdCase { name: "included conf is a FIFO", setup: |r| {
-            std::fs::write(r.join("etc/ld.so.conf"), "include /etc/ld.so.conf.d/*.conf\n").unwrap();
-            mkfifo(&r.join("etc/ld.so.conf.d/evil.conf"));
-        } },
-        LdCase { name: "aux cache is a FIFO", setup: |r| mkfifo(&r.join("var/cache/ldconfig/aux-cache")) },
-        LdCase { name: "library links to a FIFO", setup: |r| {
-            mkfifo(&r.join("tmp/fifo"));
-            std::fs::create_dir_all(r.join("usr/lib")).unwrap();
-            symlink("/tmp/fifo", r.join("usr/lib/libevil.so.1")).unwrap();
-        } },
-        LdCase { name: "ld.so.conf links to /dev/zero", setup: |r| symlink("/dev/zero", r.join("etc/ld.so.conf")).unwrap() },
-        LdCase { name: "ld.so.conf links to /dev/urandom", setup: |r| symlink("/dev/urandom", r.join("etc/ld.so.conf")).unwrap() },
+        LdCase {
+            name: "ld.so.conf is a FIFO",
+            setup: |r| mkfifo(&r.join("etc/ld.so.conf")),
+        },
+        LdCase {
+            name: "included conf is a FIFO",
+            setup: |r| {
+                std::fs::write(
+                    r.join("etc/ld.so.conf"),
+                    "include /etc/ld.so.conf.d/*.conf\n",
+                )
+                .unwrap();
+                mkfifo(&r.join("etc/ld.so.conf.d/evil.conf"));
+            },
+        },
+        LdCase {
+            name: "aux cache is a FIFO",
+            setup: |r| mkfifo(&r.join("var/cache/ldconfig/aux-cache")),
+        },
+        LdCase {
+            name: "library links to a FIFO",
+            setup: |r| {
+                mkfifo(&r.join("tmp/fifo"));
+                std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+                symlink("/tmp/fifo", r.join("usr/lib/libevil.so.1")).unwrap();
+            },
+        },
+        LdCase {
+            name: "ld.so.conf links to /dev/zero",
+            setup: |r| symlink("/dev/zero", r.join("etc/ld.so.conf")).unwrap(),
+        },
+        LdCase {
+            name: "ld.so.conf links to /dev/urandom",
+            setup: |r| symlink("/dev/urandom", r.join("etc/ld.so.conf")).unwrap(),
+        },
     ];
     std::thread::scope(|scope| {
         for path in [Path_::Hook, Path_::JitCdi] {
-            for case in &cases {
-                let work = &work;
+            for (i, case) in cases.iter().enumerate() {
+                // Each start its own config dir: the fake runtime written there is exec'd.
+                let work = work.join(format!("{path:?}-{i}"));
+                std::fs::create_dir_all(&work).unwrap();
                 scope.spawn(move || {
                     let mut b = Bundle::new(&h.dir, Image::Busybox);
                     (case.setup)(&b.rootfs());
-                    request_gpu(h, &mut b, path, work);
+                    request_gpu(h, &mut b, path, &work);
                     let started = std::time::Instant::now();
                     let out = b.run_within("echo RAN", std::time::Duration::from_secs(40));
                     let took = started.elapsed();
                     let context = format!("path {path:?}, case {}: after {took:?}", case.name);
                     let out = out.unwrap_or_else(|| panic!("{context}: the start hung"));
-                    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                    let (stdout, stderr) = (
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr),
+                    );
                     let context = format!("{context}: status {}\n{stdout}\n{stderr}", out.status);
                     eprintln!("{context}");
                     if out.status.success() {
                         assert!(stdout.contains("RAN"), "{context}");
                     } else {
-                        assert!(stderr.contains("did not finish within") || stderr.contains("the host ldconfig failed"), "refused without our message: {context}");
+                        assert!(
+                            stderr.contains("did not finish within")
+                                || stderr.contains("the host ldconfig failed"),
+                            "refused without our message: {context}"
+                        );
                     }
                     let left = bundle::processes_rooted_at(&b.rootfs());
                     assert!(left.is_empty(), "processes left behind {left:?}: {context}");
@@ -575,4 +1039,93 @@ fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
             }
         }
     });
+}
+
+#[test]
+fn prestart_hook_refuses_a_pid_that_is_not_a_container_being_created() {
+    // Registered at createContainer (a hand-written hooks.d entry), runc runs the hook inside
+    // the container's pid namespace: the state's pid is 1, and /proc/1 there is the host's
+    // init. Without an `env` the hook also gets the image's environment, whose config path
+    // would load a config that runs a host canary as "ldconfig". Refused, before any config
+    // is read, with a message naming the stage; nothing mounted (Bundle::run compares the
+    // host mount table), the canary never written.
+    let h = host();
+    let work = h.dir.join("pid-trust");
+    std::fs::create_dir_all(&work).unwrap();
+    let marker = work.join("evil-ran");
+    let evil = work.join("evil-ldconfig");
+    std::fs::write(
+        &evil,
+        format!("#!/bin/sh\necho ran > {}\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let evil_config = work.join("evil.toml");
+    std::fs::write(
+        &evil_config,
+        format!(
+            "[nvidia-container-cli]\nroot = {:?}\nproc-root = {:?}\nldconfig = \"@{}\"\n",
+            h.host.driver_root().display().to_string(),
+            h.host.proc_root().display().to_string(),
+            evil.display()
+        ),
+    )
+    .unwrap();
+    for env_less in [false, true] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_VISIBLE_DEVICES=0").env(&format!(
+            "NVIDIA_CTK_CONFIG_FILE_PATH={}",
+            evil_config.display()
+        ));
+        b.add_hook("createContainer", bundle::HOOK, &["prestart"]);
+        if env_less {
+            b.spec["hooks"]["createContainer"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("env");
+        }
+        let out = b.run("echo RAN");
+        let context = format!("env-less {env_less}: {}", bundle::out_text(&out));
+        assert!(!out.status.success(), "{context}");
+        assert!(
+            out_has(&out, "is not a container being created")
+                && out_has(&out, "Register it as a prestart hook"),
+            "{context}"
+        );
+        assert!(!marker.exists(), "the image's config was used: {context}");
+    }
+
+    // A state whose pid shares the hook's own mount namespace (this test process): refused.
+    let b = Bundle::new(&h.dir, Image::Busybox);
+    std::fs::write(
+        b.dir.join("config.json"),
+        serde_json::to_vec(&b.spec).unwrap(),
+    )
+    .unwrap();
+    let before = bundle::host_mounts();
+    let state = serde_json::json!({"ociVersion": "1.0.2", "id": "x", "status": "created", "pid": std::process::id(), "bundle": b.dir});
+    let mut child = std::process::Command::new(bundle::HOOK)
+        .args(["-config", h.config.to_str().unwrap(), "prestart"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        state.to_string().as_bytes(),
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let context = bundle::out_text(&out);
+    assert!(
+        !out.status.success() && out_has(&out, "shares the hook's own mount namespace"),
+        "{context}"
+    );
+    assert_eq!(bundle::host_mounts(), before, "{context}");
+}
+
+fn out_has(out: &std::process::Output, needle: &str) -> bool {
+    String::from_utf8_lossy(&out.stderr).contains(needle)
+        || String::from_utf8_lossy(&out.stdout).contains(needle)
 }

@@ -22,7 +22,13 @@ const CTK: &str = env!("CARGO_BIN_EXE_nvidia-ctk");
 
 fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::Builder::new().prefix("nvct-cdi-").tempdir().unwrap().keep())
+    DIR.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("nvct-cdi-")
+            .tempdir()
+            .unwrap()
+            .keep()
+    })
 }
 
 fn unique(prefix: &str) -> PathBuf {
@@ -34,13 +40,18 @@ fn unique(prefix: &str) -> PathBuf {
 fn host(gpus: u32, mig: bool) -> FakeHost {
     static HOSTS: OnceLock<Mutex<BTreeMap<(u32, bool), FakeHost>>> = OnceLock::new();
     bundle::require_root();
-    let mut hosts = HOSTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut hosts = HOSTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     hosts
         .entry((gpus, mig))
         .or_insert_with(|| {
-            FakeHost::builder().gpus(gpus).mig(mig).build(&scratch().join(format!("host-{gpus}-{mig}"))).unwrap_or_else(|e| {
-                panic!("cannot build a fake host ({e}); run `cargo build --examples` and scripts/install-deps.sh first")
-            })
+            FakeHost::builder()
+                .gpus(gpus)
+                .mig(mig)
+                .build(&scratch().join(format!("host-{gpus}-{mig}")))
+                .unwrap_or_else(|e| panic!("cannot build a fake host ({e}); run `cargo build --examples` and scripts/install-deps.sh first"))
         })
         .clone()
 }
@@ -58,14 +69,28 @@ fn out_text(cmd: &Command, out: &Output) -> String {
 fn ctk(args: &[&str]) -> (bool, String, String, String) {
     let mut cmd = Command::new(CTK);
     cmd.args(args);
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {CTK}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {CTK}: {e}"));
     let text = out_text(&cmd, &out);
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into(), text)
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+        text,
+    )
 }
 
 fn root_args(h: &FakeHost) -> Vec<String> {
     let s = |p: PathBuf| p.display().to_string();
-    vec!["--driver-root".into(), s(h.driver_root()), "--dev-root".into(), s(h.dev_root()), "--proc-root".into(), s(h.proc_root())]
+    vec![
+        "--driver-root".into(),
+        s(h.driver_root()),
+        "--dev-root".into(),
+        s(h.dev_root()),
+        "--proc-root".into(),
+        s(h.proc_root()),
+    ]
 }
 
 /// `cdi generate` on `h` with extra flags; the spec text (stdout), panicking with context on failure.
@@ -89,7 +114,10 @@ fn cdi_schema() -> jsonschema::Validator {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cdi-schema");
     let read = |name: &str| -> Value {
         let path = dir.join(name);
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+        serde_json::from_str(
+            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+        )
+        .unwrap()
     };
     fn rewrite(v: &mut Value) {
         match v {
@@ -116,7 +144,10 @@ fn cdi_schema() -> jsonschema::Validator {
 }
 
 fn schema_errors(validator: &jsonschema::Validator, doc: &Value) -> Vec<String> {
-    validator.iter_errors(doc).map(|e| format!("{}: {e}", e.instance_path)).collect()
+    validator
+        .iter_errors(doc)
+        .map(|e| format!("{}: {e}", e.instance_path))
+        .collect()
 }
 
 #[test]
@@ -127,30 +158,60 @@ fn generated_specs_validate_against_the_official_schema() {
         json!({"cdiVersion": "0.5.0", "devices": []}),
         json!({"cdiVersion": "0.5.0", "kind": "a.b/c", "devices": [], "containerEdits": {"mounts": [{"hostPath": "/x"}]}}),
     ] {
-        assert!(!schema_errors(&validator, &bad).is_empty(), "schema must refuse {bad}");
+        assert!(
+            !schema_errors(&validator, &bad).is_empty(),
+            "schema must refuse {bad}"
+        );
     }
     for (gpus, mig) in [(1, false), (8, false), (64, false), (8, true)] {
         let h = host(gpus, mig);
         for format in ["json", "yaml"] {
             let file = unique("spec").with_extension(format);
             let file_s = file.display().to_string();
-            generate(&h, &["--device-name-strategy", "index", "--device-name-strategy", "uuid", "--device-name-strategy", "type-index", "--output", &file_s]);
+            generate(
+                &h,
+                &[
+                    "--device-name-strategy",
+                    "index",
+                    "--device-name-strategy",
+                    "uuid",
+                    "--device-name-strategy",
+                    "type-index",
+                    "--output",
+                    &file_s,
+                ],
+            );
             let text = std::fs::read_to_string(&file).unwrap();
             if format == "json" {
-                serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{gpus} GPUs: --output *.json must be JSON: {e}"));
+                serde_json::from_str::<Value>(&text)
+                    .unwrap_or_else(|e| panic!("{gpus} GPUs: --output *.json must be JSON: {e}"));
             } else {
-                assert!(text.starts_with("---\n"), "{gpus} GPUs: YAML document expected:\n{text}");
+                assert!(
+                    text.starts_with("---\n"),
+                    "{gpus} GPUs: YAML document expected:\n{text}"
+                );
             }
             let doc = parse(&text);
             let errors = schema_errors(&validator, &doc);
-            assert!(errors.is_empty(), "{gpus} GPUs, mig {mig}, {format}: {errors:#?}\n{text}");
+            assert!(
+                errors.is_empty(),
+                "{gpus} GPUs, mig {mig}, {format}: {errors:#?}\n{text}"
+            );
             let migs = if mig { 2 } else { 0 };
             let want_devices = 3 * (gpus as usize + migs) + 1;
-            assert_eq!(doc["devices"].as_array().unwrap().len(), want_devices, "{gpus} GPUs, mig {mig}, {format}");
+            assert_eq!(
+                doc["devices"].as_array().unwrap().len(),
+                want_devices,
+                "{gpus} GPUs, mig {mig}, {format}"
+            );
             let (ok, _, _, out) = ctk(&["cdi", "validate", &file_s]);
             assert!(ok, "our own validate accepts the generated spec: {out}");
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o644, "{file_s}");
+            assert_eq!(
+                std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777,
+                0o644,
+                "{file_s}"
+            );
         }
     }
 }
@@ -171,54 +232,123 @@ fn two_gpu_host_names_and_shared_edits() {
     let h = host(2, false);
     let doc = parse(&generate(&h, &[]));
     let (u0, u1) = (h.gpus()[0].uuid.as_str(), h.gpus()[1].uuid.as_str());
-    let names: Vec<&str> = doc["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["0", u0, "1", u1, "all"]);
     assert_eq!(doc["cdiVersion"], "0.5.0");
     assert_eq!(doc["kind"], "nvidia.com/gpu");
     let dev = h.dev_root().join("dev").display().to_string();
-    let node = |name: &str, major: u32, minor: u32| {
-        json!({"path": format!("/dev/{name}"), "hostPath": format!("{dev}/{name}"), "type": "c", "major": major, "minor": minor, "permissions": "rw"})
-    };
-    assert_eq!(doc["devices"][0]["containerEdits"], json!({"deviceNodes": [node("nvidia0", 195, 0)]}));
-    assert_eq!(doc["devices"][4]["containerEdits"], json!({"deviceNodes": [node("nvidia0", 195, 0), node("nvidia1", 195, 1)]}));
+    let node = |name: &str, major: u32, minor: u32| json!({"path": format!("/dev/{name}"), "hostPath": format!("{dev}/{name}"), "type": "c", "major": major, "minor": minor, "permissions": "rw"});
+    assert_eq!(
+        doc["devices"][0]["containerEdits"],
+        json!({"deviceNodes": [node("nvidia0", 195, 0)]})
+    );
+    assert_eq!(
+        doc["devices"][4]["containerEdits"],
+        json!({"deviceNodes": [node("nvidia0", 195, 0), node("nvidia1", 195, 1)]})
+    );
 
     let edits = &doc["containerEdits"];
     assert_eq!(edits["env"], json!(["NVIDIA_VISIBLE_DEVICES=void"]));
     assert_eq!(
         edits["deviceNodes"],
-        json!([node("nvidia-modeset", 195, 254), node("nvidia-uvm", 508, 0), node("nvidia-uvm-tools", 508, 1), node("nvidiactl", 195, 255)])
+        json!([
+            node("nvidia-modeset", 195, 254),
+            node("nvidia-uvm", 508, 0),
+            node("nvidia-uvm-tools", 508, 1),
+            node("nvidiactl", 195, 255)
+        ])
     );
     let lib = "/usr/lib/x86_64-linux-gnu";
-    let mut want_targets: Vec<String> = ["gsp_ga10x.bin", "gsp_tu10x.bin"].iter().map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}")).collect();
+    let mut want_targets: Vec<String> = ["gsp_ga10x.bin", "gsp_tu10x.bin"]
+        .iter()
+        .map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}"))
+        .collect();
     want_targets.extend(
-        ["nvidia-cuda-mps-control", "nvidia-cuda-mps-server", "nvidia-debugdump", "nvidia-persistenced", "nvidia-smi"].iter().map(|b| format!("/usr/bin/{b}")),
+        [
+            "nvidia-cuda-mps-control",
+            "nvidia-cuda-mps-server",
+            "nvidia-debugdump",
+            "nvidia-persistenced",
+            "nvidia-smi",
+        ]
+        .iter()
+        .map(|b| format!("/usr/bin/{b}")),
     );
     want_targets.extend(
         [
-            "libEGL_nvidia", "libGLX_nvidia", "libcuda", "libcudadebugger", "libnvcuvid", "libnvidia-allocator", "libnvidia-cfg",
-            "libnvidia-eglcore", "libnvidia-encode", "libnvidia-glcore", "libnvidia-gpucomp", "libnvidia-ml", "libnvidia-nscq",
-            "libnvidia-nvvm", "libnvidia-opencl", "libnvidia-ptxjitcompiler",
+            "libEGL_nvidia",
+            "libGLX_nvidia",
+            "libcuda",
+            "libcudadebugger",
+            "libnvcuvid",
+            "libnvidia-allocator",
+            "libnvidia-cfg",
+            "libnvidia-eglcore",
+            "libnvidia-encode",
+            "libnvidia-glcore",
+            "libnvidia-gpucomp",
+            "libnvidia-ml",
+            "libnvidia-nscq",
+            "libnvidia-nvvm",
+            "libnvidia-opencl",
+            "libnvidia-ptxjitcompiler",
         ]
         .iter()
         .map(|l| format!("{lib}/{l}.so.550.54.15")),
     );
     let mounts = edits["mounts"].as_array().unwrap();
-    let targets: Vec<&str> = mounts.iter().map(|m| m["containerPath"].as_str().unwrap()).collect();
+    let targets: Vec<&str> = mounts
+        .iter()
+        .map(|m| m["containerPath"].as_str().unwrap())
+        .collect();
     assert_eq!(targets, want_targets);
     for m in mounts {
         let target = m["containerPath"].as_str().unwrap();
-        assert_eq!(m["hostPath"], h.driver_root().join(&target[1..]).display().to_string(), "{m}");
-        assert_eq!(m["options"], json!(["ro", "nosuid", "nodev", "bind"]), "{m}");
+        assert_eq!(
+            m["hostPath"],
+            h.driver_root().join(&target[1..]).display().to_string(),
+            "{m}"
+        );
+        assert_eq!(
+            m["options"],
+            json!(["ro", "nosuid", "nodev", "bind"]),
+            "{m}"
+        );
     }
     let env = json!(["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]);
     let hook = |args: Value| json!({"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": args, "env": env});
     assert_eq!(
         edits["hooks"],
         json!([
-            hook(json!(["nvidia-cdi-hook", "create-symlinks", "--link", format!("libcuda.so.1::{lib}/libcuda.so")])),
-            hook(json!(["nvidia-cdi-hook", "disable-device-node-modification", "--proc-root", h.proc_root()])),
-            hook(json!(["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", "550.54.15"])),
-            hook(json!(["nvidia-cdi-hook", "update-ldcache", "--folder", lib])),
+            hook(json!([
+                "nvidia-cdi-hook",
+                "create-symlinks",
+                "--link",
+                format!("libcuda.so.1::{lib}/libcuda.so")
+            ])),
+            hook(json!([
+                "nvidia-cdi-hook",
+                "disable-device-node-modification",
+                "--proc-root",
+                h.proc_root()
+            ])),
+            hook(json!([
+                "nvidia-cdi-hook",
+                "enable-cuda-compat",
+                "--host-driver-version",
+                "550.54.15"
+            ])),
+            hook(json!([
+                "nvidia-cdi-hook",
+                "update-ldcache",
+                "--folder",
+                lib
+            ])),
         ])
     );
 }
@@ -228,28 +358,76 @@ fn flags_cases() {
     let h = host(2, true);
     let names = |extra: &[&str]| -> Vec<String> {
         let doc = parse(&generate(&h, extra));
-        doc["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap().to_string()).collect()
+        doc["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
     };
     let mig0 = h.gpus()[0].migs[0].uuid.clone();
     let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
-        ("type-index", vec!["--device-name-strategy", "type-index"], vec!["gpu0", "mig0:0", "mig0:1", "gpu1", "all"]),
-        ("one device id", vec!["--device-name-strategy", "index", "--device-id", "1"], vec!["1", "all"]),
-        ("MIG uuid id", vec!["--device-name-strategy", "index", "--device-id", &mig0], vec!["0:0", "all"]),
+        (
+            "type-index",
+            vec!["--device-name-strategy", "type-index"],
+            vec!["gpu0", "mig0:0", "mig0:1", "gpu1", "all"],
+        ),
+        (
+            "one device id",
+            vec!["--device-name-strategy", "index", "--device-id", "1"],
+            vec!["1", "all"],
+        ),
+        (
+            "MIG uuid id",
+            vec!["--device-name-strategy", "index", "--device-id", &mig0],
+            vec!["0:0", "all"],
+        ),
     ];
     for (case, extra, want) in cases {
         assert_eq!(names(&extra), want, "case {case}");
     }
-    let doc = parse(&generate(&h, &["--vendor", "example.com", "--class", "acc", "--disable-hook", "all", "--format", "json"]));
+    let doc = parse(&generate(
+        &h,
+        &[
+            "--vendor",
+            "example.com",
+            "--class",
+            "acc",
+            "--disable-hook",
+            "all",
+            "--format",
+            "json",
+        ],
+    ));
     assert_eq!(doc["kind"], "example.com/acc");
-    assert!(doc["containerEdits"].get("hooks").is_none(), "--disable-hook all: {doc}");
+    assert!(
+        doc["containerEdits"].get("hooks").is_none(),
+        "--disable-hook all: {doc}"
+    );
 
     let mut args: Vec<String> = vec!["cdi".into(), "generate".into()];
     args.extend(root_args(&h));
     for (case, bad, needle) in [
-        ("unknown device", vec!["--device-id", "9"], "--device-id \"9\" matches no GPU"),
-        ("unknown hook", vec!["--disable-hook", "nope"], "--disable-hook \"nope\""),
-        ("unknown strategy", vec!["--device-name-strategy", "name"], "--device-name-strategy \"name\""),
-        ("bad class", vec!["--class", "a.b"], "class \"a.b\" contains '.'"),
+        (
+            "unknown device",
+            vec!["--device-id", "9"],
+            "--device-id \"9\" matches no GPU",
+        ),
+        (
+            "unknown hook",
+            vec!["--disable-hook", "nope"],
+            "--disable-hook \"nope\"",
+        ),
+        (
+            "unknown strategy",
+            vec!["--device-name-strategy", "name"],
+            "--device-name-strategy \"name\"",
+        ),
+        (
+            "bad class",
+            vec!["--class", "a.b"],
+            "class \"a.b\" contains '.'",
+        ),
     ] {
         let all: Vec<&str> = args.iter().map(String::as_str).chain(bad).collect();
         let (ok, _, stderr, text) = ctk(&all);
@@ -265,9 +443,20 @@ fn list_prints_every_device_and_names_broken_files() {
     std::fs::create_dir_all(&dir).unwrap();
     let out = |name: &str| dir.join(name).display().to_string();
     generate(&h, &["--output", &out("nvidia.yaml")]);
-    generate(&h, &["--class", "other", "--device-name-strategy", "type-index", "--output", &out("other.json")]);
+    generate(
+        &h,
+        &[
+            "--class",
+            "other",
+            "--device-name-strategy",
+            "type-index",
+            "--output",
+            &out("other.json"),
+        ],
+    );
     std::fs::write(dir.join("broken.yaml"), "cdiVersion: [\n").unwrap();
-    let (ok, stdout, stderr, text) = ctk(&["cdi", "list", "--spec-dir", &dir.display().to_string()]);
+    let (ok, stdout, stderr, text) =
+        ctk(&["cdi", "list", "--spec-dir", &dir.display().to_string()]);
     assert!(ok, "{text}");
     // Files in name order (nvidia.yaml, other.json), devices in spec order.
     let mut want: Vec<String> = Vec::new();
@@ -279,11 +468,25 @@ fn list_prints_every_device_and_names_broken_files() {
     want.extend((0..8).map(|i| format!("nvidia.com/other=gpu{i}")));
     want.push("nvidia.com/other=all".into());
     assert_eq!(stdout.lines().collect::<Vec<_>>(), want, "{text}");
-    assert!(stderr.contains(&format!("{}: skipped", dir.join("broken.yaml").display())), "the broken file is named: {text}");
+    assert!(
+        stderr.contains(&format!("{}: skipped", dir.join("broken.yaml").display())),
+        "the broken file is named: {text}"
+    );
 
-    let (ok, stdout, _, text) = ctk(&["cdi", "list", "--spec-dir", &dir.display().to_string(), "--format", "json"]);
+    let (ok, stdout, _, text) = ctk(&[
+        "cdi",
+        "list",
+        "--spec-dir",
+        &dir.display().to_string(),
+        "--format",
+        "json",
+    ]);
     assert!(ok, "{text}");
-    assert_eq!(serde_json::from_str::<Value>(&stdout).unwrap(), json!(want), "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).unwrap(),
+        json!(want),
+        "{text}"
+    );
 }
 
 #[test]
@@ -296,18 +499,48 @@ fn validate_rejects_broken_specs_naming_the_field() {
         v
     };
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("missing kind", edit(&|v| { v.as_object_mut().unwrap().remove("kind"); }), "kind: is required"),
-        ("bad device name", edit(&|v| v["devices"][3]["name"] = json!("gpu/3")), "devices[3].name: device name \"gpu/3\" contains '/'"),
-        ("duplicate names", edit(&|v| v["devices"][1]["name"] = json!("0")), "devices[1].name: \"0\" is already the name of devices[0]"),
-        ("missing hostPath", edit(&|v| v["devices"][3]["containerEdits"]["deviceNodes"][0]["hostPath"] = json!("/nonexistent/nvidia9")),
-            "devices[3].containerEdits.deviceNodes[0].hostPath: /nonexistent/nvidia9: No such file or directory"),
-        ("missing mount source", edit(&|v| v["containerEdits"]["mounts"][0]["hostPath"] = json!("/nonexistent/lib.so")),
-            "containerEdits.mounts[0].hostPath: /nonexistent/lib.so"),
-        ("wrong major", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = json!(196)),
-            "devices[0].containerEdits.deviceNodes[0].major: 196 but"),
-        ("unknown hook", edit(&|v| v["containerEdits"]["hooks"][0]["hookName"] = json!("createContainers")),
-            "containerEdits.hooks[0].hookName: unknown hook \"createContainers\""),
-        ("unknown version", edit(&|v| v["cdiVersion"] = json!("0.42.0")), "cdiVersion: unknown version \"0.42.0\""),
+        (
+            "missing kind",
+            edit(&|v| {
+                v.as_object_mut().unwrap().remove("kind");
+            }),
+            "kind: is required",
+        ),
+        (
+            "bad device name",
+            edit(&|v| v["devices"][3]["name"] = json!("gpu/3")),
+            "devices[3].name: device name \"gpu/3\" contains '/'",
+        ),
+        (
+            "duplicate names",
+            edit(&|v| v["devices"][1]["name"] = json!("0")),
+            "devices[1].name: \"0\" is already the name of devices[0]",
+        ),
+        (
+            "missing hostPath",
+            edit(&|v| v["devices"][3]["containerEdits"]["deviceNodes"][0]["hostPath"] = json!("/nonexistent/nvidia9")),
+            "devices[3].containerEdits.deviceNodes[0].hostPath: /nonexistent/nvidia9: No such file or directory",
+        ),
+        (
+            "missing mount source",
+            edit(&|v| v["containerEdits"]["mounts"][0]["hostPath"] = json!("/nonexistent/lib.so")),
+            "containerEdits.mounts[0].hostPath: /nonexistent/lib.so",
+        ),
+        (
+            "wrong major",
+            edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = json!(196)),
+            "devices[0].containerEdits.deviceNodes[0].major: 196 but",
+        ),
+        (
+            "unknown hook",
+            edit(&|v| v["containerEdits"]["hooks"][0]["hookName"] = json!("createContainers")),
+            "containerEdits.hooks[0].hookName: unknown hook \"createContainers\"",
+        ),
+        (
+            "unknown version",
+            edit(&|v| v["cdiVersion"] = json!("0.42.0")),
+            "cdiVersion: unknown version \"0.42.0\"",
+        ),
     ];
     for (case, doc, needle) in cases {
         let file = unique("bad").with_extension("json");
@@ -316,8 +549,15 @@ fn validate_rejects_broken_specs_naming_the_field() {
         cmd.args(["cdi", "validate"]).arg(&file);
         let out = cmd.output().unwrap();
         let text = out_text(&cmd, &out);
-        assert_eq!(out.status.code(), Some(1), "case {case}: exit 1 expected: {text}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains(needle), "case {case}: {needle:?} expected: {text}");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "case {case}: exit 1 expected: {text}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "case {case}: {needle:?} expected: {text}"
+        );
     }
 }
 
@@ -344,7 +584,10 @@ impl InstalledSpec {
         let pid = std::process::id();
         let class = format!("t{pid}n{n}");
         let path = PathBuf::from(format!("/etc/cdi/nvct-test-{pid}-{n}.yaml"));
-        let spec = InstalledSpec { path, kind: format!("nvidia.com/{class}") };
+        let spec = InstalledSpec {
+            path,
+            kind: format!("nvidia.com/{class}"),
+        };
         let out = spec.path.display().to_string();
         let mut args = vec!["--class", &class, "--output", &out];
         args.extend_from_slice(flags);
@@ -361,10 +604,24 @@ impl Drop for InstalledSpec {
 
 fn podman(rootfs: &Path, device: &str, script: &str) -> (String, String) {
     let mut cmd = Command::new(bundle::require("podman"));
-    cmd.args(["run", "--rm", "--runtime", "runc", "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096", "--device", device, "--rootfs"])
-        .arg(rootfs)
-        .args(["sh", "-c", script]);
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run podman: {e}"));
+    cmd.args([
+        "run",
+        "--rm",
+        "--runtime",
+        "runc",
+        "--ulimit",
+        "nofile=20000:20000",
+        "--ulimit",
+        "nproc=4096:4096",
+        "--device",
+        device,
+        "--rootfs",
+    ])
+    .arg(rootfs)
+    .args(["sh", "-c", script]);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run podman: {e}"));
     let text = out_text(&cmd, &out);
     assert!(out.status.success(), "{text}");
     (String::from_utf8_lossy(&out.stdout).into(), text)
@@ -377,20 +634,39 @@ fn podman_gets_exactly_the_named_gpus() {
     let spec = InstalledSpec::new(&h);
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
     let gpu_nodes = |stdout: &str| -> Vec<String> {
-        let mut v: Vec<String> = stdout.lines().filter(|l| l.starts_with("/dev/nvidia") && l[11..].chars().all(|c| c.is_ascii_digit())).map(String::from).collect();
+        let mut v: Vec<String> = stdout
+            .lines()
+            .filter(|l| l.starts_with("/dev/nvidia") && l[11..].chars().all(|c| c.is_ascii_digit()))
+            .map(String::from)
+            .collect();
         v.sort();
         v
     };
     let cases: Vec<(&str, String, Vec<String>)> = vec![
-        ("index 0", format!("{}=0", spec.kind), vec!["/dev/nvidia0".into()]),
-        ("uuid of GPU 3", format!("{}={}", spec.kind, h.gpus()[3].uuid), vec!["/dev/nvidia3".into()]),
-        ("all", format!("{}=all", spec.kind), (0..8).map(|i| format!("/dev/nvidia{i}")).collect()),
+        (
+            "index 0",
+            format!("{}=0", spec.kind),
+            vec!["/dev/nvidia0".into()],
+        ),
+        (
+            "uuid of GPU 3",
+            format!("{}={}", spec.kind, h.gpus()[3].uuid),
+            vec!["/dev/nvidia3".into()],
+        ),
+        (
+            "all",
+            format!("{}=all", spec.kind),
+            (0..8).map(|i| format!("/dev/nvidia{i}")).collect(),
+        ),
     ];
     for (case, device, want) in cases {
         let (stdout, text) = podman(&rootfs, &device, "ls -1 /dev/nvidia*");
         assert_eq!(gpu_nodes(&stdout), want, "case {case}: {text}");
         for control in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
-            assert!(stdout.lines().any(|l| l == control), "case {case}: {control} expected: {text}");
+            assert!(
+                stdout.lines().any(|l| l == control),
+                "case {case}: {control} expected: {text}"
+            );
         }
     }
 }
@@ -403,9 +679,17 @@ fn podman_mounts_libraries_read_only() {
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
     let (stdout, text) = podman(&rootfs, &format!("{}=0", spec.kind), "cat /proc/mounts");
     let line = |target: &str| {
-        stdout.lines().find(|l| l.split(' ').nth(1) == Some(target)).unwrap_or_else(|| panic!("{target} not mounted: {text}")).to_string()
+        stdout
+            .lines()
+            .find(|l| l.split(' ').nth(1) == Some(target))
+            .unwrap_or_else(|| panic!("{target} not mounted: {text}"))
+            .to_string()
     };
-    for target in ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/bin/nvidia-smi"] {
+    for target in [
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+        "/usr/bin/nvidia-smi",
+    ] {
         let l = line(target);
         let opts: Vec<&str> = l.split(' ').nth(3).unwrap().split(',').collect();
         for want in ["ro", "nosuid", "nodev"] {
@@ -421,11 +705,25 @@ fn podman_gets_a_mig_device_by_its_index_pair() {
     let spec = InstalledSpec::new(&h);
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
     // `0:1` is written quoted in YAML (a YAML 1.1 parser would read a base-60 number).
-    let (stdout, text) = podman(&rootfs, &format!("{}=0:1", spec.kind), "ls -1 /dev/nvidia0 /dev/nvidia1 /dev/nvidia-caps/; true");
+    let (stdout, text) = podman(
+        &rootfs,
+        &format!("{}=0:1", spec.kind),
+        "ls -1 /dev/nvidia0 /dev/nvidia1 /dev/nvidia-caps/; true",
+    );
     assert!(stdout.lines().any(|l| l == "/dev/nvidia0"), "{text}");
-    assert!(!stdout.contains("/dev/nvidia1\n"), "GPU 1 must not be there: {text}");
-    let caps: Vec<&str> = stdout.lines().filter(|l| l.starts_with("nvidia-cap")).collect();
-    assert_eq!(caps, ["nvidia-cap21", "nvidia-cap22"], "gi 2 / ci 0 caps of GPU 0: {text}");
+    assert!(
+        !stdout.contains("/dev/nvidia1\n"),
+        "GPU 1 must not be there: {text}"
+    );
+    let caps: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("nvidia-cap"))
+        .collect();
+    assert_eq!(
+        caps,
+        ["nvidia-cap21", "nvidia-cap22"],
+        "gi 2 / ci 0 caps of GPU 0: {text}"
+    );
 }
 
 /// With the spec's hooks enabled, podman runs them as createContainer hooks: the ld cache
@@ -442,10 +740,22 @@ fn podman_runs_the_spec_hooks() {
         "/usr/bin/dlcuda; readlink {lib}/libcuda.so; readlink {lib}/libcuda.so.1; grep -q {lib}/libcuda.so.1 /etc/ld.so.cache && echo CACHED; echo VIS=$NVIDIA_VISIBLE_DEVICES; true"
     );
     let (stdout, text) = podman(&rootfs, &format!("{}=0", spec.kind), &script);
-    assert!(stdout.contains("cuDriverGetVersion rc=0 version=12040"), "libcuda.so.1 must resolve: {text}");
-    assert!(stdout.lines().any(|l| l == "CACHED"), "update-ldcache: the ld cache must list libcuda.so.1: {text}");
-    assert!(stdout.lines().any(|l| l == "libcuda.so.550.54.15"), "ldconfig made the SONAME link: {text}");
-    assert!(stdout.lines().any(|l| l == "libcuda.so.1"), "create-symlinks: libcuda.so -> libcuda.so.1 expected: {text}");
+    assert!(
+        stdout.contains("cuDriverGetVersion rc=0 version=12040"),
+        "libcuda.so.1 must resolve: {text}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "CACHED"),
+        "update-ldcache: the ld cache must list libcuda.so.1: {text}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "libcuda.so.550.54.15"),
+        "ldconfig made the SONAME link: {text}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "libcuda.so.1"),
+        "create-symlinks: libcuda.so -> libcuda.so.1 expected: {text}"
+    );
     assert!(stdout.lines().any(|l| l == "VIS=void"), "{text}");
 
     // A fresh copy of the image (`--rootfs` is used in place, so the hooks' links and cache

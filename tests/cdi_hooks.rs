@@ -23,12 +23,18 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
-        let dir = tempfile::Builder::new().prefix("nvct-cdihook-").tempdir().unwrap().keep();
-        let host = FakeHost::builder().gpus(2).build(&dir.join("host")).expect("fake host (run `cargo build --examples` first)");
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-cdihook-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let host = FakeHost::builder()
+            .gpus(2)
+            .build(&dir.join("host"))
+            .expect("fake host (run `cargo build --examples` first)");
         Host { host, dir }
     })
 }
-
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -42,8 +48,16 @@ fn canary_dir(h: &Host, name: &str) -> PathBuf {
 }
 
 fn assert_empty(dir: &Path, context: &str) {
-    let entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(entries.is_empty(), "{context}: host directory {} was written: {entries:?}", dir.display());
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        entries.is_empty(),
+        "{context}: host directory {} was written: {entries:?}",
+        dir.display()
+    );
 }
 
 #[test]
@@ -53,9 +67,33 @@ fn create_symlinks_cases() {
     type Setup = fn(&Path, &Path);
     let none: Setup = |_, _| {};
     let cases: Vec<(&str, &str, &str, Setup, &str, &str, Result<&str, &str>)> = vec![
-        ("new link", "createContainer", CDI_HOOK, none, "libcuda.so.1::/usr/lib64/libcuda.so", "readlink /usr/lib64/libcuda.so", Ok("libcuda.so.1")),
-        ("via nvidia-ctk hook", "createContainer", CTK, none, "libcuda.so.1::/usr/lib64/libcuda.so", "readlink /usr/lib64/libcuda.so", Ok("libcuda.so.1")),
-        ("as prestart (enters the mount namespace)", "prestart", CDI_HOOK, none, "/a/b::/opt/x/y/link", "readlink /opt/x/y/link", Ok("/a/b")),
+        (
+            "new link",
+            "createContainer",
+            CDI_HOOK,
+            none,
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "readlink /usr/lib64/libcuda.so",
+            Ok("libcuda.so.1"),
+        ),
+        (
+            "via nvidia-ctk hook",
+            "createContainer",
+            CTK,
+            none,
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "readlink /usr/lib64/libcuda.so",
+            Ok("libcuda.so.1"),
+        ),
+        (
+            "as prestart (enters the mount namespace)",
+            "prestart",
+            CDI_HOOK,
+            none,
+            "/a/b::/opt/x/y/link",
+            "readlink /opt/x/y/link",
+            Ok("/a/b"),
+        ),
         (
             "identical link exists",
             "createContainer",
@@ -122,7 +160,15 @@ fn create_symlinks_cases() {
         let canary = canary_dir(h, &name.replace(' ', "-"));
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         setup(&b.rootfs(), &canary);
-        b.add_hook(kind, binary, &(if binary == CTK { vec!["hook", "create-symlinks", "--link", link] } else { vec!["create-symlinks", "--link", link] }));
+        b.add_hook(
+            kind,
+            binary,
+            &(if binary == CTK {
+                vec!["hook", "create-symlinks", "--link", link]
+            } else {
+                vec!["create-symlinks", "--link", link]
+            }),
+        );
         let out = b.run(script);
         let text = out_text(&out);
         match want {
@@ -131,7 +177,10 @@ fn create_symlinks_cases() {
                 assert!(stdout(&out).contains(needle), "case {name}: {text}");
             }
             Err(needle) => {
-                assert!(!out.status.success(), "case {name}: the container must not start: {text}");
+                assert!(
+                    !out.status.success(),
+                    "case {name}: the container must not start: {text}"
+                );
                 assert!(!stdout(&out).contains("STARTED"), "case {name}: {text}");
                 assert!(text.contains(needle), "case {name}: {text}");
             }
@@ -148,7 +197,11 @@ fn install_image_ldconfig(rootfs: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(rootfs.join("sbin")).unwrap();
     std::fs::write(rootfs.join("sbin/ldconfig"), IMAGE_LDCONFIG).unwrap();
-    std::fs::set_permissions(rootfs.join("sbin/ldconfig"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        rootfs.join("sbin/ldconfig"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -158,29 +211,92 @@ fn update_ldcache_makes_libcuda_resolvable_with_the_host_ldconfig() {
     let lib = format!("libcuda.so.{version}");
     let mut b = Bundle::new(&h.dir, Image::Glibc);
     install_image_ldconfig(&b.rootfs());
-    b.bind_ro(&h.host.lib_dir().join(&lib), &format!("/usr/lib/x86_64-linux-gnu/{lib}"));
-    b.add_hook("createContainer", CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--ldconfig-path", "/sbin/ldconfig"]);
-    let out = b.run("dlcuda; grep -c libcuda.so.1 /etc/ld.so.cache; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
-                     cat /etc/ld.so.conf.d/00-nvcr-*.conf; cat /etc/ld.so.conf");
+    b.bind_ro(
+        &h.host.lib_dir().join(&lib),
+        &format!("/usr/lib/x86_64-linux-gnu/{lib}"),
+    );
+    b.add_hook(
+        "createContainer",
+        CDI_HOOK,
+        &[
+            "update-ldcache",
+            "--folder",
+            "/usr/lib/x86_64-linux-gnu",
+            "--ldconfig-path",
+            "/sbin/ldconfig",
+        ],
+    );
+    let out = b.run(
+        "dlcuda; grep -c libcuda.so.1 /etc/ld.so.cache; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
+                     cat /etc/ld.so.conf.d/00-nvcr-*.conf; cat /etc/ld.so.conf",
+    );
     let text = out_text(&out);
     let so = stdout(&out);
     assert!(out.status.success(), "{text}");
-    assert!(so.contains("cuDriverGetVersion rc=0 version=12040"), "dlopen(libcuda.so.1) through the cache: {text}");
-    assert!(so.contains(&lib), "SONAME link made by the host ldconfig: {text}");
-    assert!(so.contains("/usr/lib/x86_64-linux-gnu\n"), "conf file lists the folder: {text}");
-    assert!(so.contains("include /etc/ld.so.conf.d/*.conf"), "ld.so.conf created to include the conf dir: {text}");
+    assert!(
+        so.contains("cuDriverGetVersion rc=0 version=12040"),
+        "dlopen(libcuda.so.1) through the cache: {text}"
+    );
+    assert!(
+        so.contains(&lib),
+        "SONAME link made by the host ldconfig: {text}"
+    );
+    assert!(
+        so.contains("/usr/lib/x86_64-linux-gnu\n"),
+        "conf file lists the folder: {text}"
+    );
+    assert!(
+        so.contains("include /etc/ld.so.conf.d/*.conf"),
+        "ld.so.conf created to include the conf dir: {text}"
+    );
     let cache = std::fs::read(b.rootfs().join("etc/ld.so.cache")).unwrap();
-    assert!(cache.windows(12).any(|w| w == b"libcuda.so.1"), "ld.so.cache in the rootfs has libcuda.so.1");
-    assert!(!b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(), "the image's /sbin/ldconfig must never run: {text}");
+    assert!(
+        cache.windows(12).any(|w| w == b"libcuda.so.1"),
+        "ld.so.cache in the rootfs has libcuda.so.1"
+    );
+    assert!(
+        !b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(),
+        "the image's /sbin/ldconfig must never run: {text}"
+    );
 }
 
 #[test]
 fn update_ldcache_refusals() {
     let h = host();
     let cases: &[(&str, &[&str], &str)] = &[
-        ("relative ldconfig", &["update-ldcache", "--folder", "/usr/lib", "--ldconfig-path", "sbin/ldconfig"], "is not absolute"),
-        ("missing ldconfig", &["update-ldcache", "--folder", "/usr/lib", "--ldconfig-path", "/nonexistent/ldconfig"], "/nonexistent/ldconfig"),
-        ("folder with ..", &["update-ldcache", "--folder", "/usr/../etc", "--ldconfig-path", "/sbin/ldconfig"], "/usr/../etc"),
+        (
+            "relative ldconfig",
+            &[
+                "update-ldcache",
+                "--folder",
+                "/usr/lib",
+                "--ldconfig-path",
+                "sbin/ldconfig",
+            ],
+            "is not absolute",
+        ),
+        (
+            "missing ldconfig",
+            &[
+                "update-ldcache",
+                "--folder",
+                "/usr/lib",
+                "--ldconfig-path",
+                "/nonexistent/ldconfig",
+            ],
+            "/nonexistent/ldconfig",
+        ),
+        (
+            "folder with ..",
+            &[
+                "update-ldcache",
+                "--folder",
+                "/usr/../etc",
+                "--ldconfig-path",
+                "/sbin/ldconfig",
+            ],
+            "/usr/../etc",
+        ),
     ];
     for (name, args, needle) in cases {
         let mut b = Bundle::new(&h.dir, Image::Busybox);
@@ -188,9 +304,15 @@ fn update_ldcache_refusals() {
         b.add_hook("createContainer", CDI_HOOK, args);
         let out = b.run("echo STARTED");
         let text = out_text(&out);
-        assert!(!out.status.success() && !stdout(&out).contains("STARTED"), "case {name}: {text}");
+        assert!(
+            !out.status.success() && !stdout(&out).contains("STARTED"),
+            "case {name}: {text}"
+        );
         assert!(text.contains(needle), "case {name}: {text}");
-        assert!(!b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(), "case {name}: {text}");
+        assert!(
+            !b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(),
+            "case {name}: {text}"
+        );
     }
 }
 
@@ -204,16 +326,33 @@ fn update_ldcache_refuses_a_symlinked_conf_file() {
     std::fs::create_dir_all(&confd).unwrap();
     // The name the hook will use for this folder list (stable: a hash of the contents).
     let mut probe = Bundle::new(&h.dir, Image::Busybox);
-    probe.add_hook("createContainer", CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib64"]);
+    probe.add_hook(
+        "createContainer",
+        CDI_HOOK,
+        &["update-ldcache", "--folder", "/usr/lib64"],
+    );
     let out = probe.run("ls /etc/ld.so.conf.d");
     assert!(out.status.success(), "{}", out_text(&out));
-    let name = stdout(&out).lines().find(|l| l.starts_with("00-nvcr-")).expect("conf name").to_string();
+    let name = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with("00-nvcr-"))
+        .expect("conf name")
+        .to_string();
     symlink(&target, confd.join(&name)).unwrap();
-    b.add_hook("createContainer", CDI_HOOK, &["update-ldcache", "--folder", "/usr/lib64"]);
+    b.add_hook(
+        "createContainer",
+        CDI_HOOK,
+        &["update-ldcache", "--folder", "/usr/lib64"],
+    );
     let out = b.run("echo STARTED");
     let text = out_text(&out);
     assert!(!out.status.success(), "{text}");
-    assert!(text.contains(&format!("/etc/ld.so.conf.d/{name} in the container is a symlink")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "/etc/ld.so.conf.d/{name} in the container is a symlink"
+        )),
+        "{text}"
+    );
     assert_empty(&canary, "symlinked conf file");
 }
 
@@ -222,16 +361,33 @@ fn disable_device_node_modification_masks_params() {
     let h = host();
     let proc_root = h.host.proc_root();
     let host_params = std::fs::read_to_string(proc_root.join("driver/nvidia/params")).unwrap();
-    assert!(host_params.contains("ModifyDeviceFiles: 1"), "fake host params: {host_params}");
+    assert!(
+        host_params.contains("ModifyDeviceFiles: 1"),
+        "fake host params: {host_params}"
+    );
     for kind in ["createContainer", "prestart"] {
         let mut b = Bundle::new(&h.dir, Image::Busybox);
-        b.add_hook(kind, CDI_HOOK, &["disable-device-node-modification", "--proc-root", proc_root.to_str().unwrap()]);
+        b.add_hook(
+            kind,
+            CDI_HOOK,
+            &[
+                "disable-device-node-modification",
+                "--proc-root",
+                proc_root.to_str().unwrap(),
+            ],
+        );
         let out = b.run("cat /proc/driver/nvidia/params; cat /proc/driver/nvidia/version; echo x > /proc/driver/nvidia/params || echo RO");
         let text = out_text(&out);
         let so = stdout(&out);
         assert!(out.status.success(), "{kind}: {text}");
-        assert!(so.contains("ModifyDeviceFiles: 0") && !so.contains("ModifyDeviceFiles: 1"), "{kind}: {text}");
-        assert!(so.contains(h.host.driver_version()), "{kind}: the other files are still there: {text}");
+        assert!(
+            so.contains("ModifyDeviceFiles: 0") && !so.contains("ModifyDeviceFiles: 1"),
+            "{kind}: {text}"
+        );
+        assert!(
+            so.contains(h.host.driver_version()),
+            "{kind}: the other files are still there: {text}"
+        );
         assert!(so.contains("RO"), "{kind}: read-only: {text}");
     }
 }
@@ -240,7 +396,10 @@ fn disable_device_node_modification_masks_params() {
 fn enable_cuda_compat_cases() {
     let h = host();
     let host_version = h.host.driver_version().to_string();
-    assert!(host_version.starts_with("550."), "fake host version {host_version}");
+    assert!(
+        host_version.starts_with("550."),
+        "fake host version {host_version}"
+    );
     type Setup = fn(&Path);
     fn compat(r: &Path) -> PathBuf {
         let d = r.join("usr/local/cuda/compat");
@@ -248,11 +407,31 @@ fn enable_cuda_compat_cases() {
         d
     }
     let cases: Vec<(&str, Setup, bool)> = vec![
-        ("newer major", |r| std::fs::write(compat(r).join("libcuda.so.560.35.03"), "").unwrap(), true),
-        ("same major, newer minor (upstream compares majors)", |r| std::fs::write(compat(r).join("libcuda.so.550.99.01"), "").unwrap(), false),
-        ("older", |r| std::fs::write(compat(r).join("libcuda.so.535.104.05"), "").unwrap(), false),
-        ("symlink named like a newer lib", |r| symlink("/etc/passwd", compat(r).join("libcuda.so.999.1")).unwrap(), false),
-        ("directory named like a newer lib", |r| std::fs::create_dir_all(compat(r).join("libcuda.so.999.1")).unwrap(), false),
+        (
+            "newer major",
+            |r| std::fs::write(compat(r).join("libcuda.so.560.35.03"), "").unwrap(),
+            true,
+        ),
+        (
+            "same major, newer minor (upstream compares majors)",
+            |r| std::fs::write(compat(r).join("libcuda.so.550.99.01"), "").unwrap(),
+            false,
+        ),
+        (
+            "older",
+            |r| std::fs::write(compat(r).join("libcuda.so.535.104.05"), "").unwrap(),
+            false,
+        ),
+        (
+            "symlink named like a newer lib",
+            |r| symlink("/etc/passwd", compat(r).join("libcuda.so.999.1")).unwrap(),
+            false,
+        ),
+        (
+            "directory named like a newer lib",
+            |r| std::fs::create_dir_all(compat(r).join("libcuda.so.999.1")).unwrap(),
+            false,
+        ),
         ("no compat dir", |_| {}, false),
         (
             "compat dir is a symlink to a host dir",
@@ -266,16 +445,28 @@ fn enable_cuda_compat_cases() {
     for (name, setup, want) in cases {
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         setup(&b.rootfs());
-        b.add_hook("createContainer", CDI_HOOK, &["enable-cuda-compat", "--host-driver-version", &host_version]);
+        b.add_hook(
+            "createContainer",
+            CDI_HOOK,
+            &["enable-cuda-compat", "--host-driver-version", &host_version],
+        );
         let out = b.run("cat /etc/ld.so.conf.d/00-compat-*.conf 2>/dev/null; echo END");
         let text = out_text(&out);
         assert!(out.status.success(), "case {name}: {text}");
-        assert_eq!(stdout(&out).contains("/usr/local/cuda/compat"), want, "case {name}: {text}");
+        assert_eq!(
+            stdout(&out).contains("/usr/local/cuda/compat"),
+            want,
+            "case {name}: {text}"
+        );
     }
     // The conf file only names the directory: nothing from the image is mounted.
     let mut b = Bundle::new(&h.dir, Image::Busybox);
     std::fs::write(compat(&b.rootfs()).join("libcuda.so.560.35.03"), "").unwrap();
-    b.add_hook("createContainer", CDI_HOOK, &["enable-cuda-compat", "--host-driver-version", &host_version]);
+    b.add_hook(
+        "createContainer",
+        CDI_HOOK,
+        &["enable-cuda-compat", "--host-driver-version", &host_version],
+    );
     let out = b.run("grep -c compat /proc/mounts; true");
     assert_eq!(stdout(&out).trim(), "0", "{}", out_text(&out));
 }
@@ -300,14 +491,70 @@ fn command_line_cases() {
     let _ = h;
     let state = br#"{"pid":1,"bundle":"/nonexistent/bundle"}"#;
     let cases: &[(&str, &str, &[&str], &[u8], i32, &str)] = &[
-        ("unknown hook", CDI_HOOK, &["frobnicate", "--flag", "x"], b"", 0, "warning: unknown hook \"frobnicate\""),
-        ("unknown hook via nvidia-ctk", CTK, &["hook", "chmod", "--mode", "755"], b"", 0, "warning: unknown hook \"chmod\""),
-        ("bad stdin", CDI_HOOK, &["create-symlinks", "--link", "a::/b"], b"{not json", 1, "not valid JSON"),
-        ("empty stdin", CDI_HOOK, &["enable-cuda-compat", "--host-driver-version", "550.1"], b"", 1, "not valid JSON"),
-        ("missing bundle", CDI_HOOK, &["disable-device-node-modification"], state, 1, "/nonexistent/bundle/config.json"),
-        ("bad link", CDI_HOOK, &["create-symlinks", "--link", "a:/b"], state, 1, "is not TARGET::LINK"),
-        ("huge state", CDI_HOOK, &["create-symlinks", "--link", "a::/b"], &[b' '; 2 << 20], 1, "larger than"),
-        ("version", CDI_HOOK, &["--version"], b"", 0, "nvidia-cdi-hook"),
+        (
+            "unknown hook",
+            CDI_HOOK,
+            &["frobnicate", "--flag", "x"],
+            b"",
+            0,
+            "warning: unknown hook \"frobnicate\"",
+        ),
+        (
+            "unknown hook via nvidia-ctk",
+            CTK,
+            &["hook", "chmod", "--mode", "755"],
+            b"",
+            0,
+            "warning: unknown hook \"chmod\"",
+        ),
+        (
+            "bad stdin",
+            CDI_HOOK,
+            &["create-symlinks", "--link", "a::/b"],
+            b"{not json",
+            1,
+            "not valid JSON",
+        ),
+        (
+            "empty stdin",
+            CDI_HOOK,
+            &["enable-cuda-compat", "--host-driver-version", "550.1"],
+            b"",
+            1,
+            "not valid JSON",
+        ),
+        (
+            "missing bundle",
+            CDI_HOOK,
+            &["disable-device-node-modification"],
+            state,
+            1,
+            "/nonexistent/bundle/config.json",
+        ),
+        (
+            "bad link",
+            CDI_HOOK,
+            &["create-symlinks", "--link", "a:/b"],
+            state,
+            1,
+            "is not TARGET::LINK",
+        ),
+        (
+            "huge state",
+            CDI_HOOK,
+            &["create-symlinks", "--link", "a::/b"],
+            &[b' '; 2 << 20],
+            1,
+            "larger than",
+        ),
+        (
+            "version",
+            CDI_HOOK,
+            &["--version"],
+            b"",
+            0,
+            "nvidia-cdi-hook",
+        ),
     ];
     for (name, binary, args, stdin, code, needle) in cases {
         let out = direct(binary, args, stdin);

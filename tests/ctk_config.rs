@@ -34,7 +34,11 @@ fn default_prints_the_shipped_config() {
     let dir = tempfile::tempdir().unwrap();
     let env = dir.path().join("unused.toml");
     let out = ctk(&["config", "default"], &env);
-    assert!(out.status.success(), "{}", ctx(&["config", "default"], &out));
+    assert!(
+        out.status.success(),
+        "{}",
+        ctx(&["config", "default"], &out)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), DEFAULT);
 
     let file = dir.path().join("out/config.toml");
@@ -57,19 +61,60 @@ enum Want {
 fn set_table() {
     let user = "# my config\ndisable-require = false\n\n[nvidia-container-cli]\n# driver root\nroot = \"\"   # keep me\nldconfig = \"@/sbin/ldconfig\"\n\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"/etc/cdi\"]\n";
     let cases: &[(&str, &[&str], Want)] = &[
-        ("string", &["nvidia-container-cli.root=/run/nvidia/driver"],
-            Want::Replaced(&[("root = \"\"   # keep me", "root = \"/run/nvidia/driver\"   # keep me")])),
-        ("bool", &["disable-require=true"], Want::Replaced(&[("disable-require = false", "disable-require = true")])),
-        ("bare bool", &["disable-require"], Want::Replaced(&[("disable-require = false", "disable-require = true")])),
-        ("list", &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi,/var/run/cdi,/x"],
-            Want::Replaced(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]")])),
-        ("two keys", &["disable-require=true", "nvidia-container-cli.root=/d"],
-            Want::Replaced(&[("disable-require = false", "disable-require = true"), ("root = \"\"", "root = \"/d\"")])),
-        ("same value", &["disable-require=false", "nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi"], Want::Replaced(&[])),
-        ("unknown key", &["nvidia-container-cli.rooot=/d"], Want::Error("unknown config key \"nvidia-container-cli.rooot\"")),
-        ("bad bool", &["disable-require=maybe"], Want::Error("disable-require: \"maybe\" is not a boolean")),
-        ("container ldconfig", &["nvidia-container-cli.ldconfig=/sbin/ldconfig"],
-            Want::Error("nvidia-container-cli.ldconfig = \"/sbin/ldconfig\" is not allowed")),
+        (
+            "string",
+            &["nvidia-container-cli.root=/run/nvidia/driver"],
+            Want::Replaced(&[(
+                "root = \"\"   # keep me",
+                "root = \"/run/nvidia/driver\"   # keep me",
+            )]),
+        ),
+        (
+            "bool",
+            &["disable-require=true"],
+            Want::Replaced(&[("disable-require = false", "disable-require = true")]),
+        ),
+        (
+            "bare bool",
+            &["disable-require"],
+            Want::Replaced(&[("disable-require = false", "disable-require = true")]),
+        ),
+        (
+            "list",
+            &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi,/var/run/cdi,/x"],
+            Want::Replaced(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]")]),
+        ),
+        (
+            "two keys",
+            &["disable-require=true", "nvidia-container-cli.root=/d"],
+            Want::Replaced(&[
+                ("disable-require = false", "disable-require = true"),
+                ("root = \"\"", "root = \"/d\""),
+            ]),
+        ),
+        (
+            "same value",
+            &[
+                "disable-require=false",
+                "nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi",
+            ],
+            Want::Replaced(&[]),
+        ),
+        (
+            "unknown key",
+            &["nvidia-container-cli.rooot=/d"],
+            Want::Error("unknown config key \"nvidia-container-cli.rooot\""),
+        ),
+        (
+            "bad bool",
+            &["disable-require=maybe"],
+            Want::Error("disable-require: \"maybe\" is not a boolean"),
+        ),
+        (
+            "container ldconfig",
+            &["nvidia-container-cli.ldconfig=/sbin/ldconfig"],
+            Want::Error("nvidia-container-cli.ldconfig = \"/sbin/ldconfig\" is not allowed"),
+        ),
         ("no key", &["=x"], Want::Error("expected KEY=VALUE")),
     ];
     for (name, sets, want) in cases {
@@ -89,16 +134,34 @@ fn set_table() {
                     assert!(expected.contains(from), "case {name}: bad case");
                     expected = expected.replacen(from, to, 1);
                 }
-                assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "case {name}: {}", ctx(&args, &out));
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    expected,
+                    "case {name}: {}",
+                    ctx(&args, &out)
+                );
             }
             Want::Error(msg) => {
-                assert_eq!(out.status.code(), Some(1), "case {name}: {}", ctx(&args, &out));
+                assert_eq!(
+                    out.status.code(),
+                    Some(1),
+                    "case {name}: {}",
+                    ctx(&args, &out)
+                );
                 assert!(out.stdout.is_empty(), "case {name}: {}", ctx(&args, &out));
                 let err = String::from_utf8_lossy(&out.stderr);
-                assert!(err.starts_with("nvidia-ctk: error: ") && err.contains(msg), "case {name}: {}", ctx(&args, &out));
+                assert!(
+                    err.starts_with("nvidia-ctk: error: ") && err.contains(msg),
+                    "case {name}: {}",
+                    ctx(&args, &out)
+                );
             }
         }
-        assert_eq!(fs::read_to_string(&file).unwrap(), user, "case {name}: the file changed without --in-place");
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            user,
+            "case {name}: the file changed without --in-place"
+        );
     }
 }
 
@@ -111,28 +174,53 @@ fn in_place_keeps_comments_and_mode() {
     fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
 
     // Same value: byte for byte unchanged (found through NVIDIA_CTK_CONFIG_FILE_PATH).
-    let args = ["config", "--in-place", "--set", "nvidia-container-runtime.log-level=info",
-        "--set", "nvidia-container-runtime.runtimes=runc,crun"];
+    let args = [
+        "config",
+        "--in-place",
+        "--set",
+        "nvidia-container-runtime.log-level=info",
+        "--set",
+        "nvidia-container-runtime.runtimes=runc,crun",
+    ];
     let out = ctk(&args, &file);
     assert!(out.status.success(), "{}", ctx(&args, &out));
     assert!(out.stdout.is_empty(), "{}", ctx(&args, &out));
     assert_eq!(fs::read_to_string(&file).unwrap(), text);
 
     // A change: only that value differs; mode kept; no temp files or backups left.
-    let args = ["config", "-i", "--set", "nvidia-container-runtime.log-level=debug"];
+    let args = [
+        "config",
+        "-i",
+        "--set",
+        "nvidia-container-runtime.log-level=debug",
+    ];
     let out = ctk(&args, &file);
     assert!(out.status.success(), "{}", ctx(&args, &out));
     assert_eq!(
         fs::read_to_string(&file).unwrap(),
-        text.replace("log-level = \"info\" # was debug", "log-level = \"debug\" # was debug")
+        text.replace(
+            "log-level = \"info\" # was debug",
+            "log-level = \"debug\" # was debug"
+        )
     );
-    assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o600);
-    let names: Vec<String> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        fs::metadata(&file).unwrap().permissions().mode() & 0o7777,
+        0o600
+    );
+    let names: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(names, vec!["config.toml"]);
 
     // A refused edit leaves the file alone.
     let before = fs::read_to_string(&file).unwrap();
-    let args = ["config", "-i", "--set", "nvidia-container-cli.ldconfig=ldconfig"];
+    let args = [
+        "config",
+        "-i",
+        "--set",
+        "nvidia-container-cli.ldconfig=ldconfig",
+    ];
     let out = ctk(&args, &file);
     assert_eq!(out.status.code(), Some(1), "{}", ctx(&args, &out));
     assert_eq!(fs::read_to_string(&file).unwrap(), before);
@@ -142,7 +230,11 @@ fn in_place_keeps_comments_and_mode() {
 fn missing_file_starts_from_the_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("etc/nvidia-container-runtime/config.toml");
-    let args = ["config", "--set", "nvidia-container-cli.root=/run/nvidia/driver"];
+    let args = [
+        "config",
+        "--set",
+        "nvidia-container-cli.root=/run/nvidia/driver",
+    ];
     let want = DEFAULT.replacen("root = \"\"", "root = \"/run/nvidia/driver\"", 1);
 
     let out = ctk(&args, &file);
@@ -155,5 +247,8 @@ fn missing_file_starts_from_the_defaults() {
     let out = ctk(&args, &file);
     assert!(out.status.success(), "{}", ctx(&args, &out));
     assert_eq!(fs::read_to_string(&file).unwrap(), want);
-    assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o644);
+    assert_eq!(
+        fs::metadata(&file).unwrap().permissions().mode() & 0o7777,
+        0o644
+    );
 }

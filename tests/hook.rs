@@ -6,6 +6,7 @@ mod common;
 
 use common::bundle::{self, out_text, Bundle, Image, HOOK};
 use common::fakehost::FakeHost;
+use common::hostkind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,19 +24,31 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
-        let dir = tempfile::Builder::new().prefix("nvct-hook-").tempdir().unwrap().keep();
-        let host = FakeHost::builder().gpus(8).build(&dir.join("host")).expect("fake host");
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-hook-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let host = FakeHost::builder()
+            .gpus(8)
+            .build(&dir.join("host"))
+            .expect("fake host");
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         Host { host, dir, config }
     })
 }
 
 /// Lists `/dev/nvidia*` (name major:minor), and whether the control node and libraries are in.
-const SHOW: &str = "for f in /dev/nvidia*; do test -e $f && echo \"DEV $f $(stat -c '%t:%T' $f)\"; done; \
+const SHOW: &str =
+    "for f in /dev/nvidia*; do test -e $f && echo \"DEV $f $(stat -c '%t:%T' $f)\"; done; \
                     test -e /usr/lib64/libnvidia-ml.so.550.54.15 && echo LIBS; true";
 
 fn devs(stdout: &str) -> Vec<String> {
-    stdout.lines().filter_map(|l| l.strip_prefix("DEV ")).map(String::from).collect()
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("DEV "))
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -52,9 +65,24 @@ fn visible_devices_cases() {
     };
     let cases: Vec<(&str, Option<String>, Vec<String>, bool)> = vec![
         ("indices", Some("0,2".into()), with(&[0, 2]), true),
-        ("uuids", Some(format!("{},{}", uuid(0), uuid(2))), with(&[0, 2]), true),
-        ("bus ids", Some(format!("{},{}", bus(2), bus(0))), with(&[0, 2]), true),
-        ("all", Some("all".into()), with(&[0, 1, 2, 3, 4, 5, 6, 7]), true),
+        (
+            "uuids",
+            Some(format!("{},{}", uuid(0), uuid(2))),
+            with(&[0, 2]),
+            true,
+        ),
+        (
+            "bus ids",
+            Some(format!("{},{}", bus(2), bus(0))),
+            with(&[0, 2]),
+            true,
+        ),
+        (
+            "all",
+            Some("all".into()),
+            with(&[0, 1, 2, 3, 4, 5, 6, 7]),
+            true,
+        ),
         ("none", Some("none".into()), with(&[]), true),
         ("unset", None, vec![], false),
         ("empty", Some(String::new()), vec![], false),
@@ -80,17 +108,31 @@ fn unknown_device_refuses_the_container() {
     let h = host();
     for (name, value, needle) in [
         ("index out of range", "9", "unknown device \"9\""),
-        ("unknown uuid", "GPU-00000000-0000-0000-0000-000000000000", "GPU-00000000-0000-0000-0000-000000000000"),
+        (
+            "unknown uuid",
+            "GPU-00000000-0000-0000-0000-000000000000",
+            "GPU-00000000-0000-0000-0000-000000000000",
+        ),
         ("not an id", "0,gpu1", "\"gpu1\""),
     ] {
         let mut b = Bundle::new(&h.dir, Image::Busybox);
-        b.hook(&h.config).env(&format!("NVIDIA_VISIBLE_DEVICES={value}"));
+        b.hook(&h.config)
+            .env(&format!("NVIDIA_VISIBLE_DEVICES={value}"));
         let out = b.run("echo STARTED");
         // runc quotes the hook's stderr: unescape it to look for the message.
         let text = out_text(&out).replace("\\\"", "\"");
-        assert!(!out.status.success(), "case {name}: container must not start: {text}");
-        assert!(!String::from_utf8_lossy(&out.stdout).contains("STARTED"), "case {name}: {text}");
-        assert!(text.contains(needle), "case {name}: message must name the id: {text}");
+        assert!(
+            !out.status.success(),
+            "case {name}: container must not start: {text}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("STARTED"),
+            "case {name}: {text}"
+        );
+        assert!(
+            text.contains(needle),
+            "case {name}: message must name the id: {text}"
+        );
     }
 }
 
@@ -98,42 +140,95 @@ fn unknown_device_refuses_the_container() {
 fn device_cgroup_allows_only_injected_gpus() {
     let h = host();
     let mut b = Bundle::new(&h.dir, Image::Busybox);
-    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0,2").add_capability("CAP_MKNOD");
-    let out = b.run("cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
-                     mknod /dev/nvidia-x c 195 2 && cat /dev/nvidia-x; true");
+    b.hook(&h.config)
+        .env("NVIDIA_VISIBLE_DEVICES=0,2")
+        .add_capability("CAP_MKNOD");
+    let out = b.run(&format!(
+        "cat /dev/nvidia0; mknod /dev/nvidia1 c 195 1 && echo MKNOD-OK; cat /dev/nvidia1; \
+                     mknod /dev/nvidia-x c 195 2 && cat /dev/nvidia-x; mknod /dev/mem2 c 1 1 && cat /dev/mem2; \
+                     echo null > /dev/null && echo NULL-OK; {}; true",
+        hostkind::SHOW_CGROUP
+    ));
     let text = out_text(&out);
+    hostkind::assert_device_cgroup(&String::from_utf8_lossy(&out.stdout), &text);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    assert!(err.contains("can't open '/dev/nvidia0': No such device or address"), "nvidia0 allowed (ENXIO): {text}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("MKNOD-OK"), "{text}");
-    assert!(err.contains("can't open '/dev/nvidia1': Operation not permitted"), "nvidia1 denied (EPERM): {text}");
-    assert!(err.contains("can't open '/dev/nvidia-x': No such device or address"), "195:2 allowed by rule: {text}");
+    assert!(
+        err.contains("can't open '/dev/nvidia0': No such device or address"),
+        "nvidia0 allowed (ENXIO): {text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("MKNOD-OK"),
+        "{text}"
+    );
+    assert!(
+        err.contains("can't open '/dev/nvidia1': Operation not permitted"),
+        "nvidia1 denied (EPERM): {text}"
+    );
+    assert!(
+        err.contains("can't open '/dev/nvidia-x': No such device or address"),
+        "195:2 allowed by rule: {text}"
+    );
+    assert!(
+        err.contains("can't open '/dev/mem2': Operation not permitted"),
+        "a planted /dev/mem denied: {text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("NULL-OK"),
+        "the runtime's own /dev/null rule kept: {text}"
+    );
 }
 
 #[test]
 fn libraries_binaries_and_ld_cache_in_a_glibc_image() {
     let h = host();
     let mut b = Bundle::new(&h.dir, Image::Glibc);
-    b.hook(&h.config).env("NVIDIA_VISIBLE_DEVICES=0").env("NVIDIA_DRIVER_CAPABILITIES=utility,compute");
-    let out = b.run("grep -E 'libcuda|nvidia-smi|nvidia0 |driver' /proc/mounts; dlcuda; nvidia-smi; \
+    b.hook(&h.config)
+        .env("NVIDIA_VISIBLE_DEVICES=0")
+        .env("NVIDIA_DRIVER_CAPABILITIES=utility,compute");
+    let out = b.run(
+        "grep -E 'libcuda|nvidia-smi|nvidia0 |driver' /proc/mounts; dlcuda; nvidia-smi; \
                      grep -c libcuda.so.1 /etc/ld.so.cache; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
                      cat /proc/driver/nvidia/params | grep ModifyDeviceFiles; ls /proc/driver/nvidia/gpus; \
-                     echo x > /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 || echo RO");
+                     echo x > /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 || echo RO",
+    );
     let text = out_text(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    let mount_line = |target: &str| stdout.lines().find(|l| l.split(' ').nth(1) == Some(target)).map(String::from);
-    let lib = mount_line("/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15").unwrap_or_else(|| panic!("libcuda not mounted: {text}"));
-    assert!(lib.contains(" ro,") && lib.contains("nosuid") && lib.contains("nodev"), "libcuda ro,nosuid,nodev: {lib}");
-    let smi = mount_line("/usr/bin/nvidia-smi").unwrap_or_else(|| panic!("nvidia-smi not mounted: {text}"));
+    let mount_line = |target: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split(' ').nth(1) == Some(target))
+            .map(String::from)
+    };
+    let lib = mount_line("/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15")
+        .unwrap_or_else(|| panic!("libcuda not mounted: {text}"));
+    assert!(
+        lib.contains(" ro,") && lib.contains("nosuid") && lib.contains("nodev"),
+        "libcuda ro,nosuid,nodev: {lib}"
+    );
+    let smi = mount_line("/usr/bin/nvidia-smi")
+        .unwrap_or_else(|| panic!("nvidia-smi not mounted: {text}"));
     assert!(smi.contains(" ro,"), "{smi}");
     let dev = mount_line("/dev/nvidia0").unwrap_or_else(|| panic!("nvidia0 not mounted: {text}"));
-    assert!(dev.contains("noexec") && dev.contains("nosuid") && !dev.contains("nodev"), "device: {dev}");
-    assert!(stdout.contains("cuDriverGetVersion rc=0 version=12040"), "dlopen through the ld cache: {text}");
+    assert!(
+        dev.contains("noexec") && dev.contains("nosuid") && !dev.contains("nodev"),
+        "device: {dev}"
+    );
+    assert!(
+        stdout.contains("cuDriverGetVersion rc=0 version=12040"),
+        "dlopen through the ld cache: {text}"
+    );
     assert!(stdout.contains("NVIDIA-SMI fake 550.54.15"), "{text}");
-    assert!(stdout.contains("libcuda.so.550.54.15"), "SONAME link made by the host ldconfig: {text}");
+    assert!(
+        stdout.contains("libcuda.so.550.54.15"),
+        "SONAME link made by the host ldconfig: {text}"
+    );
     assert!(stdout.contains("ModifyDeviceFiles: 0"), "{text}");
-    assert!(stdout.contains(&h.host.gpus()[0].bus_id) && !stdout.contains(&h.host.gpus()[1].bus_id), "only GPU 0 in /proc: {text}");
+    assert!(
+        stdout.contains(&h.host.gpus()[0].bus_id) && !stdout.contains(&h.host.gpus()[1].bus_id),
+        "only GPU 0 in /proc: {text}"
+    );
     assert!(stdout.contains("RO"), "libraries are read-only: {text}");
 }
 
@@ -158,7 +253,11 @@ fn bad_input_cases() {
         ("malformed state", b"{not json".to_vec(), "not valid JSON"),
         ("empty state", Vec::new(), "not valid JSON"),
         ("no pid", br#"{"bundle":"/tmp"}"#.to_vec(), "no usable pid"),
-        ("missing bundle", br#"{"pid":1,"bundle":"/nonexistent/bundle"}"#.to_vec(), "/nonexistent/bundle/config.json"),
+        (
+            "missing bundle",
+            br#"{"pid":1,"bundle":"/nonexistent/bundle"}"#.to_vec(),
+            "/nonexistent/bundle/config.json",
+        ),
         ("huge state", vec![b' '; 2 << 20], "larger than"),
     ];
     for (name, stdin, needle) in cases {
@@ -187,14 +286,30 @@ fn missing_driver_refuses_the_container() {
 
 #[test]
 fn command_line() {
-    let run = |args: &[&str]| Command::new(HOOK).args(args).stdin(Stdio::null()).output().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(HOOK)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
     let cases: &[(&str, &[&str], i32, &str)] = &[
         ("no command", &[], 2, "usage:"),
         ("unknown command", &["create"], 2, "unknown command"),
-        ("unknown flag", &["-frobnicate", "prestart"], 2, "unknown flag"),
+        (
+            "unknown flag",
+            &["-frobnicate", "prestart"],
+            2,
+            "unknown flag",
+        ),
         ("poststart", &["poststart"], 0, ""),
         ("poststop", &["poststop"], 0, ""),
-        ("version", &["-version"], 0, "nvidia-container-runtime-hook version"),
+        (
+            "version",
+            &["-version"],
+            0,
+            "nvidia-container-runtime-hook version",
+        ),
     ];
     for (name, args, code, needle) in cases {
         let out = run(args);
@@ -213,7 +328,8 @@ fn twenty_gpu_containers_at_once() {
     let mut bundles: Vec<(usize, Bundle)> = (0..20)
         .map(|i| {
             let mut b = Bundle::new(&h.dir, Image::Busybox);
-            b.hook(&h.config).env(&format!("NVIDIA_VISIBLE_DEVICES={}", i % 8));
+            b.hook(&h.config)
+                .env(&format!("NVIDIA_VISIBLE_DEVICES={}", i % 8));
             (i, b)
         })
         .collect();
@@ -223,7 +339,15 @@ fn twenty_gpu_containers_at_once() {
             .iter_mut()
             .map(|(i, b)| {
                 let i = *i;
-                s.spawn(move || (i, b.run_unchecked(&format!("{SHOW}; cat /dev/nvidia{} 2>&1; echo RAN", i % 8))))
+                s.spawn(move || {
+                    (
+                        i,
+                        b.run_unchecked(&format!(
+                            "{SHOW}; cat /dev/nvidia{} 2>&1; echo RAN",
+                            i % 8
+                        )),
+                    )
+                })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -232,12 +356,28 @@ fn twenty_gpu_containers_at_once() {
     for (i, out) in &outs {
         let text = out_text(out);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && stdout.contains("RAN"), "container {i}: {text}");
+        assert!(
+            out.status.success() && stdout.contains("RAN"),
+            "container {i}: {text}"
+        );
         let g = i % 8;
-        let gpus: Vec<String> = devs(&stdout).into_iter().filter(|d| d.starts_with("/dev/nvidia") && d.as_bytes()[11].is_ascii_digit()).collect();
-        assert_eq!(gpus, vec![format!("/dev/nvidia{g} c3:{g:x}")], "container {i}: {text}");
-        assert!(stdout.contains("No such device or address"), "container {i}: its GPU must be allowed (ENXIO): {text}");
+        let gpus: Vec<String> = devs(&stdout)
+            .into_iter()
+            .filter(|d| d.starts_with("/dev/nvidia") && d.as_bytes()[11].is_ascii_digit())
+            .collect();
+        assert_eq!(
+            gpus,
+            vec![format!("/dev/nvidia{g} c3:{g:x}")],
+            "container {i}: {text}"
+        );
+        assert!(
+            stdout.contains("No such device or address"),
+            "container {i}: its GPU must be allowed (ENXIO): {text}"
+        );
         assert!(stdout.contains("LIBS"), "container {i}: {text}");
     }
-    assert_eq!(before, after, "mounts left behind on the host by 20 concurrent containers");
+    assert_eq!(
+        before, after,
+        "mounts left behind on the host by 20 concurrent containers"
+    );
 }

@@ -362,9 +362,7 @@ fn containerd_dump(config: &Path) -> toml_edit::DocumentMut {
         .arg(config)
         .args(["config", "dump"])
         .output()
-        .unwrap_or_else(|e| {
-            panic!("containerd is required for this test and could not be run ({e}); install it: apt-get install -y containerd")
-        });
+        .unwrap_or_else(|e| panic!("containerd is required for this test and could not be run ({e}); install it: apt-get install -y containerd"));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -376,9 +374,10 @@ fn containerd_dump(config: &Path) -> toml_edit::DocumentMut {
 }
 
 fn default_v2_with_systemd() -> String {
-    let text = Command::new("containerd").args(["config", "default"]).output().unwrap_or_else(|e| {
-        panic!("containerd is required for this test and could not be run ({e}); install it: apt-get install -y containerd")
-    });
+    let text = Command::new("containerd")
+        .args(["config", "default"])
+        .output()
+        .unwrap_or_else(|e| panic!("containerd is required for this test and could not be run ({e}); install it: apt-get install -y containerd"));
     let text = String::from_utf8(text.stdout).unwrap();
     // Turn on SystemdCgroup in runc's options only, to see it inherited.
     let runc = text
@@ -639,7 +638,13 @@ fn bad_inputs_fail_and_leave_the_file_untouched() {
 }
 
 /// The steps of fsutil::write_atomic a crash is simulated at (`NVCT_FAULT_AT`), named.
-const WRITE_STEPS: &[&str] = &["temp-created", "temp-written", "temp-synced", "renamed", "dir-synced"];
+const WRITE_STEPS: &[&str] = &[
+    "temp-created",
+    "temp-written",
+    "temp-synced",
+    "renamed",
+    "dir-synced",
+];
 
 #[test]
 fn crash_at_each_write_step_leaves_old_or_new() {
@@ -661,12 +666,25 @@ fn crash_at_each_write_step_leaves_old_or_new() {
             let conf_d = dir.join("conf.d");
             let drop_in_path = conf_d.join("99-nvidia.toml");
             let drop_in_s = drop_in_path.display().to_string();
-            let mut args = vec!["runtime", "configure", "--runtime=containerd", "--config", &config_s];
+            let mut args = vec![
+                "runtime",
+                "configure",
+                "--runtime=containerd",
+                "--config",
+                &config_s,
+            ];
             if drop_in {
                 args.extend(["--drop-in-config", &drop_in_s]);
             }
-            let relative = |t: Option<String>| t.map(|t| t.replace(&base.path().display().to_string(), "@TMP@"));
-            let state = || (relative(read_opt(&config)), relative(read_opt(&drop_in_path)));
+            let relative = |t: Option<String>| {
+                t.map(|t| t.replace(&base.path().display().to_string(), "@TMP@"))
+            };
+            let state = || {
+                (
+                    relative(read_opt(&config)),
+                    relative(read_opt(&drop_in_path)),
+                )
+            };
             if step == "none" {
                 ok(&args);
                 new_content = Some(state());
@@ -674,27 +692,63 @@ fn crash_at_each_write_step_leaves_old_or_new() {
             }
             let (new_main, new_drop_in) = new_content.clone().unwrap();
             let out = ctk(&args, &[("NVCT_FAULT_AT", step)]);
-            assert!(!out.status.success(), "case {name}: fault injection did not abort{}", ctx(&args, &out));
-            assert!(String::from_utf8_lossy(&out.stderr).contains("aborting at"), "case {name}{}", ctx(&args, &out));
+            assert!(
+                !out.status.success(),
+                "case {name}: fault injection did not abort{}",
+                ctx(&args, &out)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("aborting at"),
+                "case {name}{}",
+                ctx(&args, &out)
+            );
             let (main, drop) = state();
             let orig = relative(Some(original.clone()));
-            assert!(main == orig || main == new_main, "case {name}: config.toml torn: {main:?}{}", ctx(&args, &out));
-            assert!(drop.is_none() || drop == new_drop_in, "case {name}: drop-in torn: {drop:?}");
-            assert!(main.as_deref().is_some_and(|m| !m.is_empty()), "case {name}: config.toml empty");
-            assert_eq!(fs::metadata(&config).unwrap().permissions().mode() & 0o7777, 0o640, "case {name}: mode changed");
+            assert!(
+                main == orig || main == new_main,
+                "case {name}: config.toml torn: {main:?}{}",
+                ctx(&args, &out)
+            );
+            assert!(
+                drop.is_none() || drop == new_drop_in,
+                "case {name}: drop-in torn: {drop:?}"
+            );
+            assert!(
+                main.as_deref().is_some_and(|m| !m.is_empty()),
+                "case {name}: config.toml empty"
+            );
+            assert_eq!(
+                fs::metadata(&config).unwrap().permissions().mode() & 0o7777,
+                0o640,
+                "case {name}: mode changed"
+            );
             for d in [dir.as_path(), conf_d.as_path()] {
                 let Ok(rd) = fs::read_dir(d) else { continue };
                 for e in rd {
                     let n = e.unwrap().file_name().to_string_lossy().into_owned();
-                    assert!(n == "config.toml" || n == "99-nvidia.toml" || !n.ends_with(".toml"), "case {name}: {n} would be read by containerd");
+                    assert!(
+                        n == "config.toml" || n == "99-nvidia.toml" || !n.ends_with(".toml"),
+                        "case {name}: {n} would be read by containerd"
+                    );
                 }
             }
             // A later normal run succeeds despite the stale temp file and ends in the new content.
             ok(&args);
-            assert_eq!(state(), (new_main, new_drop_in), "case {name}: the later run");
-            assert_eq!(fs::metadata(&config).unwrap().permissions().mode() & 0o7777, 0o640, "case {name}: mode after");
+            assert_eq!(
+                state(),
+                (new_main, new_drop_in),
+                "case {name}: the later run"
+            );
+            assert_eq!(
+                fs::metadata(&config).unwrap().permissions().mode() & 0o7777,
+                0o640,
+                "case {name}: mode after"
+            );
             assert!(
-                containerd_dump(&config)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"].get("nvidia").is_some(),
+                containerd_dump(&config)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+                    ["runtimes"]
+                    .get("nvidia")
+                    .is_some(),
                 "case {name}: containerd does not see the runtime"
             );
         }
@@ -702,9 +756,20 @@ fn crash_at_each_write_step_leaves_old_or_new() {
     // An unknown step name is refused, never ignored (a typo would silently test nothing).
     let dir = tempfile::tempdir().unwrap();
     let daemon = dir.path().join("daemon.json").display().to_string();
-    let args = ["runtime", "configure", "--runtime=docker", "--config", &daemon];
+    let args = [
+        "runtime",
+        "configure",
+        "--runtime=docker",
+        "--config",
+        &daemon,
+    ];
     let out = ctk(&args, &[("NVCT_FAULT_AT", "bogus")]);
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is not a write step"), "{}", ctx(&args, &out));
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("is not a write step"),
+        "{}",
+        ctx(&args, &out)
+    );
 }
 
 #[test]
@@ -723,22 +788,49 @@ fn concurrent_configures_all_land() {
                 let config_s = &config_s;
                 s.spawn(move || {
                     let rn = format!("--nvidia-runtime-name={n}");
-                    (n.clone(), ctk(&["runtime", "configure", "--runtime=containerd", "--config", config_s, &rn], &[]))
+                    (
+                        n.clone(),
+                        ctk(
+                            &[
+                                "runtime",
+                                "configure",
+                                "--runtime=containerd",
+                                "--config",
+                                config_s,
+                                &rn,
+                            ],
+                            &[],
+                        ),
+                    )
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for (n, out) in &outs {
-        assert!(out.status.success(), "run {n} failed{}", ctx(&["runtime", "configure", n], out));
+        assert!(
+            out.status.success(),
+            "run {n} failed{}",
+            ctx(&["runtime", "configure", n], out)
+        );
     }
     let text = fs::read_to_string(&config).unwrap();
-    let doc: toml_edit::DocumentMut = text.parse().unwrap_or_else(|e| panic!("final file does not parse: {e}\n{text}"));
+    let doc: toml_edit::DocumentMut = text
+        .parse()
+        .unwrap_or_else(|e| panic!("final file does not parse: {e}\n{text}"));
     let runtimes = &doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"];
     for n in &names {
-        assert!(runtimes.get(n).is_some(), "runtime {n} lost (a concurrent update was overwritten):\n{text}");
+        assert!(
+            runtimes.get(n).is_some(),
+            "runtime {n} lost (a concurrent update was overwritten):\n{text}"
+        );
     }
-    let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().contains(".tmp-")).collect();
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains(".tmp-"))
+        .collect();
     assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
 }
 

@@ -14,14 +14,16 @@ use std::process::{Command, Output, Stdio};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
 
-
 /// A shell script that records its argv (one per line, `$0` first) and exits `$FAKE_RC`.
 fn fake_runtime(dir: &Path) -> (PathBuf, PathBuf) {
     let script = dir.join("fake-runc");
     let record = dir.join("argv.txt");
     std::fs::write(
         &script,
-        format!("#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > '{}'\nexit ${{FAKE_RC:-0}}\n", record.display()),
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > '{}'\nexit ${{FAKE_RC:-0}}\n",
+            record.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -44,7 +46,10 @@ fn custom_spec(base: &Value, gpu: bool) -> Vec<u8> {
         m.insert(k.clone(), obj[k].clone());
     }
     if gpu {
-        m["process"]["env"].as_array_mut().unwrap().push(json!("NVIDIA_VISIBLE_DEVICES=0"));
+        m["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("NVIDIA_VISIBLE_DEVICES=0"));
     }
     let mut out = serde_json::to_vec_pretty(&Value::Object(m)).unwrap();
     out.push(b'\n');
@@ -64,7 +69,10 @@ fn shim(args: &[&str], config: &Path, rc: &str) -> Output {
 #[test]
 fn create_rewrite_with_fake_runtime() {
     bundle::require("runc");
-    let dir = tempfile::Builder::new().prefix("nvct-shim-").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-")
+        .tempdir()
+        .unwrap();
     let (fake, record) = fake_runtime(dir.path());
     let config = dir.path().join("config.toml");
     std::fs::write(
@@ -84,10 +92,23 @@ fn create_rewrite_with_fake_runtime() {
     let before = custom_spec(&b.spec, true);
     std::fs::write(&cfg_json, &before).unwrap();
     std::fs::set_permissions(&cfg_json, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let args = ["--root", "/run/x", "--log-format", "json", "create", "--bundle", &bundle_s, "ctr1"];
+    let args = [
+        "--root",
+        "/run/x",
+        "--log-format",
+        "json",
+        "create",
+        "--bundle",
+        &bundle_s,
+        "ctr1",
+    ];
     let out = shim(&args, &config, "0");
     assert!(out.status.success(), "{}", out_text(&out));
-    assert!(out.stdout.is_empty(), "the shim wrote to stdout: {}", out_text(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "the shim wrote to stdout: {}",
+        out_text(&out)
+    );
     let mut want_argv = vec![fake.display().to_string()];
     want_argv.extend(args.iter().map(|s| s.to_string()));
     assert_eq!(recorded(&record), want_argv);
@@ -116,12 +137,19 @@ fn create_rewrite_with_fake_runtime() {
     );
     let mode = std::fs::metadata(&cfg_json).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o640, "file mode changed");
-    assert!(!b.dir.join("config.json.bak").exists(), "a .bak was written for config.json");
+    assert!(
+        !b.dir.join("config.json.bak").exists(),
+        "a .bak was written for config.json"
+    );
 
     // Again (with -b=): not doubled, file untouched.
     let out = shim(&["create", &format!("-b={bundle_s}"), "ctr1"], &config, "0");
     assert!(out.status.success(), "{}", out_text(&out));
-    assert_eq!(std::fs::read(&cfg_json).unwrap(), after_bytes, "second create changed config.json");
+    assert_eq!(
+        std::fs::read(&cfg_json).unwrap(),
+        after_bytes,
+        "second create changed config.json"
+    );
     recorded(&record);
 
     // No GPU asked for: byte for byte untouched; bundle from the cwd.
@@ -134,11 +162,22 @@ fn create_rewrite_with_fake_runtime() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", out_text(&out));
-    assert_eq!(std::fs::read(&cfg_json).unwrap(), plain, "config.json changed for a non-GPU container");
-    assert_eq!(recorded(&record), vec![fake.display().to_string(), "create".into(), "ctr2".into()]);
+    assert_eq!(
+        std::fs::read(&cfg_json).unwrap(),
+        plain,
+        "config.json changed for a non-GPU container"
+    );
+    assert_eq!(
+        recorded(&record),
+        vec![fake.display().to_string(), "create".into(), "ctr2".into()]
+    );
 
     // Other commands pass through unchanged, with the runtime's exit code.
-    for args in [&["state", "x"][..], &["delete", "x"][..], &["--root", "/r", "delete", "--force", "x"][..]] {
+    for args in [
+        &["state", "x"][..],
+        &["delete", "x"][..],
+        &["--root", "/r", "delete", "--force", "x"][..],
+    ] {
         let out = shim(args, &config, "3");
         assert_eq!(out.status.code(), Some(3), "{args:?}: {}", out_text(&out));
         let mut want = vec![fake.display().to_string()];
@@ -149,26 +188,46 @@ fn create_rewrite_with_fake_runtime() {
     // --version: our line, then the runtime's.
     let out = shim(&["--version"], &config, "0");
     assert!(out.status.success(), "{}", out_text(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("nvidia-container-runtime version "), "{}", out_text(&out));
-    assert_eq!(recorded(&record), vec![fake.display().to_string(), "--version".into()]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("nvidia-container-runtime version "),
+        "{}",
+        out_text(&out)
+    );
+    assert_eq!(
+        recorded(&record),
+        vec![fake.display().to_string(), "--version".into()]
+    );
 
     // Errors: invalid config.json is named, left alone, runtime not run.
     std::fs::write(&cfg_json, b"{not json").unwrap();
     let out = shim(&["create", "-b", &bundle_s, "x"], &config, "0");
     assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("nvidia-container-runtime: error: ") && err.contains("config.json"), "{err}");
+    assert!(
+        err.starts_with("nvidia-container-runtime: error: ") && err.contains("config.json"),
+        "{err}"
+    );
     assert_eq!(std::fs::read(&cfg_json).unwrap(), b"{not json");
     assert!(!record.exists(), "the runtime ran after an error");
 
     // Unsupported mode and a missing hook: clear errors, config.json untouched.
     std::fs::write(&cfg_json, &before).unwrap();
     for (extra, want) in [
-        ("mode = \"csv\"\n", "unknown variant `csv`, expected one of `auto`, `legacy`, `cdi`, `jit-cdi`"),
-        ("", "\"no-such-hook\" (config nvidia-container-runtime-hook.path) was not found"),
+        (
+            "mode = \"csv\"\n",
+            "unknown variant `csv`, expected one of `auto`, `legacy`, `cdi`, `jit-cdi`",
+        ),
+        (
+            "",
+            "\"no-such-hook\" (config nvidia-container-runtime-hook.path) was not found",
+        ),
     ] {
         let cfg2 = dir.path().join("config2.toml");
-        let hook = if extra.is_empty() { "no-such-hook" } else { HOOK };
+        let hook = if extra.is_empty() {
+            "no-such-hook"
+        } else {
+            HOOK
+        };
         std::fs::write(
             &cfg2,
             format!(
@@ -179,18 +238,29 @@ fn create_rewrite_with_fake_runtime() {
         .unwrap();
         let out = shim(&["create", "-b", &bundle_s, "x"], &cfg2, "0");
         assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
-        assert!(String::from_utf8_lossy(&out.stderr).contains(want), "{}", out_text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{}",
+            out_text(&out)
+        );
         assert_eq!(std::fs::read(&cfg_json).unwrap(), before);
         assert!(!record.exists());
     }
 
     // No runtime found: the error names the list.
     let cfg3 = dir.path().join("config3.toml");
-    std::fs::write(&cfg3, "[nvidia-container-runtime]\nruntimes = [\"no-such-runc\", \"/nonexistent/crun\"]\n").unwrap();
+    std::fs::write(
+        &cfg3,
+        "[nvidia-container-runtime]\nruntimes = [\"no-such-runc\", \"/nonexistent/crun\"]\n",
+    )
+    .unwrap();
     let out = shim(&["state", "x"], &cfg3, "0");
     assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no-such-runc") && err.contains("/nonexistent/crun"), "{err}");
+    assert!(
+        err.contains("no-such-runc") && err.contains("/nonexistent/crun"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -199,8 +269,14 @@ fn containerd_ctr_run_with_shim() {
     bundle::require("runc");
     bundle::require("containerd-shim-runc-v2");
     let ctr = bundle::require("ctr");
-    let dir = tempfile::Builder::new().prefix("nvct-ctrd-").tempdir().unwrap();
-    let host = FakeHost::builder().gpus(8).build(&dir.path().join("host")).expect("fake host");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-ctrd-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(8)
+        .build(&dir.path().join("host"))
+        .expect("fake host");
     let shim_log = dir.path().join("shim.log");
     let extra = format!(
         "[nvidia-container-runtime]\ndebug = {:?}\n[nvidia-container-runtime-hook]\npath = {:?}\n",
@@ -214,12 +290,21 @@ fn containerd_ctr_run_with_shim() {
 
     let run = |id: &str, gpu: bool| -> Output {
         let mut cmd = Command::new(&ctr);
-        cmd.arg("-a").arg(&cd.sock).args(["run", "--rm", "--runc-binary", SHIM]);
+        cmd.arg("-a")
+            .arg(&cd.sock)
+            .args(["run", "--rm", "--runc-binary", SHIM]);
         if gpu {
             cmd.args(["--env", "NVIDIA_VISIBLE_DEVICES=0"]);
         }
         // `ctr run --rootfs` has no image config, so the process gets no PATH: use absolute paths.
-        cmd.args(["--rootfs", &rootfs, id, "/bin/sh", "-c", "export PATH=/bin; ls /dev/nvidia* 2>/dev/null; echo done"]);
+        cmd.args([
+            "--rootfs",
+            &rootfs,
+            id,
+            "/bin/sh",
+            "-c",
+            "export PATH=/bin; ls /dev/nvidia* 2>/dev/null; echo done",
+        ]);
         let before = bundle::host_mounts();
         let out = cmd.stdin(Stdio::null()).output().expect("ctr run");
         assert_eq!(before, bundle::host_mounts(), "host mount table changed");
@@ -239,7 +324,10 @@ fn containerd_ctr_run_with_shim() {
     let text = diag(&out);
     assert!(out.status.success(), "{text}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!stdout.contains("/dev/nvidia"), "GPU nodes in a non-GPU container: {text}");
+    assert!(
+        !stdout.contains("/dev/nvidia"),
+        "GPU nodes in a non-GPU container: {text}"
+    );
     assert!(stdout.contains("done"), "{text}");
     let id = format!("nvct-gpu-{}", std::process::id());
     let out = run(&id, true);
@@ -248,9 +336,17 @@ fn containerd_ctr_run_with_shim() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
     assert!(lines.contains(&"/dev/nvidia0"), "no /dev/nvidia0: {text}");
-    assert!(!lines.contains(&"/dev/nvidia1"), "/dev/nvidia1 is visible: {text}");
+    assert!(
+        !lines.contains(&"/dev/nvidia1"),
+        "/dev/nvidia1 is visible: {text}"
+    );
     assert!(lines.contains(&"done"), "{text}");
-    assert!(std::fs::read_to_string(&shim_log).unwrap_or_default().contains("added prestart hook"), "{text}");
+    assert!(
+        std::fs::read_to_string(&shim_log)
+            .unwrap_or_default()
+            .contains("added prestart hook"),
+        "{text}"
+    );
 
     drop(cd);
 }
@@ -261,13 +357,26 @@ fn crash_at_each_step_of_the_config_json_write() {
     // config.json is always the old or the new content, never torn or empty, its mode is kept,
     // and a later create succeeds and ends with the new content.
     bundle::require("runc");
-    let steps = ["temp-created", "temp-written", "temp-synced", "renamed", "dir-synced"];
-    let dir = tempfile::Builder::new().prefix("nvct-shim-crash-").tempdir().unwrap();
+    let steps = [
+        "temp-created",
+        "temp-written",
+        "temp-synced",
+        "renamed",
+        "dir-synced",
+    ];
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-crash-")
+        .tempdir()
+        .unwrap();
     let (fake, _record) = fake_runtime(dir.path());
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
-        format!("[nvidia-container-runtime]\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n", fake.display().to_string(), HOOK),
+        format!(
+            "[nvidia-container-runtime]\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+            fake.display().to_string(),
+            HOOK
+        ),
     )
     .unwrap();
     let b = Bundle::new(dir.path(), Image::Busybox);
@@ -286,7 +395,9 @@ fn crash_at_each_step_of_the_config_json_write() {
     assert_ne!(new, old);
     let hook: Value = serde_json::from_slice(&new).unwrap();
     assert!(
-        hook["hooks"]["prestart"][0]["env"].as_array().is_some_and(|e| !e.is_empty()),
+        hook["hooks"]["prestart"][0]["env"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()),
         "the hook entry the shim writes must carry an explicit env: {hook}"
     );
     for step in steps {
@@ -299,13 +410,117 @@ fn crash_at_each_step_of_the_config_json_write() {
             .output()
             .unwrap();
         let text = format!("step {step}: {}", out_text(&out));
-        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("aborting at"), "{text}");
+        assert!(
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("aborting at"),
+            "{text}"
+        );
         let now = std::fs::read(&cfg_json).unwrap();
-        assert!(now == old || now == new, "config.json torn or empty after a crash: {text}\n{}", String::from_utf8_lossy(&now));
+        assert!(
+            now == old || now == new,
+            "config.json torn or empty after a crash: {text}\n{}",
+            String::from_utf8_lossy(&now)
+        );
         let mode = std::fs::metadata(&cfg_json).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o640, "mode changed: {text}");
         let out = shim(&args, &config, "0");
-        assert!(out.status.success(), "the later create: {text}\n{}", out_text(&out));
-        assert_eq!(std::fs::read(&cfg_json).unwrap(), new, "the later create: {text}");
+        assert!(
+            out.status.success(),
+            "the later create: {text}\n{}",
+            out_text(&out)
+        );
+        assert_eq!(
+            std::fs::read(&cfg_json).unwrap(),
+            new,
+            "the later create: {text}"
+        );
     }
+}
+
+#[test]
+fn legacy_mode_writes_the_device_rules_of_the_hook() {
+    // Golden test of the legacy edit on the simulated host: the prestart hook, and one
+    // `c MAJ:MIN rw` allow rule per node the hook will inject (GPU 2, the control node and the
+    // UVM nodes of compute), after runc's own rules, nothing else changed.
+    bundle::require("runc");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-rules-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(4)
+        .build(&dir.path().join("host"))
+        .unwrap();
+    let (fake, record) = fake_runtime(dir.path());
+    let config = bundle::write_config(
+        dir.path(),
+        &host.driver_root(),
+        &host.proc_root(),
+        &format!(
+            "[nvidia-container-runtime]\nmode = \"legacy\"\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+            fake.display().to_string(),
+            HOOK
+        ),
+    );
+    let mut b = Bundle::new(dir.path(), Image::Busybox);
+    b.env("NVIDIA_VISIBLE_DEVICES=2");
+    let cfg_json = b.dir.join("config.json");
+    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
+    let out = shim(
+        &["create", "--bundle", &b.dir.display().to_string(), "x"],
+        &config,
+        "0",
+    );
+    assert!(out.status.success(), "{}", out_text(&out));
+    recorded(&record);
+    let after: Value = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+    let mut want = b.spec.clone();
+    let rule = |major: u32, minor: u32| json!({"allow": true, "type": "c", "major": major, "minor": minor, "access": "rw"});
+    let mut rules = want["linux"]["resources"]["devices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let uvm = common::fakehost::NVIDIA_UVM_MAJOR;
+    rules.extend([rule(uvm, 0), rule(uvm, 1), rule(195, 2), rule(195, 255)]);
+    want["linux"]["resources"]["devices"] = Value::Array(rules);
+    want["hooks"] = after["hooks"].clone();
+    assert_eq!(
+        after,
+        want,
+        "the legacy edit: {}",
+        serde_json::to_string_pretty(&after).unwrap()
+    );
+    assert_eq!(after["hooks"]["prestart"][0]["path"], json!(HOOK));
+
+    // no-cgroups: the hook only, no rules.
+    let config = bundle::write_config(
+        dir.path(),
+        &host.driver_root(),
+        &host.proc_root(),
+        &format!(
+            "[nvidia-container-runtime]\nmode = \"legacy\"\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+            fake.display().to_string(),
+            HOOK
+        ),
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "[nvidia-container-cli]\n",
+            "[nvidia-container-cli]\nno-cgroups = true\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
+    let out = shim(
+        &["create", "--bundle", &b.dir.display().to_string(), "x"],
+        &config,
+        "0",
+    );
+    assert!(out.status.success(), "{}", out_text(&out));
+    let after: Value = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+    assert_eq!(
+        after["linux"]["resources"], b.spec["linux"]["resources"],
+        "no-cgroups: no rules"
+    );
 }

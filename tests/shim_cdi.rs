@@ -33,25 +33,43 @@ impl Setup {
         bundle::require("containerd-shim-runc-v2");
         bundle::require("ctr");
         let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
-        let host = FakeHost::builder().gpus(8).build(&dir.path().join("host")).unwrap_or_else(|e| {
-            panic!("cannot build a fake host ({e}); run `cargo build --examples` and scripts/install-deps.sh first")
-        });
-        let rootfs = Bundle::new(dir.path(), Image::Busybox).rootfs().display().to_string();
+        let host = FakeHost::builder()
+            .gpus(8)
+            .build(&dir.path().join("host"))
+            .unwrap_or_else(|e| panic!("cannot build a fake host ({e}); run `cargo build --examples` and scripts/install-deps.sh first"));
+        let rootfs = Bundle::new(dir.path(), Image::Busybox)
+            .rootfs()
+            .display()
+            .to_string();
         let config = dir.path().join("config.toml");
         let shim_log = dir.path().join("shim.log");
-        Setup { dir, host, rootfs, config, shim_log }
+        Setup {
+            dir,
+            host,
+            rootfs,
+            config,
+            shim_log,
+        }
     }
 
     /// (Re)writes the toolkit config the shim reads at each call: `mode` and the spec dirs.
     fn configure(&self, mode: &str, spec_dirs: &[&Path]) {
-        let dirs: Vec<String> = spec_dirs.iter().map(|d| format!("{:?}", d.display().to_string())).collect();
+        let dirs: Vec<String> = spec_dirs
+            .iter()
+            .map(|d| format!("{:?}", d.display().to_string()))
+            .collect();
         let extra = format!(
             "[nvidia-container-runtime]\nmode = {mode:?}\ndebug = {:?}\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [{}]\n\
              [nvidia-container-runtime-hook]\npath = {HOOK:?}\n",
             self.shim_log.display().to_string(),
             dirs.join(", "),
         );
-        let written = bundle::write_config(self.dir.path(), &self.host.driver_root(), &self.host.proc_root(), &extra);
+        let written = bundle::write_config(
+            self.dir.path(),
+            &self.host.driver_root(),
+            &self.host.proc_root(),
+            &extra,
+        );
         std::fs::rename(written, &self.config).unwrap();
     }
 
@@ -61,9 +79,22 @@ impl Setup {
         std::fs::create_dir_all(&specs).unwrap();
         let s = |p: PathBuf| p.display().to_string();
         let mut cmd = Command::new(CTK);
-        cmd.args(["cdi", "generate", "--driver-root", &s(self.host.driver_root()), "--dev-root", &s(self.host.dev_root())])
-            .args(["--proc-root", &s(self.host.proc_root()), "--nvidia-cdi-hook-path", CDI_HOOK, "--output"])
-            .arg(specs.join("nvidia.yaml"));
+        cmd.args([
+            "cdi",
+            "generate",
+            "--driver-root",
+            &s(self.host.driver_root()),
+            "--dev-root",
+            &s(self.host.dev_root()),
+        ])
+        .args([
+            "--proc-root",
+            &s(self.host.proc_root()),
+            "--nvidia-cdi-hook-path",
+            CDI_HOOK,
+            "--output",
+        ])
+        .arg(specs.join("nvidia.yaml"));
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{cmd:?}: {}", text(&out));
         specs
@@ -71,9 +102,17 @@ impl Setup {
 
     /// `ctr run` through the shim with optional env and annotation; asserts that the host's
     /// mount table is the same afterwards.
-    fn run(&self, cd: &Containerd, id: &str, env: Option<&str>, annotation: Option<&str>) -> (Output, String) {
+    fn run(
+        &self,
+        cd: &Containerd,
+        id: &str,
+        env: Option<&str>,
+        annotation: Option<&str>,
+    ) -> (Output, String) {
         let mut cmd = Command::new(bundle::require("ctr"));
-        cmd.arg("-a").arg(&cd.sock).args(["run", "--rm", "--runc-binary", SHIM]);
+        cmd.arg("-a")
+            .arg(&cd.sock)
+            .args(["run", "--rm", "--runc-binary", SHIM]);
         if let Some(e) = env {
             cmd.args(["--env", e]);
         }
@@ -98,12 +137,25 @@ impl Setup {
 /// The host's mount table without other engines' per-container state (other test runs share
 /// this machine: podman's overlay and shm mounts and network namespaces come and go).
 fn host_mounts() -> Vec<String> {
-    let others = ["/var/lib/containers/", "/run/netns/", "/run/containers/", "/run/user/"];
-    bundle::host_mounts().into_iter().filter(|l| !others.iter().any(|o| l.starts_with(o))).collect()
+    let others = [
+        "/var/lib/containers/",
+        "/run/netns/",
+        "/run/containers/",
+        "/run/user/",
+    ];
+    bundle::host_mounts()
+        .into_iter()
+        .filter(|l| !others.iter().any(|o| l.starts_with(o)))
+        .collect()
 }
 
 fn text(out: &Output) -> String {
-    format!("status {}\n--- stdout\n{}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "status {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// What a container saw.
@@ -117,29 +169,56 @@ struct View {
 fn view(out: &Output, diag: &str) -> View {
     assert!(out.status.success(), "{diag}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let (head, tail) = stdout.split_once("---\n").unwrap_or_else(|| panic!("no separator: {diag}"));
+    let (head, tail) = stdout
+        .split_once("---\n")
+        .unwrap_or_else(|| panic!("no separator: {diag}"));
     assert!(tail.lines().any(|l| l == "done"), "{diag}");
     View {
-        nodes: head.lines().filter(|l| l.starts_with("/dev/nvidia")).map(String::from).collect(),
-        visible: head.lines().find_map(|l| l.strip_prefix("VIS=")).unwrap_or_default().to_string(),
+        nodes: head
+            .lines()
+            .filter(|l| l.starts_with("/dev/nvidia"))
+            .map(String::from)
+            .collect(),
+        visible: head
+            .lines()
+            .find_map(|l| l.strip_prefix("VIS="))
+            .unwrap_or_default()
+            .to_string(),
         mounts: tail.lines().map(String::from).collect(),
     }
 }
 
 /// The GPU nodes (`/dev/nvidiaN`) of a view.
 fn gpus(v: &View) -> Vec<&str> {
-    v.nodes.iter().map(String::as_str).filter(|n| n[11..].chars().all(|c| c.is_ascii_digit()) && n.len() > 11).collect()
+    v.nodes
+        .iter()
+        .map(String::as_str)
+        .filter(|n| n[11..].chars().all(|c| c.is_ascii_digit()) && n.len() > 11)
+        .collect()
 }
 
 /// GPU 0 only, control nodes, libraries read-only, env voided.
 fn assert_gpu0(v: &View, diag: &str) {
     assert_eq!(gpus(v), ["/dev/nvidia0"], "{diag}");
-    assert!(v.nodes.contains("/dev/nvidiactl"), "no /dev/nvidiactl: {diag}");
-    assert_eq!(v.visible, "void", "NVIDIA_VISIBLE_DEVICES must be void in the container: {diag}");
+    assert!(
+        v.nodes.contains("/dev/nvidiactl"),
+        "no /dev/nvidiactl: {diag}"
+    );
+    assert_eq!(
+        v.visible, "void",
+        "NVIDIA_VISIBLE_DEVICES must be void in the container: {diag}"
+    );
     let lib = "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15";
-    let line = v.mounts.iter().find(|l| l.split(' ').nth(1) == Some(lib)).unwrap_or_else(|| panic!("{lib} not mounted: {diag}"));
+    let line = v
+        .mounts
+        .iter()
+        .find(|l| l.split(' ').nth(1) == Some(lib))
+        .unwrap_or_else(|| panic!("{lib} not mounted: {diag}"));
     let opts: Vec<&str> = line.split(' ').nth(3).unwrap().split(',').collect();
-    assert!(opts.contains(&"ro") && opts.contains(&"nosuid") && opts.contains(&"nodev"), "{lib} must be ro,nosuid,nodev: {line}\n{diag}");
+    assert!(
+        opts.contains(&"ro") && opts.contains(&"nosuid") && opts.contains(&"nodev"),
+        "{lib} must be ro,nosuid,nodev: {line}\n{diag}"
+    );
 }
 
 /// The legacy hook path's view of `NVIDIA_VISIBLE_DEVICES=0` (same containerd, config switched).
@@ -153,7 +232,10 @@ fn legacy_view(s: &Setup, cd: &Containerd, id: &str) -> View {
 
 /// A refused container: ctr fails and the name is in what the user sees or in the shim log.
 fn assert_refused(out: &Output, diag: &str, name: &str) {
-    assert!(!out.status.success(), "the container must be refused: {diag}");
+    assert!(
+        !out.status.success(),
+        "the container must be refused: {diag}"
+    );
     let seen = format!("{}{}", String::from_utf8_lossy(&out.stderr), diag);
     assert!(seen.contains(name), "the error must name {name}: {diag}");
     assert!(seen.contains("unresolvable CDI device"), "{diag}");
@@ -167,25 +249,50 @@ fn cdi_mode_with_a_generated_spec() {
     s.configure("cdi", &[&empty, &specs]);
     let cd = start_containerd(s.dir.path(), &s.config);
 
-    let (out, diag) = s.run(&cd, "cdi-ann", None, Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"));
+    let (out, diag) = s.run(
+        &cd,
+        "cdi-ann",
+        None,
+        Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"),
+    );
     let by_annotation = view(&out, &diag);
     assert_gpu0(&by_annotation, &diag);
-    assert!(std::fs::read_to_string(&s.shim_log).unwrap_or_default().contains("injected CDI devices nvidia.com/gpu=0 (cdi mode)"), "{diag}");
+    assert!(
+        std::fs::read_to_string(&s.shim_log)
+            .unwrap_or_default()
+            .contains("injected CDI devices nvidia.com/gpu=0 (cdi mode)"),
+        "{diag}"
+    );
 
-    for (case, env) in [("qualified env", "NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"), ("bare index", "NVIDIA_VISIBLE_DEVICES=0")] {
+    for (case, env) in [
+        ("qualified env", "NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"),
+        ("bare index", "NVIDIA_VISIBLE_DEVICES=0"),
+    ] {
         let (out, diag) = s.run(&cd, "cdi-env", Some(env), None);
         let v = view(&out, &diag);
         assert_gpu0(&v, &format!("case {case}: {diag}"));
         assert_eq!(v.nodes, by_annotation.nodes, "case {case}: {diag}");
     }
 
-    let (out, diag) = s.run(&cd, "cdi-unknown", None, Some("cdi.k8s.io/gpu=nvidia.com/gpu=nosuch"));
+    let (out, diag) = s.run(
+        &cd,
+        "cdi-unknown",
+        None,
+        Some("cdi.k8s.io/gpu=nvidia.com/gpu=nosuch"),
+    );
     assert_refused(&out, &diag, "nvidia.com/gpu=nosuch");
 
     // The legacy hook path gives the same GPUs; the CDI spec's control nodes include its.
     let legacy = legacy_view(&s, &cd, "cdi-legacy");
-    assert_eq!(gpus(&legacy), gpus(&by_annotation), "legacy {legacy:?}\ncdi {by_annotation:?}");
-    assert!(legacy.nodes.is_subset(&by_annotation.nodes), "legacy {legacy:?}\ncdi {by_annotation:?}");
+    assert_eq!(
+        gpus(&legacy),
+        gpus(&by_annotation),
+        "legacy {legacy:?}\ncdi {by_annotation:?}"
+    );
+    assert!(
+        legacy.nodes.is_subset(&by_annotation.nodes),
+        "legacy {legacy:?}\ncdi {by_annotation:?}"
+    );
     drop(cd);
 }
 
@@ -199,9 +306,20 @@ fn jit_cdi_mode_without_a_spec_file() {
     let jit = view(&out, &diag);
     assert_gpu0(&jit, &diag);
     let log = std::fs::read_to_string(&s.shim_log).unwrap_or_default();
-    assert!(log.contains(&format!("(jit-cdi mode, hooks {})", Path::new(HOOK).with_file_name("nvidia-cdi-hook").display())), "{diag}");
+    assert!(
+        log.contains(&format!(
+            "(jit-cdi mode, hooks {})",
+            Path::new(HOOK).with_file_name("nvidia-cdi-hook").display()
+        )),
+        "{diag}"
+    );
 
-    let (out, diag) = s.run(&cd, "jit-ann", None, Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"));
+    let (out, diag) = s.run(
+        &cd,
+        "jit-ann",
+        None,
+        Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"),
+    );
     assert_eq!(view(&out, &diag).nodes, jit.nodes, "{diag}");
 
     let (out, diag) = s.run(&cd, "jit-unknown", Some("NVIDIA_VISIBLE_DEVICES=9"), None);
@@ -209,6 +327,9 @@ fn jit_cdi_mode_without_a_spec_file() {
 
     let legacy = legacy_view(&s, &cd, "jit-legacy");
     assert_eq!(gpus(&legacy), gpus(&jit), "legacy {legacy:?}\njit {jit:?}");
-    assert!(legacy.nodes.is_subset(&jit.nodes), "legacy {legacy:?}\njit {jit:?}");
+    assert!(
+        legacy.nodes.is_subset(&jit.nodes),
+        "legacy {legacy:?}\njit {jit:?}"
+    );
     drop(cd);
 }

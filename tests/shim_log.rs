@@ -27,7 +27,10 @@ struct Setup {
 impl Setup {
     /// A fake runtime (prints nothing, exits 0), a bundle asking for GPU 0, no config yet.
     fn new() -> Setup {
-        let dir = tempfile::Builder::new().prefix("nvct-shimlog-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-shimlog-")
+            .tempdir()
+            .unwrap();
         let fake = dir.path().join("fake-runc");
         std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -48,7 +51,11 @@ impl Setup {
             "process": {"cwd": "/", "args": ["sh"], "env": env, "user": {"uid": 0, "gid": 0}},
             "root": {"path": "rootfs"},
         });
-        std::fs::write(self.bundle.join("config.json"), serde_json::to_vec_pretty(&spec).unwrap()).unwrap();
+        std::fs::write(
+            self.bundle.join("config.json"),
+            serde_json::to_vec_pretty(&spec).unwrap(),
+        )
+        .unwrap();
     }
 
     /// config.toml with the fake runtime, the real hook and `extra` lines in
@@ -86,10 +93,16 @@ fn json_lines(path: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
             let time = v["time"].as_str().unwrap_or_else(|| panic!("no time: {l}"));
-            assert!(time.len() == 20 && time.ends_with('Z') && &time[10..11] == "T", "time {time:?}: {l}");
-            let level = v["level"].as_str().unwrap_or_else(|| panic!("no level: {l}"));
+            assert!(
+                time.len() == 20 && time.ends_with('Z') && &time[10..11] == "T",
+                "time {time:?}: {l}"
+            );
+            let level = v["level"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no level: {l}"));
             let msg = v["msg"].as_str().unwrap_or_else(|| panic!("no msg: {l}"));
             (level.to_string(), msg.to_string())
         })
@@ -102,15 +115,27 @@ fn runc_log_json() {
     let config = s.config("");
     let log = s.path("runc-log.json");
     let log_s = log.to_str().unwrap();
-    let out = s.run(&["--root", "/run/x", "--log", log_s, "--log-format", "json"], &config);
+    let out = s.run(
+        &["--root", "/run/x", "--log", log_s, "--log-format", "json"],
+        &config,
+    );
     assert!(out.status.success(), "{}", out_text(&out));
-    assert!(out.stdout.is_empty(), "the shim wrote to stdout: {}", out_text(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "the shim wrote to stdout: {}",
+        out_text(&out)
+    );
     let lines = json_lines(&log);
     assert!(
-        lines.iter().any(|(l, m)| l == "info" && m.contains("added prestart hook")),
+        lines
+            .iter()
+            .any(|(l, m)| l == "info" && m.contains("added prestart hook")),
         "no info line about the hook: {lines:?}"
     );
-    assert!(lines.iter().all(|(l, _)| l != "debug"), "debug lines at level info: {lines:?}");
+    assert!(
+        lines.iter().all(|(l, _)| l != "debug"),
+        "debug lines at level info: {lines:?}"
+    );
 
     // An error reaches runc's log as an error line (containerd shows it), and stderr.
     std::fs::write(s.bundle.join("config.json"), "{not json").unwrap();
@@ -120,7 +145,9 @@ fn runc_log_json() {
     assert!(out.stdout.is_empty(), "{}", out_text(&out));
     let lines = json_lines(&log);
     assert!(
-        lines.iter().any(|(l, m)| l == "error" && m.contains("config.json")),
+        lines
+            .iter()
+            .any(|(l, m)| l == "error" && m.contains("config.json")),
         "no error line naming config.json: {lines:?}"
     );
 }
@@ -130,29 +157,59 @@ fn log_level_and_debug_file() {
     // log-level error: no info lines anywhere, even when the hook is added.
     let s = Setup::new();
     let debug = s.path("runtime.log");
-    let config = s.config(&format!("debug = {:?}\nlog-level = \"error\"\n", debug.display().to_string()));
+    let config = s.config(&format!(
+        "debug = {:?}\nlog-level = \"error\"\n",
+        debug.display().to_string()
+    ));
     let log = s.path("runc.log");
-    let out = s.run(&["--log", log.to_str().unwrap(), "--log-format", "json"], &config);
+    let out = s.run(
+        &["--log", log.to_str().unwrap(), "--log-format", "json"],
+        &config,
+    );
     assert!(out.status.success(), "{}", out_text(&out));
     assert!(out.stdout.is_empty(), "{}", out_text(&out));
     for p in [&log, &debug] {
-        let lines = if p.exists() { json_lines(p) } else { Vec::new() };
-        assert!(lines.iter().all(|(l, _)| l == "error"), "{}: {lines:?}", p.display());
+        let lines = if p.exists() {
+            json_lines(p)
+        } else {
+            Vec::new()
+        };
+        assert!(
+            lines.iter().all(|(l, _)| l == "error"),
+            "{}: {lines:?}",
+            p.display()
+        );
     }
 
     // log-level debug, text format (runc's default): debug and info lines in both files.
     let s = Setup::new();
     let debug = s.path("runtime.log");
-    let config = s.config(&format!("debug = {:?}\nlog-level = \"debug\"\n", debug.display().to_string()));
+    let config = s.config(&format!(
+        "debug = {:?}\nlog-level = \"debug\"\n",
+        debug.display().to_string()
+    ));
     let log = s.path("runc.log");
     let out = s.run(&["--log", log.to_str().unwrap()], &config);
     assert!(out.status.success(), "{}", out_text(&out));
     assert!(out.stdout.is_empty(), "{}", out_text(&out));
     for p in [&log, &debug] {
         let text = std::fs::read_to_string(p).unwrap();
-        assert!(text.lines().all(|l| l.starts_with("time=\"") && l.contains(" level=") && l.contains(" msg=\"")), "{text}");
-        assert!(text.contains("level=debug msg=\"args "), "{}: {text}", p.display());
-        assert!(text.contains("level=info msg=") && text.contains("added prestart hook"), "{}: {text}", p.display());
+        assert!(
+            text.lines().all(|l| l.starts_with("time=\"")
+                && l.contains(" level=")
+                && l.contains(" msg=\"")),
+            "{text}"
+        );
+        assert!(
+            text.contains("level=debug msg=\"args "),
+            "{}: {text}",
+            p.display()
+        );
+        assert!(
+            text.contains("level=info msg=") && text.contains("added prestart hook"),
+            "{}: {text}",
+            p.display()
+        );
     }
 
     // No --log and debug = /dev/null (the default): nothing written anywhere, stdout empty.
@@ -160,5 +217,9 @@ fn log_level_and_debug_file() {
     let config = s.config("");
     let out = s.run(&[], &config);
     assert!(out.status.success(), "{}", out_text(&out));
-    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{}", out_text(&out));
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        out_text(&out)
+    );
 }

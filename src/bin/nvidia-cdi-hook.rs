@@ -10,7 +10,11 @@ use clap::Parser;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "nvidia-cdi-hook", version, about = "Hooks referenced from NVIDIA CDI specs")]
+#[command(
+    name = "nvidia-cdi-hook",
+    version,
+    about = "Hooks referenced from NVIDIA CDI specs"
+)]
 struct Cli {
     /// Accepted for compatibility (upstream's global flags).
     #[arg(long, short = 'd', global = true)]
@@ -28,7 +32,10 @@ fn main() -> ExitCode {
     match hook::run(cli.hook, "nvidia-cdi-hook") {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nvidia-cdi-hook: error: {}", nvct::log::error_text(e.chain()));
+            eprintln!(
+                "nvidia-cdi-hook: error: {}",
+                nvct::log::error_text(e.chain())
+            );
             ExitCode::FAILURE
         }
     }

@@ -6,12 +6,12 @@
 use anyhow::{Context, Result};
 use nvct::apply::{self, ContainerTarget};
 use nvct::config::{self, Config};
+use nvct::container::rootfs::Rootfs;
 use nvct::discover;
 use nvct::oci::{self, HookState};
 use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
 use nvct::root::DriverRoot;
-use nvct::container::rootfs::Rootfs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,7 +26,12 @@ struct Args {
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut out = Args { config: None, debug: false, version: false, command: None };
+    let mut out = Args {
+        config: None,
+        debug: false,
+        version: false,
+        command: None,
+    };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         let flag = arg.trim_start_matches('-');
@@ -56,7 +61,10 @@ fn main() -> ExitCode {
     }
     // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
     #[cfg(feature = "fault-injection")]
-    if let (Some(p), Some(t)) = (std::env::var_os("NVCT_FAULT_SWAP_PATH"), std::env::var_os("NVCT_FAULT_SWAP_TARGET")) {
+    if let (Some(p), Some(t)) = (
+        std::env::var_os("NVCT_FAULT_SWAP_PATH"),
+        std::env::var_os("NVCT_FAULT_SWAP_TARGET"),
+    ) {
         nvct::container::rootfs::fault::arm(p.into(), t.into());
     }
     let args = match parse_args(std::env::args().skip(1)) {
@@ -67,14 +75,20 @@ fn main() -> ExitCode {
         }
     };
     if args.version {
-        println!("nvidia-container-runtime-hook version {}", env!("CARGO_PKG_VERSION"));
+        println!(
+            "nvidia-container-runtime-hook version {}",
+            env!("CARGO_PKG_VERSION")
+        );
         return ExitCode::SUCCESS;
     }
     match args.command.as_deref() {
         Some("prestart") => match prestart(args.config, args.debug) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("nvidia-container-runtime-hook: error: {}", nvct::log::error_text(e.chain()));
+                eprintln!(
+                    "nvidia-container-runtime-hook: error: {}",
+                    nvct::log::error_text(e.chain())
+                );
                 ExitCode::FAILURE
             }
         },
@@ -102,28 +116,55 @@ impl Log {
             eprintln!("nvidia-container-runtime-hook: {msg}");
         }
         if let Some(f) = &mut self.file {
-            let _ = writeln!(f, "nvidia-container-runtime-hook[{}]: {msg}", std::process::id());
+            let _ = writeln!(
+                f,
+                "nvidia-container-runtime-hook[{}]: {msg}",
+                std::process::id()
+            );
         }
     }
 }
 
 fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
-    let config_path = config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
-    let config = Config::load(&config_path)?;
-    let file = (!config.cli.debug.is_empty())
-        .then(|| std::fs::OpenOptions::new().create(true).append(true).open(&config.cli.debug).ok())
-        .flatten();
-    let mut log = Log { stderr: debug, file };
-
+    // The state first, and its pid checked before any config is read: a hook registered at
+    // the wrong stage runs with the container's environment (its config path variable).
     let state = HookState::read(std::io::stdin().lock())?;
     let spec = oci::load_spec(&state.bundle)?;
-    let view = ContainerView { env: oci::env(&spec), mounts: oci::mounts(&spec), privileged: oci::is_privileged(&spec) };
-    let resolved = request::resolve(&view, &config).context("the container's GPU request is not valid")?;
+    let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
+    apply::check_pid(state.pid, &rootfs)?;
+
+    let config_path =
+        config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
+    let config = Config::load(&config_path)?;
+    let file = (!config.cli.debug.is_empty())
+        .then(|| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&config.cli.debug)
+                .ok()
+        })
+        .flatten();
+    let mut log = Log {
+        stderr: debug,
+        file,
+    };
+
+    let view = ContainerView {
+        env: oci::env(&spec),
+        mounts: oci::mounts(&spec),
+        privileged: oci::is_privileged(&spec),
+    };
+    let resolved =
+        request::resolve(&view, &config).context("the container's GPU request is not valid")?;
     for n in &resolved.notes {
         log.line(n);
     }
     let Some(req) = resolved.request else {
-        log.line(&format!("container {}: no GPU requested; nothing to do", state.id));
+        log.line(&format!(
+            "container {}: no GPU requested; nothing to do",
+            state.id
+        ));
         return Ok(());
     };
     log.line(&format!("container {}: request {req:?}", state.id));
@@ -133,7 +174,6 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     for n in &inv.notes {
         log.line(n);
     }
-    let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
     let layout = probe_layout(&rootfs)?;
     let plan = plan::plan(&req, &inv, &layout)?;
     for n in &plan.notes {
@@ -160,6 +200,12 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
 fn probe_layout(rootfs: &Path) -> Result<Layout> {
     let root = Rootfs::open(rootfs)?;
     let debian = Path::new("/usr/lib/x86_64-linux-gnu");
-    let lib_dir = if root.is_dir(debian) { debian.to_path_buf() } else { PathBuf::from("/usr/lib64") };
-    Ok(Layout { lib_dir: Some(lib_dir) })
+    let lib_dir = if root.is_dir(debian) {
+        debian.to_path_buf()
+    } else {
+        PathBuf::from("/usr/lib64")
+    };
+    Ok(Layout {
+        lib_dir: Some(lib_dir),
+    })
 }

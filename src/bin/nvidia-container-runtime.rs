@@ -12,9 +12,9 @@ use anyhow::{Context, Result};
 use nvct::config::{self, Config};
 use nvct::discover;
 use nvct::fsutil::{self, Step, WriteOptions};
-use nvct::root::DriverRoot;
 use nvct::log::{Format, Logger};
 use nvct::oci;
+use nvct::root::DriverRoot;
 use nvct::shim;
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -28,7 +28,10 @@ fn which(name: &str) -> Option<PathBuf> {
 
 fn main() {
     let raw: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let args: Vec<String> = raw.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<String> = raw
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let inv = shim::parse_args(&args);
     let format = Format::parse(inv.log_format.as_deref().unwrap_or("text"));
     let mut log = Logger::new(inv.log.as_deref(), format);
@@ -43,8 +46,15 @@ fn main() {
     std::process::exit(1);
 }
 
-fn try_run(raw: &[OsString], args: &[String], inv: &shim::Invocation, log: &mut Logger) -> Result<std::convert::Infallible> {
-    let from_env = std::env::var_os(config::CONFIG_PATH_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+fn try_run(
+    raw: &[OsString],
+    args: &[String],
+    inv: &shim::Invocation,
+    log: &mut Logger,
+) -> Result<std::convert::Infallible> {
+    let from_env = std::env::var_os(config::CONFIG_PATH_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
     let config_path = config::default_path(|k| std::env::var(k).ok());
     let config = Config::load(&config_path)?;
     log.configure(&config.runtime);
@@ -54,7 +64,10 @@ fn try_run(raw: &[OsString], args: &[String], inv: &shim::Invocation, log: &mut 
     log.debug(&format!("low-level runtime {}", runtime.display()));
 
     if inv.version && inv.command.is_none() {
-        println!("nvidia-container-runtime version {}", env!("CARGO_PKG_VERSION"));
+        println!(
+            "nvidia-container-runtime version {}",
+            env!("CARGO_PKG_VERSION")
+        );
         let _ = std::io::stdout().flush();
     } else if inv.is_create() {
         let cwd = std::env::current_dir().context("cannot get the current directory")?;
@@ -62,19 +75,34 @@ fn try_run(raw: &[OsString], args: &[String], inv: &shim::Invocation, log: &mut 
         create(&bundle, &config, &config_path, from_env.as_deref(), log)?;
     }
     let e = Command::new(&runtime).arg0(&runtime).args(raw).exec();
-    Err(anyhow::Error::new(e).context(format!("cannot run the low-level runtime {}", runtime.display())))
+    Err(anyhow::Error::new(e).context(format!(
+        "cannot run the low-level runtime {}",
+        runtime.display()
+    )))
 }
 
-fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&Path>, log: &mut Logger) -> Result<()> {
+fn create(
+    bundle: &Path,
+    config: &Config,
+    config_path: &Path,
+    from_env: Option<&Path>,
+    log: &mut Logger,
+) -> Result<()> {
     let path = bundle.join("config.json");
     let bytes = oci::read_capped(&path, oci::MAX_SPEC_BYTES)?;
     let action = shim::decide(&bytes, &path, config)?;
     if action == shim::Action::PassThrough {
-        log.info(&format!("{}: no GPU requested; config.json unchanged", path.display()));
+        log.info(&format!(
+            "{}: no GPU requested; config.json unchanged",
+            path.display()
+        ));
         return Ok(());
     }
-    let mut spec: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|source| oci::OciError::SpecParse { path: path.clone(), source })?;
+    let mut spec: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|source| oci::OciError::SpecParse {
+            path: path.clone(),
+            source,
+        })?;
     let done = match action {
         shim::Action::PassThrough => unreachable!("returned above"),
         shim::Action::Legacy => {
@@ -84,10 +112,41 @@ fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&
                 log.info(&format!("{}: our hook is already there", path.display()));
                 return Ok(());
             }
-            format!("added prestart hook {}", hook.display())
+            let mut done = format!("added prestart hook {}", hook.display());
+            if !config.cli.no_cgroups {
+                // The device rules of what the hook will inject, in the spec too. When the
+                // host cannot be planned for, the hook says why at prestart; only warn here.
+                let req = shim::legacy_request(&bytes, &path, config)?
+                    .context("legacy mode without a GPU request")?;
+                let root =
+                    DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+                let layout = nvct::plan::Layout { lib_dir: None };
+                let planned = discover::discover(&root)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
+                match planned {
+                    Ok(plan) => {
+                        nvct::spec_edit::allow_devices(&mut spec, &plan.cgroup_rules, &path)?;
+                        done += &format!(" and {} device rules", plan.cgroup_rules.len());
+                    }
+                    Err(e) => log.warning(&format!(
+                        "{}: no device rules written: {}",
+                        path.display(),
+                        nvct::log::error_text(e.chain())
+                    )),
+                }
+            }
+            done
         }
         shim::Action::Cdi(names) => {
-            let dirs: Vec<PathBuf> = config.runtime.modes.cdi.spec_dirs.iter().map(PathBuf::from).collect();
+            let dirs: Vec<PathBuf> = config
+                .runtime
+                .modes
+                .cdi
+                .spec_dirs
+                .iter()
+                .map(PathBuf::from)
+                .collect();
             let (specs, warnings) = nvct::cdi::list::load(&dirs);
             for w in warnings {
                 log.warning(&w);
@@ -105,24 +164,36 @@ fn create(bundle: &Path, config: &Config, config_path: &Path, from_env: Option<&
             }
             let generated = shim::jit_spec(&names, &inv, config, &cdi_hook, &path)?;
             shim::inject(&mut spec, &shim::jit_edits(&generated), &path)?;
-            format!("injected CDI devices {} (jit-cdi mode, hooks {})", join(&names), cdi_hook.display())
+            format!(
+                "injected CDI devices {} (jit-cdi mode, hooks {})",
+                join(&names),
+                cdi_hook.display()
+            )
         }
     };
     let mut out = serde_json::to_vec_pretty(&spec).context("cannot serialize config.json")?;
     out.push(b'\n');
     let fault = match std::env::var("NVCT_FAULT_AT") {
         Ok(name) => Some(fsutil::abort_at(
-            Step::parse(&name).with_context(|| format!("NVCT_FAULT_AT={name:?} is not a write step"))?,
+            Step::parse(&name)
+                .with_context(|| format!("NVCT_FAULT_AT={name:?} is not a write step"))?,
             "nvidia-container-runtime",
         )),
         Err(_) => None,
     };
-    let wopts = WriteOptions { backup: false, fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)) };
+    let wopts = WriteOptions {
+        backup: false,
+        fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)),
+    };
     fsutil::write_atomic(&path, &out, &wopts)?;
     log.info(&format!("{}: {done}", path.display()));
     Ok(())
 }
 
 fn join(names: &[nvct::cdi::QualifiedName]) -> String {
-    names.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

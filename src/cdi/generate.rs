@@ -58,8 +58,12 @@ pub enum HookKind {
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 4] =
-        [HookKind::CreateSymlinks, HookKind::UpdateLdcache, HookKind::DisableDeviceNodeModification, HookKind::EnableCudaCompat];
+    pub const ALL: [HookKind; 4] = [
+        HookKind::CreateSymlinks,
+        HookKind::UpdateLdcache,
+        HookKind::DisableDeviceNodeModification,
+        HookKind::EnableCudaCompat,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -105,7 +109,10 @@ impl Default for Options {
             proc_root: DEFAULT_PROC_ROOT.into(),
             disabled_hooks: BTreeSet::new(),
             devices: Devices::All,
-            capabilities: Capability::ALL.into_iter().filter(|c| c.implemented()).collect(),
+            capabilities: Capability::ALL
+                .into_iter()
+                .filter(|c| c.implemented())
+                .collect(),
         }
     }
 }
@@ -168,7 +175,11 @@ fn targets<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<Target<'a>>,
         .gpus
         .iter()
         .flat_map(|gpu| {
-            let migs = gpu.migs.iter().filter(|_| gpu.mig_enabled).map(move |m| Target { gpu, mig: Some(m) });
+            let migs = gpu
+                .migs
+                .iter()
+                .filter(|_| gpu.mig_enabled)
+                .map(move |m| Target { gpu, mig: Some(m) });
             std::iter::once(Target { gpu, mig: None }).chain(migs)
         })
         .collect();
@@ -178,16 +189,29 @@ fn targets<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<Target<'a>>,
         Devices::List(ids) => {
             for id in ids {
                 if !every.iter().any(|t| t.matches(id)) {
-                    return Err(GenerateError::UnknownDevice { id: id.to_string(), count: inv.gpus.len() });
+                    return Err(GenerateError::UnknownDevice {
+                        id: id.to_string(),
+                        count: inv.gpus.len(),
+                    });
                 }
             }
-            Ok(every.into_iter().filter(|t| ids.iter().any(|id| t.matches(id))).collect())
+            Ok(every
+                .into_iter()
+                .filter(|t| ids.iter().any(|id| t.matches(id)))
+                .collect())
         }
     }
 }
 
 fn request(devices: Devices, capabilities: BTreeSet<Capability>, cuda_compat: bool) -> Request {
-    Request { devices, capabilities, requirements: vec![], mig_config: None, mig_monitor: None, cuda_compat }
+    Request {
+        devices,
+        capabilities,
+        requirements: vec![],
+        mig_config: None,
+        mig_monitor: None,
+        cuda_compat,
+    }
 }
 
 fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
@@ -219,7 +243,9 @@ fn hook(opts: &Options, args: Vec<String>) -> Hook {
     Hook {
         hook_name: "createContainer".into(),
         path: opts.hook_path.clone(),
-        args: std::iter::once("nvidia-cdi-hook".to_string()).chain(args).collect(),
+        args: std::iter::once("nvidia-cdi-hook".to_string())
+            .chain(args)
+            .collect(),
         env: vec![HOOK_ENV_PATH.into()],
     }
 }
@@ -235,7 +261,10 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
     if enabled(HookKind::CreateSymlinks) && !plan.symlinks.is_empty() {
         let mut args = vec![HookKind::CreateSymlinks.name().to_string()];
         for l in &plan.symlinks {
-            args.extend(["--link".into(), format!("{}::{}", l.target.display(), l.link.display())]);
+            args.extend([
+                "--link".into(),
+                format!("{}::{}", l.target.display(), l.link.display()),
+            ]);
         }
         out.push(hook(opts, args));
     }
@@ -246,8 +275,19 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
         }
         out.push(hook(opts, args));
     }
-    if let Some(version) = plan.cuda_compat.as_ref().filter(|_| enabled(HookKind::EnableCudaCompat)) {
-        out.push(hook(opts, vec![HookKind::EnableCudaCompat.name().into(), "--host-driver-version".into(), version.clone()]));
+    if let Some(version) = plan
+        .cuda_compat
+        .as_ref()
+        .filter(|_| enabled(HookKind::EnableCudaCompat))
+    {
+        out.push(hook(
+            opts,
+            vec![
+                HookKind::EnableCudaCompat.name().into(),
+                "--host-driver-version".into(),
+                version.clone(),
+            ],
+        ));
     }
     if enabled(HookKind::UpdateLdcache) && !plan.ldcache_dirs.is_empty() {
         let mut args = vec![HookKind::UpdateLdcache.name().to_string()];
@@ -279,16 +319,32 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     let layout = Layout { lib_dir: None };
 
     let cuda_compat = !opts.disabled_hooks.contains(&HookKind::EnableCudaCompat);
-    let shared = plan::plan(&request(Devices::None, opts.capabilities.clone(), cuda_compat), inv, &layout).map_err(GenerateError::SpecPlan)?;
+    let shared = plan::plan(
+        &request(Devices::None, opts.capabilities.clone(), cuda_compat),
+        inv,
+        &layout,
+    )
+    .map_err(GenerateError::SpecPlan)?;
     let shared_nodes: Vec<&crate::devices::DeviceNode> = shared.device_nodes.iter().collect();
 
     let mut devices = Vec::new();
     let mut all_nodes: Vec<crate::devices::DeviceNode> = Vec::new();
     for target in targets(inv, &opts.devices)? {
         let id = target.id();
-        let p = plan::plan(&request(Devices::List(vec![id.clone()]), BTreeSet::new(), false), inv, &layout)
-            .map_err(|source| GenerateError::Plan { device: id.to_string(), source })?;
-        let own: Vec<crate::devices::DeviceNode> = p.device_nodes.into_iter().filter(|n| !shared_nodes.contains(&n)).collect();
+        let p = plan::plan(
+            &request(Devices::List(vec![id.clone()]), BTreeSet::new(), false),
+            inv,
+            &layout,
+        )
+        .map_err(|source| GenerateError::Plan {
+            device: id.to_string(),
+            source,
+        })?;
+        let own: Vec<crate::devices::DeviceNode> = p
+            .device_nodes
+            .into_iter()
+            .filter(|n| !shared_nodes.contains(&n))
+            .collect();
         for n in &own {
             if !all_nodes.contains(n) {
                 all_nodes.push(n.clone());
@@ -296,15 +352,27 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         }
         for s in &strategies {
             let name = target.name(*s);
-            name::validate_device_name(&name).map_err(|source| GenerateError::Name { device: id.to_string(), source })?;
-            let container_edits = ContainerEdits { device_nodes: own.iter().map(node).collect(), ..Default::default() };
-            devices.push(Device { name, container_edits });
+            name::validate_device_name(&name).map_err(|source| GenerateError::Name {
+                device: id.to_string(),
+                source,
+            })?;
+            let container_edits = ContainerEdits {
+                device_nodes: own.iter().map(node).collect(),
+                ..Default::default()
+            };
+            devices.push(Device {
+                name,
+                container_edits,
+            });
         }
     }
     all_nodes.sort();
     devices.push(Device {
         name: "all".into(),
-        container_edits: ContainerEdits { device_nodes: all_nodes.iter().map(node).collect(), ..Default::default() },
+        container_edits: ContainerEdits {
+            device_nodes: all_nodes.iter().map(node).collect(),
+            ..Default::default()
+        },
     });
 
     let container_edits = ContainerEdits {
@@ -313,7 +381,12 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         mounts: shared.mounts.iter().map(mount).collect(),
         hooks: hooks(opts, &shared),
     };
-    let mut spec = Spec { cdi_version: String::new(), kind, devices, container_edits };
+    let mut spec = Spec {
+        cdi_version: String::new(),
+        kind,
+        devices,
+        container_edits,
+    };
     spec.cdi_version = version::minimum(&spec).to_string();
     Ok(spec)
 }

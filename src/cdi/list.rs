@@ -26,7 +26,12 @@ fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
         .filter(|p| p.is_file())
         .collect();
     files.sort();
@@ -39,9 +44,13 @@ pub fn read_text(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
-    file.take(MAX_SPEC_FILE + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    file.take(MAX_SPEC_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
     if bytes.len() as u64 > MAX_SPEC_FILE {
-        return Err(format!("more than the {MAX_SPEC_FILE} bytes a spec file may have"));
+        return Err(format!(
+            "more than the {MAX_SPEC_FILE} bytes a spec file may have"
+        ));
     }
     String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))
 }
@@ -87,12 +96,21 @@ pub fn load(dirs: &[PathBuf]) -> (Vec<(PathBuf, super::Spec)>, Vec<String>) {
 /// Every qualified device name of the specs in `dirs` (see [`load`]).
 pub fn list(dirs: &[PathBuf]) -> Listing {
     let (specs, warnings) = load(dirs);
-    let mut out = Listing { names: Vec::new(), warnings };
+    let mut out = Listing {
+        names: Vec::new(),
+        warnings,
+    };
     for (file, spec) in specs {
-        let names: Result<Vec<QualifiedName>, _> = spec.devices.iter().map(|d| QualifiedName::new(&spec.kind, &d.name)).collect();
+        let names: Result<Vec<QualifiedName>, _> = spec
+            .devices
+            .iter()
+            .map(|d| QualifiedName::new(&spec.kind, &d.name))
+            .collect();
         match names {
             Ok(n) => out.names.extend(n),
-            Err(e) => out.warnings.push(format!("{}: skipped: {e}", file.display())),
+            Err(e) => out
+                .warnings
+                .push(format!("{}: skipped: {e}", file.display())),
         }
     }
     out
@@ -106,18 +124,46 @@ mod tests {
     fn lists_good_files_and_names_broken_ones() {
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
-        write("a.yaml", "cdiVersion: 0.5.0\nkind: vendor.com/x\ndevices:\n- name: \"0\"\n  containerEdits: {env: [A=b]}\n");
-        write("b.json", r#"{"cdiVersion":"0.3.0","kind":"vendor.com/y","devices":[{"name":"one","containerEdits":{}}]}"#);
+        write(
+            "a.yaml",
+            "cdiVersion: 0.5.0\nkind: vendor.com/x\ndevices:\n- name: \"0\"\n  containerEdits: {env: [A=b]}\n",
+        );
+        write(
+            "b.json",
+            r#"{"cdiVersion":"0.3.0","kind":"vendor.com/y","devices":[{"name":"one","containerEdits":{}}]}"#,
+        );
         write("c.yaml", "kind: [broken\n");
         write("d.json", r#"{"cdiVersion":"0.3.0","devices":[]}"#);
-        write("e.yaml", "cdiVersion: 0.5.0\nkind: vendor.com/z\ndevices:\n- {name: a, containerEdits: {env: [A=1]}}\n- {name: a, containerEdits: {env: [A=2]}}\n");
+        write(
+            "e.yaml",
+            "cdiVersion: 0.5.0\nkind: vendor.com/z\ndevices:\n- {name: a, containerEdits: {env: [A=1]}}\n- {name: a, containerEdits: {env: [A=2]}}\n",
+        );
         write("notes.txt", "ignored");
         let got = list(&[dir.path().to_path_buf(), dir.path().join("missing")]);
         let names: Vec<String> = got.names.iter().map(ToString::to_string).collect();
         assert_eq!(names, ["vendor.com/x=0", "vendor.com/y=one"]);
         assert_eq!(got.warnings.len(), 3, "{:?}", got.warnings);
-        assert!(got.warnings[0].starts_with(&format!("{}: skipped: not YAML or JSON", dir.path().join("c.yaml").display())), "{:?}", got.warnings);
-        assert_eq!(got.warnings[1], format!("{}: skipped: kind: is required", dir.path().join("d.json").display()));
-        assert_eq!(got.warnings[2], format!("{}: skipped: devices[1].name: \"a\" is already the name of devices[0]", dir.path().join("e.yaml").display()));
+        assert!(
+            got.warnings[0].starts_with(&format!(
+                "{}: skipped: not YAML or JSON",
+                dir.path().join("c.yaml").display()
+            )),
+            "{:?}",
+            got.warnings
+        );
+        assert_eq!(
+            got.warnings[1],
+            format!(
+                "{}: skipped: kind: is required",
+                dir.path().join("d.json").display()
+            )
+        );
+        assert_eq!(
+            got.warnings[2],
+            format!(
+                "{}: skipped: devices[1].name: \"a\" is already the name of devices[0]",
+                dir.path().join("e.yaml").display()
+            )
+        );
     }
 }

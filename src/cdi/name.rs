@@ -15,29 +15,66 @@ pub enum NameError {
     #[error("{what} is empty")]
     Empty { what: &'static str },
     #[error("{what} {value:?} must start with {need}")]
-    BadStart { what: &'static str, value: String, need: &'static str },
+    BadStart {
+        what: &'static str,
+        value: String,
+        need: &'static str,
+    },
     #[error("{what} {value:?} must end with a letter or digit")]
     BadEnd { what: &'static str, value: String },
     #[error("{what} {value:?} contains {bad:?}; allowed: letters, digits and {allowed}")]
-    BadChar { what: &'static str, value: String, bad: char, allowed: &'static str },
+    BadChar {
+        what: &'static str,
+        value: String,
+        bad: char,
+        allowed: &'static str,
+    },
     #[error("{value:?} is not a CDI kind: expected vendor/class, e.g. nvidia.com/gpu")]
     NotAKind { value: String },
     #[error("{value:?} is not a qualified CDI device name: expected vendor/class=name, e.g. nvidia.com/gpu=0")]
     NotQualified { value: String },
 }
 
-fn check(what: &'static str, value: &str, allowed: &'static str, letter_first: bool) -> Result<(), NameError> {
+fn check(
+    what: &'static str,
+    value: &str,
+    allowed: &'static str,
+    letter_first: bool,
+) -> Result<(), NameError> {
     let first = value.chars().next().ok_or(NameError::Empty { what })?;
-    let start_ok = if letter_first { first.is_ascii_alphabetic() } else { first.is_ascii_alphanumeric() };
+    let start_ok = if letter_first {
+        first.is_ascii_alphabetic()
+    } else {
+        first.is_ascii_alphanumeric()
+    };
     if !start_ok {
-        let need = if letter_first { "a letter" } else { "a letter or digit" };
-        return Err(NameError::BadStart { what, value: value.into(), need });
+        let need = if letter_first {
+            "a letter"
+        } else {
+            "a letter or digit"
+        };
+        return Err(NameError::BadStart {
+            what,
+            value: value.into(),
+            need,
+        });
     }
-    if let Some(bad) = value.chars().find(|c| !c.is_ascii_alphanumeric() && !allowed.contains(*c)) {
-        return Err(NameError::BadChar { what, value: value.into(), bad, allowed });
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !c.is_ascii_alphanumeric() && !allowed.contains(*c))
+    {
+        return Err(NameError::BadChar {
+            what,
+            value: value.into(),
+            bad,
+            allowed,
+        });
     }
     if !value.ends_with(|c: char| c.is_ascii_alphanumeric()) {
-        return Err(NameError::BadEnd { what, value: value.into() });
+        return Err(NameError::BadEnd {
+            what,
+            value: value.into(),
+        });
     }
     Ok(())
 }
@@ -56,7 +93,9 @@ pub fn validate_device_name(name: &str) -> Result<(), NameError> {
 
 /// `vendor/class` → (vendor, class), both checked.
 pub fn parse_kind(kind: &str) -> Result<(&str, &str), NameError> {
-    let (vendor, class) = kind.split_once('/').ok_or_else(|| NameError::NotAKind { value: kind.into() })?;
+    let (vendor, class) = kind
+        .split_once('/')
+        .ok_or_else(|| NameError::NotAKind { value: kind.into() })?;
     validate_vendor(vendor)?;
     validate_class(class)?;
     Ok((vendor, class))
@@ -72,10 +111,16 @@ pub struct QualifiedName {
 
 impl QualifiedName {
     pub fn parse(s: &str) -> Result<QualifiedName, NameError> {
-        let (kind, name) = s.split_once('=').ok_or_else(|| NameError::NotQualified { value: s.into() })?;
+        let (kind, name) = s
+            .split_once('=')
+            .ok_or_else(|| NameError::NotQualified { value: s.into() })?;
         let (vendor, class) = parse_kind(kind)?;
         validate_device_name(name)?;
-        Ok(QualifiedName { vendor: vendor.into(), class: class.into(), name: name.into() })
+        Ok(QualifiedName {
+            vendor: vendor.into(),
+            class: class.into(),
+            name: name.into(),
+        })
     }
 
     /// Builds from a spec's kind and a device name (both checked).
@@ -96,30 +141,107 @@ mod tests {
 
     #[test]
     fn qualified_name_cases() {
-        let ok = |v: &str, c: &str, n: &str| Ok(QualifiedName { vendor: v.into(), class: c.into(), name: n.into() });
+        let ok = |v: &str, c: &str, n: &str| {
+            Ok(QualifiedName {
+                vendor: v.into(),
+                class: c.into(),
+                name: n.into(),
+            })
+        };
         let cases: Vec<(&str, &str, Result<QualifiedName, NameError>)> = vec![
             ("index", "nvidia.com/gpu=0", ok("nvidia.com", "gpu", "0")),
-            ("mig index", "nvidia.com/gpu=1:0", ok("nvidia.com", "gpu", "1:0")),
-            ("uuid", "nvidia.com/gpu=GPU-0a1b-c", ok("nvidia.com", "gpu", "GPU-0a1b-c")),
+            (
+                "mig index",
+                "nvidia.com/gpu=1:0",
+                ok("nvidia.com", "gpu", "1:0"),
+            ),
+            (
+                "uuid",
+                "nvidia.com/gpu=GPU-0a1b-c",
+                ok("nvidia.com", "gpu", "GPU-0a1b-c"),
+            ),
             ("all", "nvidia.com/gpu=all", ok("nvidia.com", "gpu", "all")),
-            ("class with dash", "vendor.example/my_gpu-2=x.y", ok("vendor.example", "my_gpu-2", "x.y")),
-            ("no equals", "nvidia.com/gpu", Err(NameError::NotQualified { value: "nvidia.com/gpu".into() })),
-            ("no slash", "nvidia.com=0", Err(NameError::NotAKind { value: "nvidia.com".into() })),
-            ("vendor starts with digit", "1nvidia.com/gpu=0",
-                Err(NameError::BadStart { what: "vendor", value: "1nvidia.com".into(), need: "a letter" })),
-            ("dot in class", "nvidia.com/g.pu=0",
-                Err(NameError::BadChar { what: "class", value: "g.pu".into(), bad: '.', allowed: "_-" })),
-            ("name with slash", "nvidia.com/gpu=a/b",
-                Err(NameError::BadChar { what: "device name", value: "a/b".into(), bad: '/', allowed: "_.:-" })),
-            ("name ends with dash", "nvidia.com/gpu=gpu-",
-                Err(NameError::BadEnd { what: "device name", value: "gpu-".into() })),
-            ("name starts with dot", "nvidia.com/gpu=.x",
-                Err(NameError::BadStart { what: "device name", value: ".x".into(), need: "a letter or digit" })),
-            ("empty name", "nvidia.com/gpu=", Err(NameError::Empty { what: "device name" })),
+            (
+                "class with dash",
+                "vendor.example/my_gpu-2=x.y",
+                ok("vendor.example", "my_gpu-2", "x.y"),
+            ),
+            (
+                "no equals",
+                "nvidia.com/gpu",
+                Err(NameError::NotQualified {
+                    value: "nvidia.com/gpu".into(),
+                }),
+            ),
+            (
+                "no slash",
+                "nvidia.com=0",
+                Err(NameError::NotAKind {
+                    value: "nvidia.com".into(),
+                }),
+            ),
+            (
+                "vendor starts with digit",
+                "1nvidia.com/gpu=0",
+                Err(NameError::BadStart {
+                    what: "vendor",
+                    value: "1nvidia.com".into(),
+                    need: "a letter",
+                }),
+            ),
+            (
+                "dot in class",
+                "nvidia.com/g.pu=0",
+                Err(NameError::BadChar {
+                    what: "class",
+                    value: "g.pu".into(),
+                    bad: '.',
+                    allowed: "_-",
+                }),
+            ),
+            (
+                "name with slash",
+                "nvidia.com/gpu=a/b",
+                Err(NameError::BadChar {
+                    what: "device name",
+                    value: "a/b".into(),
+                    bad: '/',
+                    allowed: "_.:-",
+                }),
+            ),
+            (
+                "name ends with dash",
+                "nvidia.com/gpu=gpu-",
+                Err(NameError::BadEnd {
+                    what: "device name",
+                    value: "gpu-".into(),
+                }),
+            ),
+            (
+                "name starts with dot",
+                "nvidia.com/gpu=.x",
+                Err(NameError::BadStart {
+                    what: "device name",
+                    value: ".x".into(),
+                    need: "a letter or digit",
+                }),
+            ),
+            (
+                "empty name",
+                "nvidia.com/gpu=",
+                Err(NameError::Empty {
+                    what: "device name",
+                }),
+            ),
         ];
         for (case, input, want) in cases {
             assert_eq!(QualifiedName::parse(input), want, "case {case}: {input}");
         }
-        assert_eq!(QualifiedName::parse("nvidia.com/gpu=1:0").unwrap().to_string(), "nvidia.com/gpu=1:0");
+        assert_eq!(
+            QualifiedName::parse("nvidia.com/gpu=1:0")
+                .unwrap()
+                .to_string(),
+            "nvidia.com/gpu=1:0"
+        );
     }
 }

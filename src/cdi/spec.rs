@@ -40,7 +40,10 @@ pub struct ContainerEdits {
 
 impl ContainerEdits {
     pub fn is_empty(&self) -> bool {
-        self.env.is_empty() && self.device_nodes.is_empty() && self.mounts.is_empty() && self.hooks.is_empty()
+        self.env.is_empty()
+            && self.device_nodes.is_empty()
+            && self.mounts.is_empty()
+            && self.hooks.is_empty()
     }
 }
 
@@ -126,7 +129,10 @@ impl Spec {
     /// The spec's bytes: YAML (with a leading `---`) or indented JSON, ending in a newline.
     pub fn encode(&self, format: Format) -> Result<String, EncodeError> {
         Ok(match format {
-            Format::Yaml => format!("---\n{}", quote_sexagesimal(&serde_norway::to_string(self)?)),
+            Format::Yaml => format!(
+                "---\n{}",
+                quote_sexagesimal(&serde_norway::to_string(self)?)
+            ),
             Format::Json => serde_json::to_string_pretty(self)? + "\n",
         })
     }
@@ -141,7 +147,9 @@ fn quote_sexagesimal(yaml: &str) -> String {
     for line in yaml.lines() {
         let split = line.find(": ").map(|i| i + 2).or_else(|| {
             let trimmed = line.trim_start();
-            trimmed.starts_with("- ").then(|| line.len() - trimmed.len() + 2)
+            trimmed
+                .starts_with("- ")
+                .then(|| line.len() - trimmed.len() + 2)
         });
         match split {
             Some(at) if is_sexagesimal(&line[at..]) => {
@@ -166,11 +174,16 @@ fn is_sexagesimal(s: &str) -> bool {
     };
     let mut parts = s.split(':');
     let head = parts.next().unwrap_or("");
-    let head_ok = head.starts_with(|c: char| c.is_ascii_digit()) && head.chars().all(|c| c.is_ascii_digit() || c == '_');
+    let head_ok = head.starts_with(|c: char| c.is_ascii_digit())
+        && head.chars().all(|c| c.is_ascii_digit() || c == '_');
     let rest: Vec<&str> = parts.collect();
     let rest_ok = !rest.is_empty()
-        && rest.iter().all(|p| (1..=2).contains(&p.len()) && p.chars().all(|c| c.is_ascii_digit()) && (p.len() == 1 || p.as_bytes()[0] <= b'5'));
-    head_ok && rest_ok && !frac.is_some_and(|f| !f.chars().all(|c| c.is_ascii_digit() || c == '_'))
+        && rest.iter().all(|p| {
+            (1..=2).contains(&p.len())
+                && p.chars().all(|c| c.is_ascii_digit())
+                && (p.len() == 1 || p.as_bytes()[0] <= b'5')
+        });
+    head_ok && rest_ok && frac.is_none_or(|f| f.chars().all(|c| c.is_ascii_digit() || c == '_'))
 }
 
 /// A spec file's text as a generic JSON value (YAML is a superset of JSON, so the YAML parser
@@ -202,13 +215,17 @@ mod tests {
                     ..Default::default()
                 },
             }],
-            container_edits: ContainerEdits { env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()], ..Default::default() },
+            container_edits: ContainerEdits {
+                env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
+                ..Default::default()
+            },
         }
     }
 
     #[test]
     fn json_field_names_and_omitted_empties() {
-        let v: serde_json::Value = serde_json::from_str(&sample().encode(Format::Json).unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&sample().encode(Format::Json).unwrap()).unwrap();
         assert_eq!(
             v,
             serde_json::json!({
@@ -233,7 +250,15 @@ mod tests {
 
     #[test]
     fn sexagesimal_names_are_quoted() {
-        for (value, quoted) in [("1:0", true), ("12:7", true), ("1:60", false), ("gpu0", false), ("0", false), ("GPU-1:2", false), ("a::b", false)] {
+        for (value, quoted) in [
+            ("1:0", true),
+            ("12:7", true),
+            ("1:60", false),
+            ("gpu0", false),
+            ("0", false),
+            ("GPU-1:2", false),
+            ("a::b", false),
+        ] {
             assert_eq!(is_sexagesimal(value), quoted, "{value}");
         }
         let mut spec = sample();
@@ -246,8 +271,18 @@ mod tests {
 
     #[test]
     fn format_from_extension() {
-        for (path, want) in [("a.json", Some(Format::Json)), ("a.yaml", Some(Format::Yaml)), ("a.yml", Some(Format::Yaml)), ("a", None), ("a.txt", None)] {
-            assert_eq!(Format::from_path(std::path::Path::new(path)), want, "{path}");
+        for (path, want) in [
+            ("a.json", Some(Format::Json)),
+            ("a.yaml", Some(Format::Yaml)),
+            ("a.yml", Some(Format::Yaml)),
+            ("a", None),
+            ("a.txt", None),
+        ] {
+            assert_eq!(
+                Format::from_path(std::path::Path::new(path)),
+                want,
+                "{path}"
+            );
         }
     }
 }

@@ -15,7 +15,14 @@ use std::fmt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
 /// OCI hook stages a CDI hook may name.
-pub const HOOK_NAMES: &[&str] = &["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"];
+pub const HOOK_NAMES: &[&str] = &[
+    "prestart",
+    "createRuntime",
+    "createContainer",
+    "startContainer",
+    "poststart",
+    "poststop",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -59,11 +66,21 @@ fn type_name(v: &Value) -> &'static str {
 
 impl Checker {
     fn fail(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem { field: field.into(), message: message.into() });
+        self.problems.push(Problem {
+            field: field.into(),
+            message: message.into(),
+        });
     }
 
     /// The field `key` of `obj` if present and of the wanted type; reports otherwise.
-    fn get<'v>(&mut self, obj: &'v serde_json::Map<String, Value>, base: &str, key: &str, required: bool, want: &str) -> Option<&'v Value> {
+    fn get<'v>(
+        &mut self,
+        obj: &'v serde_json::Map<String, Value>,
+        base: &str,
+        key: &str,
+        required: bool,
+        want: &str,
+    ) -> Option<&'v Value> {
         let field = join(base, key);
         let Some(v) = obj.get(key) else {
             if required {
@@ -79,26 +96,61 @@ impl Checker {
             _ => true,
         };
         if !ok {
-            self.fail(field, format!("must be {} {want}, not {}", if want == "array" || want == "object" || want == "integer" { "an" } else { "a" }, type_name(v)));
+            self.fail(
+                field,
+                format!(
+                    "must be {} {want}, not {}",
+                    if want == "array" || want == "object" || want == "integer" {
+                        "an"
+                    } else {
+                        "a"
+                    },
+                    type_name(v)
+                ),
+            );
             return None;
         }
         Some(v)
     }
 
-    fn string_array(&mut self, obj: &serde_json::Map<String, Value>, base: &str, key: &str) -> Vec<String> {
-        let Some(items) = self.get(obj, base, key, false, "array").and_then(Value::as_array) else { return vec![] };
+    fn string_array(
+        &mut self,
+        obj: &serde_json::Map<String, Value>,
+        base: &str,
+        key: &str,
+    ) -> Vec<String> {
+        let Some(items) = self
+            .get(obj, base, key, false, "array")
+            .and_then(Value::as_array)
+        else {
+            return vec![];
+        };
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             match item.as_str() {
                 Some(s) => out.push(s.to_string()),
-                None => self.fail(format!("{}[{i}]", join(base, key)), format!("must be a string, not {}", type_name(item))),
+                None => self.fail(
+                    format!("{}[{i}]", join(base, key)),
+                    format!("must be a string, not {}", type_name(item)),
+                ),
             }
         }
         out
     }
 
-    fn objects<'v>(&mut self, obj: &'v serde_json::Map<String, Value>, base: &str, key: &str, required: bool) -> Vec<(String, &'v serde_json::Map<String, Value>)> {
-        let Some(items) = self.get(obj, base, key, required, "array").and_then(Value::as_array) else { return vec![] };
+    fn objects<'v>(
+        &mut self,
+        obj: &'v serde_json::Map<String, Value>,
+        base: &str,
+        key: &str,
+        required: bool,
+    ) -> Vec<(String, &'v serde_json::Map<String, Value>)> {
+        let Some(items) = self
+            .get(obj, base, key, required, "array")
+            .and_then(Value::as_array)
+        else {
+            return vec![];
+        };
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let field = format!("{}[{i}]", join(base, key));
@@ -111,31 +163,57 @@ impl Checker {
     }
 
     fn edits(&mut self, obj: &serde_json::Map<String, Value>, base: &str, required: bool) {
-        let Some(edits) = self.get(obj, base, "containerEdits", required, "object").and_then(Value::as_object) else { return };
+        let Some(edits) = self
+            .get(obj, base, "containerEdits", required, "object")
+            .and_then(Value::as_object)
+        else {
+            return;
+        };
         let base = join(base, "containerEdits");
         for (i, e) in self.string_array(edits, &base, "env").iter().enumerate() {
             if !e.contains('=') || e.starts_with('=') {
-                self.fail(format!("{base}.env[{i}]"), format!("{e:?} is not KEY=VALUE"));
+                self.fail(
+                    format!("{base}.env[{i}]"),
+                    format!("{e:?} is not KEY=VALUE"),
+                );
             }
         }
         for (field, node) in self.objects(edits, &base, "deviceNodes", false) {
-            if let Some(p) = self.get(node, &field, "path", true, "string").and_then(Value::as_str) {
+            if let Some(p) = self
+                .get(node, &field, "path", true, "string")
+                .and_then(Value::as_str)
+            {
                 if !p.starts_with('/') {
-                    self.fail(join(&field, "path"), format!("{p:?} is not an absolute path"));
+                    self.fail(
+                        join(&field, "path"),
+                        format!("{p:?} is not an absolute path"),
+                    );
                 }
             }
             self.get(node, &field, "hostPath", false, "string");
-            if let Some(t) = self.get(node, &field, "type", false, "string").and_then(Value::as_str) {
+            if let Some(t) = self
+                .get(node, &field, "type", false, "string")
+                .and_then(Value::as_str)
+            {
                 if !["b", "c", "u", "p"].contains(&t) {
-                    self.fail(join(&field, "type"), format!("{t:?} is not a device type (b, c, u or p)"));
+                    self.fail(
+                        join(&field, "type"),
+                        format!("{t:?} is not a device type (b, c, u or p)"),
+                    );
                 }
             }
             for key in ["major", "minor", "uid", "gid"] {
                 self.get(node, &field, key, false, "integer");
             }
-            if let Some(p) = self.get(node, &field, "permissions", false, "string").and_then(Value::as_str) {
+            if let Some(p) = self
+                .get(node, &field, "permissions", false, "string")
+                .and_then(Value::as_str)
+            {
                 if p.is_empty() || !p.chars().all(|c| "rwm".contains(c)) {
-                    self.fail(join(&field, "permissions"), format!("{p:?} is not a combination of r, w and m"));
+                    self.fail(
+                        join(&field, "permissions"),
+                        format!("{p:?} is not a combination of r, w and m"),
+                    );
                 }
             }
         }
@@ -146,9 +224,15 @@ impl Checker {
             self.get(mount, &field, "type", false, "string");
         }
         for (field, hook) in self.objects(edits, &base, "hooks", false) {
-            if let Some(n) = self.get(hook, &field, "hookName", true, "string").and_then(Value::as_str) {
+            if let Some(n) = self
+                .get(hook, &field, "hookName", true, "string")
+                .and_then(Value::as_str)
+            {
                 if !HOOK_NAMES.contains(&n) {
-                    self.fail(join(&field, "hookName"), format!("unknown hook {n:?}; known: {}", HOOK_NAMES.join(", ")));
+                    self.fail(
+                        join(&field, "hookName"),
+                        format!("unknown hook {n:?}; known: {}", HOOK_NAMES.join(", ")),
+                    );
                 }
             }
             self.get(hook, &field, "path", true, "string");
@@ -163,21 +247,39 @@ impl Checker {
 pub fn schema(doc: &Value) -> Vec<Problem> {
     let mut c = Checker { problems: vec![] };
     let Some(root) = doc.as_object() else {
-        c.fail("", format!("a CDI spec must be an object, not {}", type_name(doc)));
+        c.fail(
+            "",
+            format!("a CDI spec must be an object, not {}", type_name(doc)),
+        );
         return c.problems;
     };
-    if let Some(v) = c.get(root, "", "cdiVersion", true, "string").and_then(Value::as_str) {
+    if let Some(v) = c
+        .get(root, "", "cdiVersion", true, "string")
+        .and_then(Value::as_str)
+    {
         if !version::is_known(v) {
-            c.fail("cdiVersion", format!("unknown version {v:?}; known: {}", version::KNOWN.join(", ")));
+            c.fail(
+                "cdiVersion",
+                format!(
+                    "unknown version {v:?}; known: {}",
+                    version::KNOWN.join(", ")
+                ),
+            );
         }
     }
-    if let Some(kind) = c.get(root, "", "kind", true, "string").and_then(Value::as_str) {
+    if let Some(kind) = c
+        .get(root, "", "kind", true, "string")
+        .and_then(Value::as_str)
+    {
         if let Err(e) = name::parse_kind(kind) {
             c.fail("kind", e.to_string());
         }
     }
     for (field, device) in c.objects(root, "", "devices", true) {
-        if let Some(n) = c.get(device, &field, "name", true, "string").and_then(Value::as_str) {
+        if let Some(n) = c
+            .get(device, &field, "name", true, "string")
+            .and_then(Value::as_str)
+        {
             if let Err(e) = name::validate_device_name(n) {
                 c.fail(join(&field, "name"), e.to_string());
             }
@@ -197,7 +299,10 @@ pub fn duplicate_names(spec: &Spec) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, d) in spec.devices.iter().enumerate() {
         if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {
-            out.push(Problem { field: format!("devices[{i}].name"), message: format!("{:?} is already the name of devices[{first}]", d.name) });
+            out.push(Problem {
+                field: format!("devices[{i}].name"),
+                message: format!("{:?} is already the name of devices[{first}]", d.name),
+            });
         }
     }
     out
@@ -208,7 +313,13 @@ pub fn semantic(spec: &Spec) -> Vec<Problem> {
     let mut c = Checker { problems: vec![] };
     let need = version::minimum(spec);
     if version_tuple(&spec.cdi_version) < version_tuple(need) {
-        c.fail("cdiVersion", format!("{:?} is too old for this content, which needs {need}", spec.cdi_version));
+        c.fail(
+            "cdiVersion",
+            format!(
+                "{:?} is too old for this content, which needs {need}",
+                spec.cdi_version
+            ),
+        );
     }
     c.problems.extend(duplicate_names(spec));
     let edits = spec
@@ -216,7 +327,10 @@ pub fn semantic(spec: &Spec) -> Vec<Problem> {
         .iter()
         .enumerate()
         .map(|(i, d)| (format!("devices[{i}].containerEdits"), &d.container_edits))
-        .chain(std::iter::once(("containerEdits".to_string(), &spec.container_edits)));
+        .chain(std::iter::once((
+            "containerEdits".to_string(),
+            &spec.container_edits,
+        )));
     for (base, e) in edits {
         host_checks(&mut c, &base, e);
     }
@@ -232,15 +346,25 @@ fn host_checks(c: &mut Checker, base: &str, e: &ContainerEdits) {
         match std::fs::metadata(path) {
             Err(err) => c.fail(field, format!("{path}: {err}")),
             Ok(meta) => {
-                let is_dev = meta.file_type().is_char_device() || meta.file_type().is_block_device();
+                let is_dev =
+                    meta.file_type().is_char_device() || meta.file_type().is_block_device();
                 if !is_dev {
                     c.fail(field, format!("{path} is not a device node"));
                     continue;
                 }
-                let (major, minor) = (i64::from(libc::major(meta.rdev())), i64::from(libc::minor(meta.rdev())));
+                let (major, minor) = (
+                    i64::from(libc::major(meta.rdev())),
+                    i64::from(libc::minor(meta.rdev())),
+                );
                 for (key, want, have) in [("major", n.major, major), ("minor", n.minor, minor)] {
                     if want.is_some_and(|w| w != have) {
-                        c.fail(format!("{base}.deviceNodes[{i}].{key}"), format!("{} but {path} is {major}:{minor} on this host", want.unwrap_or_default()));
+                        c.fail(
+                            format!("{base}.deviceNodes[{i}].{key}"),
+                            format!(
+                                "{} but {path} is {major}:{minor} on this host",
+                                want.unwrap_or_default()
+                            ),
+                        );
                     }
                 }
             }
@@ -248,19 +372,32 @@ fn host_checks(c: &mut Checker, base: &str, e: &ContainerEdits) {
     }
     for (i, m) in e.mounts.iter().enumerate() {
         if let Err(err) = std::fs::symlink_metadata(&m.host_path) {
-            c.fail(format!("{base}.mounts[{i}].hostPath"), format!("{}: {err}", m.host_path));
+            c.fail(
+                format!("{base}.mounts[{i}].hostPath"),
+                format!("{}: {err}", m.host_path),
+            );
         }
     }
 }
 
 /// Both layers on a spec file's text: the typed spec, or every problem found.
 pub fn validate_text(text: &str) -> Result<Spec, Vec<Problem>> {
-    let doc = super::spec::parse_value(text).map_err(|e| vec![Problem { field: String::new(), message: format!("not YAML or JSON: {e}") }])?;
+    let doc = super::spec::parse_value(text).map_err(|e| {
+        vec![Problem {
+            field: String::new(),
+            message: format!("not YAML or JSON: {e}"),
+        }]
+    })?;
     let problems = schema(&doc);
     if !problems.is_empty() {
         return Err(problems);
     }
-    let spec: Spec = serde_json::from_value(doc).map_err(|e| vec![Problem { field: String::new(), message: e.to_string() }])?;
+    let spec: Spec = serde_json::from_value(doc).map_err(|e| {
+        vec![Problem {
+            field: String::new(),
+            message: e.to_string(),
+        }]
+    })?;
     let problems = semantic(&spec);
     if problems.is_empty() {
         Ok(spec)
@@ -326,14 +463,29 @@ mod tests {
         };
         let cases: Vec<(&str, Spec, Vec<&str>)> = vec![
             ("valid", edit(&|_| {}), vec![]),
-            ("duplicate names", edit(&|v| { let d = v["devices"][0].clone(); v["devices"].as_array_mut().unwrap().push(d); }),
-                vec!["devices[1].name: \"0\" is already the name of devices[0]"]),
-            ("missing hostPath", edit(&|v| v["containerEdits"]["mounts"] = json!([{"hostPath": "/nonexistent/nvct", "containerPath": "/x"}])),
-                vec!["containerEdits.mounts[0].hostPath: /nonexistent/nvct: No such file or directory (os error 2)"]),
-            ("wrong minor", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["minor"] = json!(5)),
-                vec!["devices[0].containerEdits.deviceNodes[0].minor: 5 but /dev/null is 1:3 on this host"]),
-            ("version too old", edit(&|v| v["cdiVersion"] = json!("0.3.0")),
-                vec!["cdiVersion: \"0.3.0\" is too old for this content, which needs 0.5.0"]),
+            (
+                "duplicate names",
+                edit(&|v| {
+                    let d = v["devices"][0].clone();
+                    v["devices"].as_array_mut().unwrap().push(d);
+                }),
+                vec!["devices[1].name: \"0\" is already the name of devices[0]"],
+            ),
+            (
+                "missing hostPath",
+                edit(&|v| v["containerEdits"]["mounts"] = json!([{"hostPath": "/nonexistent/nvct", "containerPath": "/x"}])),
+                vec!["containerEdits.mounts[0].hostPath: /nonexistent/nvct: No such file or directory (os error 2)"],
+            ),
+            (
+                "wrong minor",
+                edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["minor"] = json!(5)),
+                vec!["devices[0].containerEdits.deviceNodes[0].minor: 5 but /dev/null is 1:3 on this host"],
+            ),
+            (
+                "version too old",
+                edit(&|v| v["cdiVersion"] = json!("0.3.0")),
+                vec!["cdiVersion: \"0.3.0\" is too old for this content, which needs 0.5.0"],
+            ),
         ];
         for (case, spec, want) in cases {
             let got: Vec<String> = semantic(&spec).iter().map(ToString::to_string).collect();

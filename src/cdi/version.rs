@@ -15,7 +15,10 @@
 use super::spec::Spec;
 
 /// Every released CDI spec version, oldest first.
-pub const KNOWN: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "1.0.0", "1.1.0"];
+pub const KNOWN: &[&str] = &[
+    "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "1.0.0",
+    "1.1.0",
+];
 
 pub fn is_known(version: &str) -> bool {
     KNOWN.contains(&version)
@@ -23,7 +26,8 @@ pub fn is_known(version: &str) -> bool {
 
 /// The lowest version that can express `spec`.
 pub fn minimum(spec: &Spec) -> &'static str {
-    let edits = std::iter::once(&spec.container_edits).chain(spec.devices.iter().map(|d| &d.container_edits));
+    let edits = std::iter::once(&spec.container_edits)
+        .chain(spec.devices.iter().map(|d| &d.container_edits));
     let mut need = "0.3.0";
     for e in edits {
         if e.mounts.iter().any(|m| m.kind.is_some()) {
@@ -33,7 +37,11 @@ pub fn minimum(spec: &Spec) -> &'static str {
             need = need.max("0.5.0");
         }
     }
-    if spec.devices.iter().any(|d| d.name.starts_with(|c: char| c.is_ascii_digit())) {
+    if spec
+        .devices
+        .iter()
+        .any(|d| d.name.starts_with(|c: char| c.is_ascii_digit()))
+    {
         need = need.max("0.5.0");
     }
     need
@@ -46,19 +54,72 @@ mod tests {
 
     #[test]
     fn minimum_version_cases() {
-        let device = |name: &str, edits: ContainerEdits| Device { name: name.into(), container_edits: edits };
-        let node = |host: Option<&str>| DeviceNode {
-            path: "/dev/nvidia0".into(), host_path: host.map(String::from), kind: None, major: None, minor: None, permissions: None, ..Default::default()
+        let device = |name: &str, edits: ContainerEdits| Device {
+            name: name.into(),
+            container_edits: edits,
         };
-        let mount = |kind: Option<&str>| Mount { host_path: "/a".into(), container_path: "/a".into(), options: vec![], kind: kind.map(String::from) };
+        let node = |host: Option<&str>| DeviceNode {
+            path: "/dev/nvidia0".into(),
+            host_path: host.map(String::from),
+            kind: None,
+            major: None,
+            minor: None,
+            permissions: None,
+            ..Default::default()
+        };
+        let mount = |kind: Option<&str>| Mount {
+            host_path: "/a".into(),
+            container_path: "/a".into(),
+            options: vec![],
+            kind: kind.map(String::from),
+        };
         let cases: Vec<(&str, Vec<Device>, &str)> = vec![
-            ("letter names, no host paths", vec![device("gpu0", ContainerEdits { device_nodes: vec![node(None)], ..Default::default() })], "0.3.0"),
-            ("mount type", vec![device("gpu0", ContainerEdits { mounts: vec![mount(Some("bind"))], ..Default::default() })], "0.4.0"),
-            ("digit name", vec![device("0", ContainerEdits::default())], "0.5.0"),
-            ("node hostPath", vec![device("gpu0", ContainerEdits { device_nodes: vec![node(Some("/dev/nvidia0"))], ..Default::default() })], "0.5.0"),
+            (
+                "letter names, no host paths",
+                vec![device(
+                    "gpu0",
+                    ContainerEdits {
+                        device_nodes: vec![node(None)],
+                        ..Default::default()
+                    },
+                )],
+                "0.3.0",
+            ),
+            (
+                "mount type",
+                vec![device(
+                    "gpu0",
+                    ContainerEdits {
+                        mounts: vec![mount(Some("bind"))],
+                        ..Default::default()
+                    },
+                )],
+                "0.4.0",
+            ),
+            (
+                "digit name",
+                vec![device("0", ContainerEdits::default())],
+                "0.5.0",
+            ),
+            (
+                "node hostPath",
+                vec![device(
+                    "gpu0",
+                    ContainerEdits {
+                        device_nodes: vec![node(Some("/dev/nvidia0"))],
+                        ..Default::default()
+                    },
+                )],
+                "0.5.0",
+            ),
         ];
         for (case, devices, want) in cases {
-            let spec = Spec { cdi_version: String::new(), kind: "nvidia.com/gpu".into(), devices, container_edits: ContainerEdits::default() };
+            let spec = Spec {
+                cdi_version: String::new(),
+                kind: "nvidia.com/gpu".into(),
+                devices,
+                container_edits: ContainerEdits::default(),
+            };
             assert_eq!(minimum(&spec), want, "case {case}");
         }
     }

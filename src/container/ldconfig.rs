@@ -32,10 +32,19 @@ use std::time::Duration;
 /// How long the host ldconfig may run on one container (it takes milliseconds on real images).
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// Its limits: address space, CPU seconds, size of a file it writes, open files.
-const LIMITS: [(libc::__rlimit_resource_t, u64); 4] =
-    [(libc::RLIMIT_AS, 1 << 30), (libc::RLIMIT_CPU, 5), (libc::RLIMIT_FSIZE, 256 << 20), (libc::RLIMIT_NOFILE, 1024)];
+const LIMITS: [(libc::__rlimit_resource_t, u64); 4] = [
+    (libc::RLIMIT_AS, 1 << 30),
+    (libc::RLIMIT_CPU, 5),
+    (libc::RLIMIT_FSIZE, 256 << 20),
+    (libc::RLIMIT_NOFILE, 1024),
+];
 /// The capabilities it keeps: reading and writing files of any owner in the rootfs.
-const KEPT_CAPS: [u32; 4] = [0 /* CHOWN */, 1 /* DAC_OVERRIDE */, 2 /* DAC_READ_SEARCH */, 3 /* FOWNER */];
+const KEPT_CAPS: [u32; 4] = [
+    0, /* CHOWN */
+    1, /* DAC_OVERRIDE */
+    2, /* DAC_READ_SEARCH */
+    3, /* FOWNER */
+];
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -45,9 +54,11 @@ pub enum LdconfigError {
     NotAbsolute { path: PathBuf },
     #[error("cannot open the host ldconfig {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
-    #[error("the host ldconfig {path} is {what}; only a statically linked ELF binary is run as root \
+    #[error(
+        "the host ldconfig {path} is {what}; only a statically linked ELF binary is run as root \
              against a container (set nvidia-container-cli.ldconfig, or --ldconfig-path, to the real \
-             binary, e.g. \"@/sbin/ldconfig.real\" on Ubuntu)")]
+             binary, e.g. \"@/sbin/ldconfig.real\" on Ubuntu)"
+    )]
     NotStatic { path: PathBuf, what: &'static str },
     #[error("ld cache directory {path:?} is not an absolute, clean path without newlines")]
     BadDir { path: PathBuf },
@@ -59,7 +70,9 @@ pub enum LdconfigError {
     Clone { rootfs: PathBuf, source: io::Error },
     #[error("ldconfig for {rootfs}: cannot wait for the child: {source}")]
     Wait { rootfs: PathBuf, source: io::Error },
-    #[error("the host ldconfig failed for {rootfs} (exit status {code}); its stderr above says why")]
+    #[error(
+        "the host ldconfig failed for {rootfs} (exit status {code}); its stderr above says why"
+    )]
     Failed { rootfs: PathBuf, code: i32 },
     #[error("the host ldconfig did not finish within {}s for {rootfs} and was killed: the image's \
              ld.so.conf tree (or a library) is a FIFO, a device or otherwise unreadable", TIMEOUT.as_secs())]
@@ -70,14 +83,28 @@ pub enum LdconfigError {
 /// must be absolute (a host path, never resolved in a container) and the file a static ELF.
 pub fn open_host(path: &Path) -> Result<OwnedFd, LdconfigError> {
     if !path.is_absolute() {
-        return Err(LdconfigError::NotAbsolute { path: path.to_path_buf() });
+        return Err(LdconfigError::NotAbsolute {
+            path: path.to_path_buf(),
+        });
     }
     let mut real = path.as_os_str().to_owned();
     real.push(".real");
-    let path = if Path::new(&real).is_file() { PathBuf::from(real) } else { path.to_path_buf() };
-    let file = std::fs::File::open(&path).map_err(|source| LdconfigError::Open { path: path.clone(), source })?;
+    let path = if Path::new(&real).is_file() {
+        PathBuf::from(real)
+    } else {
+        path.to_path_buf()
+    };
+    let file = std::fs::File::open(&path).map_err(|source| LdconfigError::Open {
+        path: path.clone(),
+        source,
+    })?;
     let mut head = vec![0u8; 64 << 10];
-    let n = file.read_at(&mut head, 0).map_err(|source| LdconfigError::Open { path: path.clone(), source })?;
+    let n = file
+        .read_at(&mut head, 0)
+        .map_err(|source| LdconfigError::Open {
+            path: path.clone(),
+            source,
+        })?;
     head.truncate(n);
     if let Err(what) = static_elf(&head) {
         return Err(LdconfigError::NotStatic { path, what });
@@ -89,26 +116,60 @@ pub fn open_host(path: &Path) -> Result<OwnedFd, LdconfigError> {
 /// interpreter (`PT_INTERP`): one the kernel runs without loading anything else.
 pub fn static_elf(head: &[u8]) -> Result<(), &'static str> {
     if head.len() < 52 || &head[..4] != b"\x7fELF" {
-        return Err(if head.starts_with(b"#!") { "a script" } else { "not an ELF binary" });
+        return Err(if head.starts_with(b"#!") {
+            "a script"
+        } else {
+            "not an ELF binary"
+        });
     }
     let (is64, little) = (head[4] == 2, head[5] == 1);
-    let u16_at = |o: usize| head.get(o..o + 2).map(|b| if little { u16::from_le_bytes([b[0], b[1]]) } else { u16::from_be_bytes([b[0], b[1]]) });
-    let u32_at = |o: usize| head.get(o..o + 4).map(|b| {
-        let a = [b[0], b[1], b[2], b[3]];
-        if little { u32::from_le_bytes(a) } else { u32::from_be_bytes(a) }
-    });
-    let u64_at = |o: usize| head.get(o..o + 8).map(|b| {
-        let a: [u8; 8] = b.try_into().unwrap_or_default();
-        if little { u64::from_le_bytes(a) } else { u64::from_be_bytes(a) }
-    });
+    let u16_at = |o: usize| {
+        head.get(o..o + 2).map(|b| {
+            if little {
+                u16::from_le_bytes([b[0], b[1]])
+            } else {
+                u16::from_be_bytes([b[0], b[1]])
+            }
+        })
+    };
+    let u32_at = |o: usize| {
+        head.get(o..o + 4).map(|b| {
+            let a = [b[0], b[1], b[2], b[3]];
+            if little {
+                u32::from_le_bytes(a)
+            } else {
+                u32::from_be_bytes(a)
+            }
+        })
+    };
+    let u64_at = |o: usize| {
+        head.get(o..o + 8).map(|b| {
+            let a: [u8; 8] = b.try_into().unwrap_or_default();
+            if little {
+                u64::from_le_bytes(a)
+            } else {
+                u64::from_be_bytes(a)
+            }
+        })
+    };
     let truncated = "an ELF file whose program headers cannot be read";
     let (phoff, phentsize, phnum) = if is64 {
-        (u64_at(32).ok_or(truncated)?, u16_at(54).ok_or(truncated)?, u16_at(56).ok_or(truncated)?)
+        (
+            u64_at(32).ok_or(truncated)?,
+            u16_at(54).ok_or(truncated)?,
+            u16_at(56).ok_or(truncated)?,
+        )
     } else {
-        (u64::from(u32_at(28).ok_or(truncated)?), u16_at(42).ok_or(truncated)?, u16_at(44).ok_or(truncated)?)
+        (
+            u64::from(u32_at(28).ok_or(truncated)?),
+            u16_at(42).ok_or(truncated)?,
+            u16_at(44).ok_or(truncated)?,
+        )
     };
     for i in 0..u64::from(phnum) {
-        let at = phoff.checked_add(i * u64::from(phentsize)).ok_or(truncated)?;
+        let at = phoff
+            .checked_add(i * u64::from(phentsize))
+            .ok_or(truncated)?;
         let kind = u32_at(usize::try_from(at).map_err(|_| truncated)?).ok_or(truncated)?;
         if kind == 3 {
             return Err("dynamically linked (it has an interpreter)");
@@ -143,31 +204,52 @@ pub fn refresh(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<
 /// Runs `ldconfig DIR...` from the fd `ldconfig` (see [`open_host`]) with the rootfs as `/`.
 /// Must be called from inside the container's mount namespace (its /proc and /sys are the
 /// mounts detached in the child).
-pub fn run_isolated(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<(), LdconfigError> {
+pub fn run_isolated(
+    root: &Rootfs,
+    ldconfig: BorrowedFd,
+    dirs: &[PathBuf],
+) -> Result<(), LdconfigError> {
     root.mkdir_all(Path::new("/etc"))?;
     let mut argv = vec![CString::from(c"ldconfig"), CString::from(c"-i")];
     for d in dirs {
-        argv.push(CString::new(d.as_os_str().as_bytes()).map_err(|_| LdconfigError::BadDir { path: d.clone() })?);
+        argv.push(
+            CString::new(d.as_os_str().as_bytes())
+                .map_err(|_| LdconfigError::BadDir { path: d.clone() })?,
+        );
     }
     let rootfs = root.host_path().to_path_buf();
-    let flags = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET) as u64;
+    let flags = (libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWNET) as u64;
     if !sys::single_threaded() {
         let source = io::Error::other("the calling process has more than one thread");
         return Err(LdconfigError::Clone { rootfs, source });
     }
     // SAFETY: single-threaded (checked above); the child only makes syscalls, prints one line
     // and execs or `exit_now`s.
-    let (pid, pidfd) = unsafe { sys::fork_into_new_namespaces(flags) }.map_err(|source| LdconfigError::Clone { rootfs: rootfs.clone(), source })?;
+    let (pid, pidfd) =
+        unsafe { sys::fork_into_new_namespaces(flags) }.map_err(|source| LdconfigError::Clone {
+            rootfs: rootfs.clone(),
+            source,
+        })?;
     if pid == 0 {
         let e = match confine(root) {
             Ok(()) => sys::exec_fd(ldconfig, &argv, &[]),
             Err(e) => e,
         };
-        eprintln!("nvct: cannot run the host ldconfig in {}: {e}", rootfs.display());
+        eprintln!(
+            "nvct: cannot run the host ldconfig in {}: {e}",
+            rootfs.display()
+        );
         sys::exit_now(127);
     }
     let finished = match &pidfd {
-        Some(fd) => sys::wait_pidfd(fd.as_fd(), TIMEOUT).map_err(|source| LdconfigError::Wait { rootfs: rootfs.clone(), source })?,
+        Some(fd) => sys::wait_pidfd(fd.as_fd(), TIMEOUT).map_err(|source| LdconfigError::Wait {
+            rootfs: rootfs.clone(),
+            source,
+        })?,
         None => true,
     };
     if !finished {
@@ -184,7 +266,8 @@ pub fn run_isolated(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Re
 
 /// In the ldconfig child: everything but the exec (see the module doc).
 fn confine(root: &Rootfs) -> io::Result<()> {
-    let step = |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    let step =
+        |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     sys::die_with_parent().map_err(step("PDEATHSIG"))?;
     sys::make_mounts_private().map_err(step("private mounts"))?;
     // By path, not through `root.fd()`: that fd is a mount of the namespace we left, under
@@ -195,14 +278,18 @@ fn confine(root: &Rootfs) -> io::Result<()> {
     // covered by an empty tmpfs), they cannot be reached through any path the image controls.
     for mnt in [c"/proc", c"/sys"] {
         match sys::detach(mnt) {
-            Err(e) if e.raw_os_error() != Some(libc::EINVAL) && e.raw_os_error() != Some(libc::ENOENT) => {
+            Err(e)
+                if e.raw_os_error() != Some(libc::EINVAL)
+                    && e.raw_os_error() != Some(libc::ENOENT) =>
+            {
                 return Err(step("detaching /proc and /sys")(e));
             }
             _ => {} // detached, or not a mount point
         }
     }
     if std::fs::symlink_metadata("/dev").is_ok_and(|m| m.is_dir()) {
-        sys::mount_tmpfs(c"/dev", c"size=4k,nr_inodes=16,mode=0755").map_err(step("tmpfs over /dev"))?;
+        sys::mount_tmpfs(c"/dev", c"size=4k,nr_inodes=16,mode=0755")
+            .map_err(step("tmpfs over /dev"))?;
     }
     for (resource, value) in LIMITS {
         sys::limit(resource, value).map_err(step("rlimit"))?;
@@ -236,10 +323,22 @@ mod tests {
         let cases: Vec<(&str, Vec<u8>, Result<(), &str>)> = vec![
             ("static: LOAD only", elf64(&[1, 1, 4]), Ok(())),
             ("no program headers", elf64(&[]), Ok(())),
-            ("dynamic: INTERP", elf64(&[6, 3, 1]), Err("dynamically linked (it has an interpreter)")),
-            ("shell wrapper", b"#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n".to_vec(), Err("a script")),
+            (
+                "dynamic: INTERP",
+                elf64(&[6, 3, 1]),
+                Err("dynamically linked (it has an interpreter)"),
+            ),
+            (
+                "shell wrapper",
+                b"#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n".to_vec(),
+                Err("a script"),
+            ),
             ("empty", vec![], Err("not an ELF binary")),
-            ("truncated headers", truncated, Err("an ELF file whose program headers cannot be read")),
+            (
+                "truncated headers",
+                truncated,
+                Err("an ELF file whose program headers cannot be read"),
+            ),
         ];
         for (name, bytes, want) in cases {
             assert_eq!(static_elf(&bytes), want, "case {name}");
@@ -252,6 +351,9 @@ mod tests {
         let fd = open_host(Path::new("/sbin/ldconfig")).expect("the stock ldconfig is accepted");
         drop(fd);
         let e = open_host(Path::new("/bin/sh")).unwrap_err().to_string();
-        assert!(e.contains("dynamically linked") && e.contains("nvidia-container-cli.ldconfig"), "{e}");
+        assert!(
+            e.contains("dynamically linked") && e.contains("nvidia-container-cli.ldconfig"),
+            "{e}"
+        );
     }
 }

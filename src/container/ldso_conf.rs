@@ -37,9 +37,19 @@ pub enum LdsoConfError {
 /// (an image's own file, or link, is left alone).
 pub fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
     let dir = root.mkdir_all(Path::new("/etc"))?;
-    let err = |source| LdsoConfError::Write { path: LDSO_CONF.into(), source };
-    match sys::openat(dir.as_fd(), Path::new("ld.so.conf"), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o644) {
-        Ok(fd) => std::fs::File::from(fd).write_all(format!("include {LDSO_CONF_D}/*.conf\n").as_bytes()).map_err(err),
+    let err = |source| LdsoConfError::Write {
+        path: LDSO_CONF.into(),
+        source,
+    };
+    match sys::openat(
+        dir.as_fd(),
+        Path::new("ld.so.conf"),
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+        0o644,
+    ) {
+        Ok(fd) => std::fs::File::from(fd)
+            .write_all(format!("include {LDSO_CONF_D}/*.conf\n").as_bytes())
+            .map_err(err),
         Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
         Err(e) => Err(err(e)),
     }
@@ -54,58 +64,108 @@ pub fn write_conf(root: &Rootfs, prefix: &str, text: &str) -> Result<PathBuf, Ld
     let path = Path::new(LDSO_CONF_D).join(name);
     let dir = root.mkdir_all(Path::new(LDSO_CONF_D))?;
     // Look before opening for writing: opening a device node an image shipped could act on it.
-    if let Ok(existing) = sys::openat(dir.as_fd(), Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0) {
+    if let Ok(existing) = sys::openat(
+        dir.as_fd(),
+        Path::new(name),
+        libc::O_PATH | libc::O_NOFOLLOW,
+        0,
+    ) {
         match sys::fstat(existing.as_fd()).map(|st| st.st_mode & libc::S_IFMT) {
             Ok(libc::S_IFREG) => {}
-            Ok(libc::S_IFLNK) => return Err(LdsoConfError::NotRegular { path, what: "a symlink" }),
-            Ok(_) => return Err(LdsoConfError::NotRegular { path, what: "not a regular file" }),
+            Ok(libc::S_IFLNK) => {
+                return Err(LdsoConfError::NotRegular {
+                    path,
+                    what: "a symlink",
+                })
+            }
+            Ok(_) => {
+                return Err(LdsoConfError::NotRegular {
+                    path,
+                    what: "not a regular file",
+                })
+            }
             Err(source) => return Err(LdsoConfError::Write { path, source }),
         }
     }
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let fd = match sys::openat(dir.as_fd(), Path::new(name), flags, 0o644) {
         Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(LdsoConfError::NotRegular { path, what: "a symlink" }),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(LdsoConfError::NotRegular {
+                path,
+                what: "a symlink",
+            })
+        }
         Err(source) => return Err(LdsoConfError::Write { path, source }),
     };
-    let st = sys::fstat(fd.as_fd()).map_err(|source| LdsoConfError::Write { path: path.clone(), source })?;
+    let st = sys::fstat(fd.as_fd()).map_err(|source| LdsoConfError::Write {
+        path: path.clone(),
+        source,
+    })?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(LdsoConfError::NotRegular { path, what: "not a regular file" });
+        return Err(LdsoConfError::NotRegular {
+            path,
+            what: "not a regular file",
+        });
     }
     let mut file = std::fs::File::from(fd);
     file.set_len(0)
         .and_then(|()| file.write_all(text.as_bytes()))
-        .map_err(|source| LdsoConfError::Write { path: path.clone(), source })?;
+        .map_err(|source| LdsoConfError::Write {
+            path: path.clone(),
+            source,
+        })?;
     Ok(path)
 }
 
 /// 32-bit FNV-1a: a stable, short name for a conf file from its contents.
 fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// The major number of a driver version (`550.54.15` → 550).
 fn driver_major(version: &str) -> Option<u32> {
     let major = version.split('.').next()?;
-    (!major.is_empty() && major.bytes().all(|b| b.is_ascii_digit())).then(|| major.parse().ok()).flatten()
+    (!major.is_empty() && major.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| major.parse().ok())
+        .flatten()
 }
 
 /// `enable-cuda-compat`: if the image has exactly one regular file `libcuda.so.<major>.<…>`
 /// in `/usr/local/cuda/compat` and its major is newer than the host driver's (upstream's
 /// rule), writes `/etc/ld.so.conf.d/00-compat-<hash>.conf` naming that directory, so the next
 /// ldconfig puts the compat libraries first. Nothing is mounted. Returns the conf file written.
-pub fn enable_cuda_compat(root: &Rootfs, host_driver_version: &str) -> Result<Option<PathBuf>, LdsoConfError> {
+pub fn enable_cuda_compat(
+    root: &Rootfs,
+    host_driver_version: &str,
+) -> Result<Option<PathBuf>, LdsoConfError> {
     if host_driver_version.is_empty() {
         return Ok(None);
     }
-    let host = driver_major(host_driver_version).ok_or_else(|| LdsoConfError::BadVersion(host_driver_version.into()))?;
-    let dir = match root.resolve(Path::new(CUDA_COMPAT_DIR), libc::O_RDONLY | libc::O_DIRECTORY) {
+    let host = driver_major(host_driver_version)
+        .ok_or_else(|| LdsoConfError::BadVersion(host_driver_version.into()))?;
+    let dir = match root.resolve(
+        Path::new(CUDA_COMPAT_DIR),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+    ) {
         Ok(fd) => fd,
-        Err(RootfsError::Io { source, .. }) if matches!(source.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => return Ok(None),
+        Err(RootfsError::Io { source, .. })
+            if matches!(source.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) =>
+        {
+            return Ok(None)
+        }
         Err(e) => return Err(e.into()),
     };
-    let names = sys::list_dir(dir.as_fd()).map_err(|source| LdsoConfError::List { path: CUDA_COMPAT_DIR.into(), source })?;
-    let compat: Vec<u32> = names.iter().filter_map(|n| compat_major(n).filter(|_| is_regular(dir.as_fd(), n))).collect();
+    let names = sys::list_dir(dir.as_fd()).map_err(|source| LdsoConfError::List {
+        path: CUDA_COMPAT_DIR.into(),
+        source,
+    })?;
+    let compat: Vec<u32> = names
+        .iter()
+        .filter_map(|n| compat_major(n).filter(|_| is_regular(dir.as_fd(), n)))
+        .collect();
     match compat.as_slice() {
         [major] if *major > host => {
             let text = format!("{CUDA_COMPAT_DIR}\n");
@@ -118,7 +178,10 @@ pub fn enable_cuda_compat(root: &Rootfs, host_driver_version: &str) -> Result<Op
 /// `libcuda.so.560.35.03` → 560 (upstream globs `libcuda.so.*.*`).
 fn compat_major(name: &OsStr) -> Option<u32> {
     let version = name.to_str()?.strip_prefix("libcuda.so.")?;
-    version.contains('.').then(|| driver_major(version)).flatten()
+    version
+        .contains('.')
+        .then(|| driver_major(version))
+        .flatten()
 }
 
 fn is_regular(dir: BorrowedFd, name: &OsStr) -> bool {

@@ -5,6 +5,7 @@
 //! | plan field     | primitive                          | CDI hook                          |
 //! |----------------|------------------------------------|-----------------------------------|
 //! | mounts, nodes  | [`rootfs::Rootfs::mount_target`]   | (runc mounts them from the spec)  |
+//! | `cgroup_rules` | [`cgroup::allow_devices`]          | (runc applies the spec's rules)   |
 //! | `symlinks`     | [`symlinks::create`]               | `create-symlinks`                 |
 //! | `proc_mask`    | [`proc_mask::mount`]               | `disable-device-node-modification`|
 //! | `cuda_compat`  | [`ldso_conf::enable_cuda_compat`]  | `enable-cuda-compat`              |
@@ -13,6 +14,7 @@
 //! Every path inside a container goes through [`rootfs`], the one gate. These functions run in
 //! the container's mount namespace; none of them executes anything from the image.
 
+pub mod cgroup;
 pub mod ldconfig;
 pub mod ldso_conf;
 pub mod proc_mask;

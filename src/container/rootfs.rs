@@ -57,9 +57,16 @@ const RESOLVE: u64 = sys::RESOLVE_IN_ROOT | sys::RESOLVE_NO_MAGICLINKS;
 impl Rootfs {
     /// Opens the rootfs directory. `path` is a host path written by the engine (trusted).
     pub fn open(path: &Path) -> Result<Rootfs, RootfsError> {
-        let dir = sys::openat2(cwd(), path, libc::O_PATH | libc::O_DIRECTORY, 0, 0)
-            .map_err(|source| RootfsError::Open { path: path.to_path_buf(), source })?;
-        Ok(Rootfs { dir, path: path.to_path_buf() })
+        let dir = sys::openat2(cwd(), path, libc::O_PATH | libc::O_DIRECTORY, 0, 0).map_err(
+            |source| RootfsError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
+        Ok(Rootfs {
+            dir,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -74,8 +81,15 @@ impl Rootfs {
     /// Resolves an absolute container path inside the rootfs with `flags` (O_PATH by default).
     pub fn resolve(&self, path: &Path, flags: i32) -> Result<OwnedFd, RootfsError> {
         let rel = relative(path)?;
-        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel.as_path() };
-        sys::openat2(self.fd(), rel, flags, 0, RESOLVE).map_err(|source| RootfsError::Io { path: path.to_path_buf(), source })
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel.as_path()
+        };
+        sys::openat2(self.fd(), rel, flags, 0, RESOLVE).map_err(|source| RootfsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Whether `path` resolves (inside the rootfs) to a directory.
@@ -92,16 +106,24 @@ impl Rootfs {
             prefix.push(name);
             dir = match self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY) {
                 Ok(fd) => fd,
-                Err(RootfsError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+                Err(RootfsError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::ENOENT) =>
+                {
                     match sys::mkdirat(dir.as_fd(), Path::new(name.as_os_str()), 0o755) {
                         Ok(()) => {}
                         Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-                        Err(source) => return Err(RootfsError::Io { path: prefix, source }),
+                        Err(source) => {
+                            return Err(RootfsError::Io {
+                                path: prefix,
+                                source,
+                            })
+                        }
                     }
-                    self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY).map_err(|_| RootfsError::BadTarget {
-                        path: prefix.clone(),
-                        what: "a symlink that points nowhere inside the container",
-                    })?
+                    self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY)
+                        .map_err(|_| RootfsError::BadTarget {
+                            path: prefix.clone(),
+                            what: "a symlink that points nowhere inside the container",
+                        })?
                 }
                 Err(e) => return Err(e),
             };
@@ -129,19 +151,37 @@ impl Rootfs {
         }
         let (parent, name) = split(path)?;
         let dir = self.mkdir_all(&parent)?;
-        let io_err = |source| RootfsError::Io { path: path.to_path_buf(), source };
-        match sys::openat(dir.as_fd(), &name, libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o644) {
+        let io_err = |source| RootfsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        match sys::openat(
+            dir.as_fd(),
+            &name,
+            libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+            0o644,
+        ) {
             Ok(fd) => return Ok(fd),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
             Err(e) => return Err(io_err(e)),
         }
-        let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0).map_err(io_err)?;
+        let fd =
+            sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0).map_err(io_err)?;
         let mode = sys::fstat(fd.as_fd()).map_err(io_err)?.st_mode & libc::S_IFMT;
         match mode {
             libc::S_IFREG | libc::S_IFCHR => Ok(fd),
-            libc::S_IFLNK => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a symlink" }),
-            libc::S_IFDIR => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a directory" }),
-            _ => Err(RootfsError::BadTarget { path: path.to_path_buf(), what: "a special file" }),
+            libc::S_IFLNK => Err(RootfsError::BadTarget {
+                path: path.to_path_buf(),
+                what: "a symlink",
+            }),
+            libc::S_IFDIR => Err(RootfsError::BadTarget {
+                path: path.to_path_buf(),
+                what: "a directory",
+            }),
+            _ => Err(RootfsError::BadTarget {
+                path: path.to_path_buf(),
+                what: "a special file",
+            }),
         }
     }
 }
@@ -173,26 +213,44 @@ pub mod fault {
     }
 
     pub(super) fn after_resolve(root: &Rootfs, path: &Path) {
-        let Some((want, target)) = SWAP.get() else { return };
+        let Some((want, target)) = SWAP.get() else {
+            return;
+        };
         // Once: `mount_target` of a directory passes here twice (mkdir_all, then the check).
         if want != path || FIRED.swap(true, Ordering::SeqCst) {
             return;
         }
         let result = (|| -> Result<(), String> {
             let (parent, name) = split(path).map_err(|e| e.to_string())?;
-            let dir = root.resolve(&parent, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| e.to_string())?;
+            let dir = root
+                .resolve(&parent, libc::O_PATH | libc::O_DIRECTORY)
+                .map_err(|e| e.to_string())?;
             let tmp = Path::new(".nvct-fault-swap");
             sys::symlinkat(target, dir.as_fd(), tmp).map_err(|e| format!("symlink: {e}"))?;
             // A symlink cannot be renamed over a directory: move the directory aside first.
-            let is_dir = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY, 0).is_ok();
+            let is_dir = sys::openat(
+                dir.as_fd(),
+                &name,
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY,
+                0,
+            )
+            .is_ok();
             if is_dir {
-                sys::renameat(dir.as_fd(), &name, Path::new(MOVED)).map_err(|e| format!("move the directory aside: {e}"))?;
+                sys::renameat(dir.as_fd(), &name, Path::new(MOVED))
+                    .map_err(|e| format!("move the directory aside: {e}"))?;
             }
             sys::renameat(dir.as_fd(), tmp, &name).map_err(|e| format!("rename: {e}"))
         })();
         match result {
-            Ok(()) => eprintln!("nvct fault-injection: swapped {} for a symlink to {}", path.display(), target.display()),
-            Err(e) => eprintln!("nvct fault-injection: could not swap {}: {e}", path.display()),
+            Ok(()) => eprintln!(
+                "nvct fault-injection: swapped {} for a symlink to {}",
+                path.display(),
+                target.display()
+            ),
+            Err(e) => eprintln!(
+                "nvct fault-injection: could not swap {}: {e}",
+                path.display()
+            ),
         }
     }
 }
@@ -208,19 +266,27 @@ fn relative(path: &Path) -> Result<PathBuf, RootfsError> {
     let mut out = PathBuf::new();
     let mut comps = path.components();
     if comps.next() != Some(Component::RootDir) {
-        return Err(RootfsError::BadPath { path: path.to_path_buf() });
+        return Err(RootfsError::BadPath {
+            path: path.to_path_buf(),
+        });
     }
     for c in comps {
         match c {
             Component::Normal(n) => out.push(n),
-            _ => return Err(RootfsError::BadPath { path: path.to_path_buf() }),
+            _ => {
+                return Err(RootfsError::BadPath {
+                    path: path.to_path_buf(),
+                })
+            }
         }
     }
     Ok(out)
 }
 
 fn split(path: &Path) -> Result<(PathBuf, PathBuf), RootfsError> {
-    let bad = || RootfsError::BadPath { path: path.to_path_buf() };
+    let bad = || RootfsError::BadPath {
+        path: path.to_path_buf(),
+    };
     relative(path)?;
     let name = path.file_name().ok_or_else(bad)?;
     let parent = path.parent().ok_or_else(bad)?;
@@ -245,25 +311,55 @@ mod tests {
         let r = Rootfs::open(&root).unwrap();
 
         // An absolute symlink to a host dir dangles inside the root: refused, nothing created.
-        let err = r.mount_target(Path::new("/usr/lib64/libcuda.so.1"), Target::File).unwrap_err();
-        assert!(err.to_string().contains("points nowhere inside the container"), "{err}");
-        assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing created outside the root");
+        let err = r
+            .mount_target(Path::new("/usr/lib64/libcuda.so.1"), Target::File)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("points nowhere inside the container"),
+            "{err}"
+        );
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "nothing created outside the root"
+        );
         // The same link resolves inside the root once its target exists there.
         std::fs::create_dir_all(root.join(outside.strip_prefix("/").unwrap())).unwrap();
-        r.mount_target(Path::new("/usr/lib64/libcuda.so.1"), Target::File).unwrap();
-        assert!(root.join(outside.strip_prefix("/").unwrap()).join("libcuda.so.1").exists());
-        assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing created outside the root");
+        r.mount_target(Path::new("/usr/lib64/libcuda.so.1"), Target::File)
+            .unwrap();
+        assert!(root
+            .join(outside.strip_prefix("/").unwrap())
+            .join("libcuda.so.1")
+            .exists());
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "nothing created outside the root"
+        );
 
-        r.mount_target(Path::new("/usr/up/x"), Target::File).unwrap();
+        r.mount_target(Path::new("/usr/up/x"), Target::File)
+            .unwrap();
         assert!(root.join("x").exists(), "../ chains stop at the root");
 
-        let err = r.mount_target(Path::new("/magic/y"), Target::File).unwrap_err();
-        assert!(err.to_string().contains("/magic"), "magic links refused: {err}");
+        let err = r
+            .mount_target(Path::new("/magic/y"), Target::File)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("/magic"),
+            "magic links refused: {err}"
+        );
 
         symlink("/etc/passwd", root.join("usr/link")).unwrap();
-        let err = r.mount_target(Path::new("/usr/link"), Target::File).unwrap_err();
+        let err = r
+            .mount_target(Path::new("/usr/link"), Target::File)
+            .unwrap_err();
         assert!(err.to_string().contains("is a symlink"), "{err}");
-        assert!(matches!(r.resolve(Path::new("usr/x"), libc::O_PATH), Err(RootfsError::BadPath { .. })));
-        assert!(matches!(r.resolve(Path::new("/usr/../x"), libc::O_PATH), Err(RootfsError::BadPath { .. })));
+        assert!(matches!(
+            r.resolve(Path::new("usr/x"), libc::O_PATH),
+            Err(RootfsError::BadPath { .. })
+        ));
+        assert!(matches!(
+            r.resolve(Path::new("/usr/../x"), libc::O_PATH),
+            Err(RootfsError::BadPath { .. })
+        ));
     }
 }

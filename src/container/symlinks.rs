@@ -17,9 +17,17 @@ pub enum SymlinkError {
     #[error(transparent)]
     Rootfs(#[from] RootfsError),
     #[error("cannot create the symlink {link} -> {target} in the container: {source}")]
-    Create { link: PathBuf, target: PathBuf, source: io::Error },
+    Create {
+        link: PathBuf,
+        target: PathBuf,
+        source: io::Error,
+    },
     #[error("{link} already exists in the container and is {what}, not a symlink to {target}; refusing to replace it")]
-    Exists { link: PathBuf, target: PathBuf, what: String },
+    Exists {
+        link: PathBuf,
+        target: PathBuf,
+        what: String,
+    },
 }
 
 pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
@@ -29,7 +37,11 @@ pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
         };
         let name = Path::new(name);
         let dir = root.mkdir_all(parent)?;
-        let err = |source| SymlinkError::Create { link: l.link.clone(), target: l.target.clone(), source };
+        let err = |source| SymlinkError::Create {
+            link: l.link.clone(),
+            target: l.target.clone(),
+            source,
+        };
         match sys::symlinkat(&l.target, dir.as_fd(), name) {
             Ok(()) => continue,
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
@@ -41,7 +53,11 @@ pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => "not a symlink".to_string(),
             Err(source) => return Err(err(source)),
         };
-        return Err(SymlinkError::Exists { link: l.link.clone(), target: l.target.clone(), what });
+        return Err(SymlinkError::Exists {
+            link: l.link.clone(),
+            target: l.target.clone(),
+            what,
+        });
     }
     Ok(())
 }

@@ -6,11 +6,21 @@ use crate::driver::DriverFile;
 use std::collections::BTreeMap;
 
 fn node(path: &str, major: u32, minor: u32) -> DeviceNode {
-    DeviceNode { path: path.into(), host_path: Path::new("/host").join(&path[1..]), major, minor }
+    DeviceNode {
+        path: path.into(),
+        host_path: Path::new("/host").join(&path[1..]),
+        major,
+        minor,
+    }
 }
 
 fn file(kind: FileKind, name: &str, driver_path: &str) -> DriverFile {
-    DriverFile { kind, name: name.into(), host_path: Path::new("/drv").join(&driver_path[1..]), driver_path: driver_path.into() }
+    DriverFile {
+        kind,
+        name: name.into(),
+        host_path: Path::new("/drv").join(&driver_path[1..]),
+        driver_path: driver_path.into(),
+    }
 }
 
 fn gpu(index: u32) -> Gpu {
@@ -21,7 +31,16 @@ fn gpu(index: u32) -> Gpu {
         bus_id: format!("0000:0{index}:00.0"),
         model: "NVIDIA H100".into(),
         mig_enabled: index == 1,
-        migs: if index == 1 { vec![MigDevice { index: 0, gi: 2, ci: 0, uuid: "MIG-a".into() }] } else { vec![] },
+        migs: if index == 1 {
+            vec![MigDevice {
+                index: 0,
+                gi: 2,
+                ci: 0,
+                uuid: "MIG-a".into(),
+            }]
+        } else {
+            vec![]
+        },
     }
 }
 
@@ -41,22 +60,51 @@ fn inventory() -> Inventory {
             node("/dev/nvidia2", 195, 2),
             node("/dev/nvidiactl", 195, 255),
         ],
-        mig_minors: BTreeMap::from([("gpu1/gi2/access".into(), 21), ("gpu1/gi2/ci0/access".into(), 22)]),
+        mig_minors: BTreeMap::from([
+            ("gpu1/gi2/access".into(), 21),
+            ("gpu1/gi2/ci0/access".into(), 22),
+        ]),
         files: vec![
-            file(FileKind::Library, "libcuda", &format!("{lib}/libcuda.so.550.54.15")),
-            file(FileKind::Library, "libnvidia-ml", &format!("{lib}/libnvidia-ml.so.550.54.15")),
-            file(FileKind::Library, "libnvidia-encode", &format!("{lib}/libnvidia-encode.so.550.54.15")),
+            file(
+                FileKind::Library,
+                "libcuda",
+                &format!("{lib}/libcuda.so.550.54.15"),
+            ),
+            file(
+                FileKind::Library,
+                "libnvidia-ml",
+                &format!("{lib}/libnvidia-ml.so.550.54.15"),
+            ),
+            file(
+                FileKind::Library,
+                "libnvidia-encode",
+                &format!("{lib}/libnvidia-encode.so.550.54.15"),
+            ),
             file(FileKind::Binary, "nvidia-smi", "/usr/bin/nvidia-smi"),
-            file(FileKind::Binary, "nvidia-cuda-mps-control", "/usr/bin/nvidia-cuda-mps-control"),
-            file(FileKind::Firmware, "gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
+            file(
+                FileKind::Binary,
+                "nvidia-cuda-mps-control",
+                "/usr/bin/nvidia-cuda-mps-control",
+            ),
+            file(
+                FileKind::Firmware,
+                "gsp.bin",
+                "/lib/firmware/nvidia/550.54.15/gsp.bin",
+            ),
         ],
         proc_driver: Some(ProcDriver {
             version: "NVRM version: x\n".into(),
             params: "ModifyDeviceFiles: 1\n".into(),
             registry: "".into(),
             gpu_files: BTreeMap::from([
-                ("0000:00:00.0".into(), vec![("information".into(), "Model: a\n".into())]),
-                ("0000:02:00.0".into(), vec![("information".into(), "Model: c\n".into())]),
+                (
+                    "0000:00:00.0".into(),
+                    vec![("information".into(), "Model: a\n".into())],
+                ),
+                (
+                    "0000:02:00.0".into(),
+                    vec![("information".into(), "Model: c\n".into())],
+                ),
             ]),
         }),
         notes: vec![],
@@ -64,24 +112,46 @@ fn inventory() -> Inventory {
 }
 
 fn request(devices: Devices, caps: &[Capability]) -> Request {
-    Request { devices, capabilities: caps.iter().copied().collect(), requirements: vec![], mig_config: None, mig_monitor: None, cuda_compat: true }
+    Request {
+        devices,
+        capabilities: caps.iter().copied().collect(),
+        requirements: vec![],
+        mig_config: None,
+        mig_monitor: None,
+        cuda_compat: true,
+    }
 }
 
 fn layout() -> Layout {
-    Layout { lib_dir: Some("/usr/lib64".into()) }
+    Layout {
+        lib_dir: Some("/usr/lib64".into()),
+    }
 }
 
 fn mount(host: &str, container: &str, kind: FileKind) -> FileMount {
-    FileMount { host_path: host.into(), container_path: container.into(), kind }
+    FileMount {
+        host_path: host.into(),
+        container_path: container.into(),
+        kind,
+    }
 }
 
 fn rules(nodes: &[DeviceNode]) -> Vec<CgroupRule> {
-    nodes.iter().map(|n| CgroupRule { major: n.major, minor: n.minor }).collect()
+    nodes
+        .iter()
+        .map(|n| CgroupRule {
+            major: n.major,
+            minor: n.minor,
+        })
+        .collect()
 }
 
 #[test]
 fn gpus_0_and_2_with_utility_and_compute() {
-    let req = request(Devices::List(vec![DeviceId::Index(0), DeviceId::Index(2)]), &[Capability::Compute, Capability::Utility]);
+    let req = request(
+        Devices::List(vec![DeviceId::Index(0), DeviceId::Index(2)]),
+        &[Capability::Compute, Capability::Utility],
+    );
     let got = plan(&req, &inventory(), &layout()).unwrap();
     let nodes = vec![
         node("/dev/nvidia-uvm", 508, 0),
@@ -94,13 +164,36 @@ fn gpus_0_and_2_with_utility_and_compute() {
         cgroup_rules: rules(&nodes),
         device_nodes: nodes,
         mounts: vec![
-            mount("/drv/lib/firmware/nvidia/550.54.15/gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin", FileKind::Firmware),
-            mount("/drv/usr/bin/nvidia-cuda-mps-control", "/usr/bin/nvidia-cuda-mps-control", FileKind::Binary),
-            mount("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", FileKind::Binary),
-            mount("/drv/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/usr/lib64/libcuda.so.550.54.15", FileKind::Library),
-            mount("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib64/libnvidia-ml.so.550.54.15", FileKind::Library),
+            mount(
+                "/drv/lib/firmware/nvidia/550.54.15/gsp.bin",
+                "/lib/firmware/nvidia/550.54.15/gsp.bin",
+                FileKind::Firmware,
+            ),
+            mount(
+                "/drv/usr/bin/nvidia-cuda-mps-control",
+                "/usr/bin/nvidia-cuda-mps-control",
+                FileKind::Binary,
+            ),
+            mount(
+                "/drv/usr/bin/nvidia-smi",
+                "/usr/bin/nvidia-smi",
+                FileKind::Binary,
+            ),
+            mount(
+                "/drv/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+                "/usr/lib64/libcuda.so.550.54.15",
+                FileKind::Library,
+            ),
+            mount(
+                "/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+                "/usr/lib64/libnvidia-ml.so.550.54.15",
+                FileKind::Library,
+            ),
         ],
-        symlinks: vec![Symlink { target: "libcuda.so.1".into(), link: "/usr/lib64/libcuda.so".into() }],
+        symlinks: vec![Symlink {
+            target: "libcuda.so.1".into(),
+            link: "/usr/lib64/libcuda.so".into(),
+        }],
         cuda_compat: Some("550.54.15".into()),
         ldcache_dirs: vec!["/usr/lib64".into()],
         proc_mask: Some(ProcMask {
@@ -119,15 +212,32 @@ fn gpus_0_and_2_with_utility_and_compute() {
 
 #[test]
 fn none_gives_driver_files_and_control_node_only() {
-    let got = plan(&request(Devices::None, &[Capability::Utility]), &inventory(), &layout()).unwrap();
+    let got = plan(
+        &request(Devices::None, &[Capability::Utility]),
+        &inventory(),
+        &layout(),
+    )
+    .unwrap();
     let nodes = vec![node("/dev/nvidiactl", 195, 255)];
     let want = Plan {
         cgroup_rules: rules(&nodes),
         device_nodes: nodes,
         mounts: vec![
-            mount("/drv/lib/firmware/nvidia/550.54.15/gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin", FileKind::Firmware),
-            mount("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", FileKind::Binary),
-            mount("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib64/libnvidia-ml.so.550.54.15", FileKind::Library),
+            mount(
+                "/drv/lib/firmware/nvidia/550.54.15/gsp.bin",
+                "/lib/firmware/nvidia/550.54.15/gsp.bin",
+                FileKind::Firmware,
+            ),
+            mount(
+                "/drv/usr/bin/nvidia-smi",
+                "/usr/bin/nvidia-smi",
+                FileKind::Binary,
+            ),
+            mount(
+                "/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+                "/usr/lib64/libnvidia-ml.so.550.54.15",
+                FileKind::Library,
+            ),
         ],
         symlinks: vec![],
         cuda_compat: None,
@@ -148,24 +258,84 @@ fn none_gives_driver_files_and_control_node_only() {
 fn device_selection_cases() {
     let inv = inventory();
     let gpu_nodes = |p: &Plan| -> Vec<String> {
-        p.device_nodes.iter().map(|n| n.path.display().to_string()).filter(|p| p != "/dev/nvidiactl").collect()
+        p.device_nodes
+            .iter()
+            .map(|n| n.path.display().to_string())
+            .filter(|p| p != "/dev/nvidiactl")
+            .collect()
     };
     let cases: Vec<(&str, Devices, Result<Vec<&str>, PlanError>)> = vec![
-        ("all", Devices::All, Ok(vec!["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"])),
-        ("by uuid", Devices::List(vec![DeviceId::Uuid("GPU-2".into())]), Ok(vec!["/dev/nvidia2"])),
-        ("by bus id", Devices::List(vec![DeviceId::BusId("0000:01:00.0".into())]), Ok(vec!["/dev/nvidia1"])),
-        ("mig by index", Devices::List(vec![DeviceId::MigIndex(1, 0)]),
-            Ok(vec!["/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/dev/nvidia1"])),
-        ("mig by uuid", Devices::List(vec![DeviceId::Uuid("MIG-a".into())]),
-            Ok(vec!["/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/dev/nvidia1"])),
-        ("same gpu twice", Devices::List(vec![DeviceId::Index(1), DeviceId::Uuid("GPU-1".into())]), Ok(vec!["/dev/nvidia1"])),
-        ("unknown index", Devices::List(vec![DeviceId::Index(7)]), Err(PlanError::UnknownDevice { id: "7".into(), count: 3 })),
-        ("unknown uuid", Devices::List(vec![DeviceId::Uuid("GPU-x".into())]), Err(PlanError::UnknownDevice { id: "GPU-x".into(), count: 3 })),
-        ("mig on non-mig gpu", Devices::List(vec![DeviceId::MigIndex(0, 0)]), Err(PlanError::MigNotEnabled { id: "0:0".into(), gpu: 0 })),
+        (
+            "all",
+            Devices::All,
+            Ok(vec!["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"]),
+        ),
+        (
+            "by uuid",
+            Devices::List(vec![DeviceId::Uuid("GPU-2".into())]),
+            Ok(vec!["/dev/nvidia2"]),
+        ),
+        (
+            "by bus id",
+            Devices::List(vec![DeviceId::BusId("0000:01:00.0".into())]),
+            Ok(vec!["/dev/nvidia1"]),
+        ),
+        (
+            "mig by index",
+            Devices::List(vec![DeviceId::MigIndex(1, 0)]),
+            Ok(vec![
+                "/dev/nvidia-caps/nvidia-cap21",
+                "/dev/nvidia-caps/nvidia-cap22",
+                "/dev/nvidia1",
+            ]),
+        ),
+        (
+            "mig by uuid",
+            Devices::List(vec![DeviceId::Uuid("MIG-a".into())]),
+            Ok(vec![
+                "/dev/nvidia-caps/nvidia-cap21",
+                "/dev/nvidia-caps/nvidia-cap22",
+                "/dev/nvidia1",
+            ]),
+        ),
+        (
+            "same gpu twice",
+            Devices::List(vec![DeviceId::Index(1), DeviceId::Uuid("GPU-1".into())]),
+            Ok(vec!["/dev/nvidia1"]),
+        ),
+        (
+            "unknown index",
+            Devices::List(vec![DeviceId::Index(7)]),
+            Err(PlanError::UnknownDevice {
+                id: "7".into(),
+                count: 3,
+            }),
+        ),
+        (
+            "unknown uuid",
+            Devices::List(vec![DeviceId::Uuid("GPU-x".into())]),
+            Err(PlanError::UnknownDevice {
+                id: "GPU-x".into(),
+                count: 3,
+            }),
+        ),
+        (
+            "mig on non-mig gpu",
+            Devices::List(vec![DeviceId::MigIndex(0, 0)]),
+            Err(PlanError::MigNotEnabled {
+                id: "0:0".into(),
+                gpu: 0,
+            }),
+        ),
     ];
     for (name, devices, want) in cases {
-        let got = plan(&request(devices, &[Capability::Utility]), &inv, &layout()).map(|p| gpu_nodes(&p));
-        assert_eq!(got, want.map(|v| v.into_iter().map(String::from).collect()), "case {name}");
+        let got =
+            plan(&request(devices, &[Capability::Utility]), &inv, &layout()).map(|p| gpu_nodes(&p));
+        assert_eq!(
+            got,
+            want.map(|v| v.into_iter().map(String::from).collect()),
+            "case {name}"
+        );
     }
 }
 
@@ -173,8 +343,14 @@ fn device_selection_cases() {
 fn missing_control_node_is_an_error() {
     let mut inv = inventory();
     inv.nodes.retain(|n| n.path != Path::new("/dev/nvidiactl"));
-    assert_eq!(plan(&request(Devices::All, &[Capability::Utility]), &inv, &layout()),
-        Err(PlanError::MissingNode("/dev/nvidiactl".into())));
+    assert_eq!(
+        plan(
+            &request(Devices::All, &[Capability::Utility]),
+            &inv,
+            &layout()
+        ),
+        Err(PlanError::MissingNode("/dev/nvidiactl".into()))
+    );
 }
 
 #[test]
@@ -187,33 +363,91 @@ fn requirement_cases() {
         ("cuda>=13.0 driver>=550", Ok(0)),
         ("cuda>=12.0 brand=tesla", Ok(1)),
         ("brand=tesla,cuda>=12.0", Ok(1)),
-        ("cuda>=13.0", Err(PlanError::Unsatisfied { expr: "cuda>=13.0".into(), facts: "driver 550.54.15, cuda 12.4".into() })),
+        (
+            "cuda>=13.0",
+            Err(PlanError::Unsatisfied {
+                expr: "cuda>=13.0".into(),
+                facts: "driver 550.54.15, cuda 12.4".into(),
+            }),
+        ),
         ("cuda~12", Err(PlanError::BadRequirement("cuda~12".into()))),
         ("gpu>=1", Err(PlanError::BadRequirement("gpu>=1".into()))),
-        ("cuda>=abc", Err(PlanError::BadRequirement("cuda>=abc".into()))),
-        ("driver>=550.x", Err(PlanError::BadRequirement("driver>=550.x".into()))),
-        ("cuda>=12..0", Err(PlanError::BadRequirement("cuda>=12..0".into()))),
-        ("cuda>=99999999999999999999", Err(PlanError::BadRequirement("cuda>=99999999999999999999".into()))),
+        (
+            "cuda>=abc",
+            Err(PlanError::BadRequirement("cuda>=abc".into())),
+        ),
+        (
+            "driver>=550.x",
+            Err(PlanError::BadRequirement("driver>=550.x".into())),
+        ),
+        (
+            "cuda>=12..0",
+            Err(PlanError::BadRequirement("cuda>=12..0".into())),
+        ),
+        (
+            "cuda>=99999999999999999999",
+            Err(PlanError::BadRequirement(
+                "cuda>=99999999999999999999".into(),
+            )),
+        ),
     ];
     for (expr, want) in cases {
-        let req = Request { requirements: vec![expr.into()], ..request(Devices::None, &[]) };
-        assert_eq!(plan(&req, &inv, &layout()).map(|p| p.notes.len()), want, "requirement {expr}");
+        let req = Request {
+            requirements: vec![expr.into()],
+            ..request(Devices::None, &[])
+        };
+        assert_eq!(
+            plan(&req, &inv, &layout()).map(|p| p.notes.len()),
+            want,
+            "requirement {expr}"
+        );
     }
 }
 
 #[test]
 fn unknown_layout_keeps_driver_paths_for_libraries() {
     let mut inv = inventory();
-    inv.files.push(file(FileKind::Library, "libnvidia-cfg", "/usr/lib64/libnvidia-cfg.so.550.54.15"));
-    let got = plan(&request(Devices::None, &[Capability::Utility]), &inv, &Layout { lib_dir: None }).unwrap();
+    inv.files.push(file(
+        FileKind::Library,
+        "libnvidia-cfg",
+        "/usr/lib64/libnvidia-cfg.so.550.54.15",
+    ));
+    let got = plan(
+        &request(Devices::None, &[Capability::Utility]),
+        &inv,
+        &Layout { lib_dir: None },
+    )
+    .unwrap();
     assert_eq!(
         got.mounts,
         vec![
-            mount("/drv/lib/firmware/nvidia/550.54.15/gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin", FileKind::Firmware),
-            mount("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", FileKind::Binary),
-            mount("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", FileKind::Library),
-            mount("/drv/usr/lib64/libnvidia-cfg.so.550.54.15", "/usr/lib64/libnvidia-cfg.so.550.54.15", FileKind::Library),
+            mount(
+                "/drv/lib/firmware/nvidia/550.54.15/gsp.bin",
+                "/lib/firmware/nvidia/550.54.15/gsp.bin",
+                FileKind::Firmware
+            ),
+            mount(
+                "/drv/usr/bin/nvidia-smi",
+                "/usr/bin/nvidia-smi",
+                FileKind::Binary
+            ),
+            mount(
+                "/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+                "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+                FileKind::Library
+            ),
+            mount(
+                "/drv/usr/lib64/libnvidia-cfg.so.550.54.15",
+                "/usr/lib64/libnvidia-cfg.so.550.54.15",
+                FileKind::Library
+            ),
         ]
     );
-    assert_eq!(got.ldcache_dirs, vec![PathBuf::from("/usr/lib/x86_64-linux-gnu"), PathBuf::from("/usr/lib64")]);
+    assert_eq!(
+        got.ldcache_dirs,
+        vec![
+            PathBuf::from("/usr/lib/x86_64-linux-gnu"),
+            PathBuf::from("/usr/lib64")
+        ]
+    );
 }

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use super::hostkind;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -22,7 +23,11 @@ pub fn require(tool: &str) -> PathBuf {
 
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "these tests need root (they run real containers)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "these tests need root (they run real containers)"
+    );
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,7 +48,11 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 fn run_ok(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Bundle {
@@ -58,14 +67,17 @@ impl Bundle {
         }
         let busybox = require("busybox");
         std::fs::copy(&busybox, rootfs.join("bin/busybox")).unwrap();
-        for applet in ["sh", "ls", "cat", "echo", "mknod", "grep", "mount", "readlink", "stat", "test", "wc"] {
+        for applet in [
+            "sh", "ls", "cat", "echo", "mknod", "grep", "mount", "readlink", "stat", "test", "wc",
+        ] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
         }
         if image == Image::Glibc {
             glibc_rootfs(&rootfs, &parent.join(format!("{id}-build")));
         }
         run_ok(Command::new(require("runc")).arg("spec").current_dir(&dir));
-        let spec: Value = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let spec: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
         let mut b = Bundle { dir, id, spec };
         b.spec["process"]["terminal"] = json!(false);
         b
@@ -76,13 +88,19 @@ impl Bundle {
     }
 
     pub fn env(&mut self, kv: &str) -> &mut Self {
-        self.spec["process"]["env"].as_array_mut().unwrap().push(json!(kv));
+        self.spec["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(kv));
         self
     }
 
     pub fn add_capability(&mut self, cap: &str) -> &mut Self {
         for set in ["bounding", "effective", "permitted"] {
-            self.spec["process"]["capabilities"][set].as_array_mut().unwrap().push(json!(cap));
+            self.spec["process"]["capabilities"][set]
+                .as_array_mut()
+                .unwrap()
+                .push(json!(cap));
         }
         self
     }
@@ -105,8 +123,13 @@ impl Bundle {
         if !self.spec["hooks"].is_object() {
             self.spec["hooks"] = json!({});
         }
-        let mut list = self.spec["hooks"][kind].as_array().cloned().unwrap_or_default();
-        list.push(json!({"path": path, "args": argv, "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}));
+        let mut list = self.spec["hooks"][kind]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        list.push(
+            json!({"path": path, "args": argv, "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}),
+        );
         self.spec["hooks"][kind] = Value::Array(list);
         self
     }
@@ -125,7 +148,10 @@ impl Bundle {
         let before = host_mounts();
         let out = self.run_unchecked(script);
         let after = host_mounts();
-        assert_eq!(before, after, "the host mount table changed across the container's life");
+        assert_eq!(
+            before, after,
+            "the host mount table changed across the container's life"
+        );
         out
     }
 }
@@ -135,14 +161,20 @@ impl Bundle {
     /// parallel, where the caller compares the table around all of them).
     pub fn run_unchecked(&mut self, script: &str) -> Output {
         self.spec["process"]["args"] = json!(["sh", "-c", script]);
-        std::fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.spec).unwrap()).unwrap();
-        let out = Command::new(require("runc"))
+        std::fs::write(
+            self.dir.join("config.json"),
+            serde_json::to_vec_pretty(&self.spec).unwrap(),
+        )
+        .unwrap();
+        let out = hostkind::command(require("runc"))
             .args(["run", &self.id])
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .output()
             .expect("runc run");
-        let _ = Command::new("runc").args(["delete", "-f", &self.id]).output();
+        let _ = hostkind::command("runc")
+            .args(["delete", "-f", &self.id])
+            .output();
         out
     }
 }
@@ -152,9 +184,13 @@ impl Bundle {
     /// finished after `limit`: `None` then. For images built to hang the start.
     pub fn run_within(&mut self, script: &str, limit: std::time::Duration) -> Option<Output> {
         self.spec["process"]["args"] = json!(["sh", "-c", script]);
-        std::fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.spec).unwrap()).unwrap();
+        std::fs::write(
+            self.dir.join("config.json"),
+            serde_json::to_vec_pretty(&self.spec).unwrap(),
+        )
+        .unwrap();
         let (out_path, err_path) = (self.dir.join("runc.stdout"), self.dir.join("runc.stderr"));
-        let mut child = Command::new(require("runc"))
+        let mut child = hostkind::command(require("runc"))
             .args(["run", &self.id])
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -174,9 +210,15 @@ impl Bundle {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
-        let _ = Command::new("runc").args(["delete", "-f", &self.id]).output();
+        let _ = hostkind::command("runc")
+            .args(["delete", "-f", &self.id])
+            .output();
         let status = status?;
-        Some(Output { status, stdout: std::fs::read(&out_path).unwrap(), stderr: std::fs::read(&err_path).unwrap() })
+        Some(Output {
+            status,
+            stdout: std::fs::read(&out_path).unwrap(),
+            stderr: std::fs::read(&err_path).unwrap(),
+        })
     }
 }
 
@@ -187,7 +229,9 @@ pub fn processes_rooted_at(dir: &Path) -> Vec<u32> {
     let want = std::fs::metadata(dir).unwrap();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if let Ok(m) = std::fs::metadata(e.path().join("root")) {
             if (m.dev(), m.ino()) == (want.dev(), want.ino()) {
                 out.push(pid);
@@ -245,17 +289,33 @@ fn glibc_rootfs(rootfs: &Path, build: &Path) {
     std::fs::create_dir_all(rootfs.join("usr/bin")).unwrap();
     std::os::unix::fs::symlink("usr/lib", rootfs.join("lib")).unwrap();
     for lib in ["libc.so.6", "ld-linux-x86-64.so.2"] {
-        std::fs::copy(Path::new("/lib/x86_64-linux-gnu").join(lib), multiarch.join(lib)).unwrap();
+        std::fs::copy(
+            Path::new("/lib/x86_64-linux-gnu").join(lib),
+            multiarch.join(lib),
+        )
+        .unwrap();
     }
-    std::os::unix::fs::symlink("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", rootfs.join("lib64/ld-linux-x86-64.so.2")).unwrap();
+    std::os::unix::fs::symlink(
+        "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+        rootfs.join("lib64/ld-linux-x86-64.so.2"),
+    )
+    .unwrap();
     let src = build.join("dlcuda.c");
     std::fs::write(&src, DLCUDA_C).unwrap();
-    run_ok(Command::new(require("gcc")).arg("-o").arg(rootfs.join("usr/bin/dlcuda")).arg(&src));
+    run_ok(
+        Command::new(require("gcc"))
+            .arg("-o")
+            .arg(rootfs.join("usr/bin/dlcuda"))
+            .arg(&src),
+    );
 }
 
 /// A toolkit config.toml for a fake host.
 pub fn write_config(dir: &Path, driver_root: &Path, proc_root: &Path, extra: &str) -> PathBuf {
-    let path = dir.join(format!("config-{}.toml", COUNTER.fetch_add(1, Ordering::SeqCst)));
+    let path = dir.join(format!(
+        "config-{}.toml",
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    ));
     let text = format!(
         "{extra}\n[nvidia-container-cli]\nroot = {:?}\nproc-root = {:?}\n",
         driver_root.display().to_string(),

@@ -4,9 +4,9 @@
 
 #![allow(dead_code)]
 
-use super::bundle;
+use super::{bundle, hostkind};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// containerd started by the test; killed (and waited for) on drop.
@@ -51,7 +51,7 @@ pub fn start_containerd(dir: &Path, config_env: &Path) -> Containerd {
     )
     .unwrap();
     let log = dir.join("containerd.log");
-    let child = Command::new(containerd)
+    let child = hostkind::command(containerd)
         .arg("--config")
         .arg(&conf)
         .env("NVIDIA_CTK_CONFIG_FILE_PATH", config_env)
@@ -64,11 +64,17 @@ pub fn start_containerd(dir: &Path, config_env: &Path) -> Containerd {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !c.sock.exists() {
         if let Ok(Some(st)) = c.child.try_wait() {
-            panic!("containerd exited ({st}): {}", std::fs::read_to_string(&c.log).unwrap_or_default());
+            panic!(
+                "containerd exited ({st}): {}",
+                std::fs::read_to_string(&c.log).unwrap_or_default()
+            );
         }
-        assert!(Instant::now() < deadline, "containerd socket did not appear: {}", std::fs::read_to_string(&c.log).unwrap_or_default());
+        assert!(
+            Instant::now() < deadline,
+            "containerd socket did not appear: {}",
+            std::fs::read_to_string(&c.log).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     c
 }
-

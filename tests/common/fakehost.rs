@@ -562,9 +562,7 @@ fn write_proc(host: &FakeHost) -> io::Result<()> {
     let ver = &host.driver_version;
     write(
         &nvidia.join("version"),
-        &format!(
-            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {ver}  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"
-        ),
+        &format!("NVRM version: NVIDIA UNIX x86_64 Kernel Module  {ver}  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"),
     )?;
     write(&nvidia.join("params"), PARAMS)?;
     write(&nvidia.join("registry"), "Binary: \"\"\n")?;

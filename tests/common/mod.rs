@@ -3,3 +3,4 @@
 pub mod bundle;
 pub mod containerd;
 pub mod fakehost;
+pub mod hostkind;

@@ -113,7 +113,9 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     };
     let mut strategies = Vec::new();
     for s in &raw.device_name_strategy {
-        strategies.push(NameStrategy::parse(s).with_context(|| format!("--device-name-strategy {s:?}: expected index, uuid or type-index"))?);
+        strategies.push(NameStrategy::parse(s).with_context(|| {
+            format!("--device-name-strategy {s:?}: expected index, uuid or type-index")
+        })?);
     }
     if strategies.is_empty() {
         strategies = Options::default().strategies;
@@ -124,19 +126,38 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             disabled_hooks.extend(HookKind::ALL);
         } else {
             let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
-            disabled_hooks.insert(HookKind::parse(h).with_context(|| format!("--disable-hook {h:?}: expected all or one of {}", names.join(", ")))?);
+            disabled_hooks.insert(HookKind::parse(h).with_context(|| {
+                format!(
+                    "--disable-hook {h:?}: expected all or one of {}",
+                    names.join(", ")
+                )
+            })?);
         }
     }
-    let ids: Vec<&str> = raw.device_id.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|s| !s.is_empty()).collect();
+    let ids: Vec<&str> = raw
+        .device_id
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     let devices = if ids.is_empty() || ids.contains(&"all") {
         Devices::All
     } else {
-        let parsed: Result<Vec<DeviceId>> =
-            ids.iter().map(|s| DeviceId::parse(s).with_context(|| format!("--device-id {s:?}: not an index, i:j, UUID or PCI bus id"))).collect();
+        let parsed: Result<Vec<DeviceId>> = ids
+            .iter()
+            .map(|s| {
+                DeviceId::parse(s).with_context(|| {
+                    format!("--device-id {s:?}: not an index, i:j, UUID or PCI bus id")
+                })
+            })
+            .collect();
         Devices::List(parsed?)
     };
     // Host paths go into the spec as they are: make them independent of the cwd.
-    let absolute = |p: PathBuf, flag: &str| std::path::absolute(&p).with_context(|| format!("{flag} {}", p.display()));
+    let absolute = |p: PathBuf, flag: &str| {
+        std::path::absolute(&p).with_context(|| format!("{flag} {}", p.display()))
+    };
     let driver_root = absolute(raw.driver_root, "--driver-root")?;
     let dev_root = match raw.dev_root {
         Some(d) => absolute(d, "--dev-root")?,
@@ -175,12 +196,19 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
     let spec = cdi::generate(&inv, &g.opts)?;
     let text = spec.encode(g.format)?;
     match &g.output {
-        None => std::io::stdout().lock().write_all(text.as_bytes()).context("writing the spec to stdout")?,
+        None => std::io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .context("writing the spec to stdout")?,
         Some(path) => {
             fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;
             set_mode_0644(path)?;
             if !v.quiet {
-                eprintln!("nvidia-ctk: wrote {} ({} devices)", path.display(), spec.devices.len());
+                eprintln!(
+                    "nvidia-ctk: wrote {} ({} devices)",
+                    path.display(),
+                    spec.devices.len()
+                );
             }
         }
     }
@@ -190,7 +218,8 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
 /// A spec is public data: 0644 even when it replaces a file with another mode.
 fn set_mode_0644(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).with_context(|| format!("chmod 0644 {}", path.display()))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+        .with_context(|| format!("chmod 0644 {}", path.display()))
 }
 
 fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
@@ -199,7 +228,11 @@ fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
         "json" => true,
         other => bail!("--format {other:?}: expected text or json"),
     };
-    let dirs = if raw.spec_dir.is_empty() { list::DEFAULT_SPEC_DIRS.iter().map(PathBuf::from).collect() } else { raw.spec_dir };
+    let dirs = if raw.spec_dir.is_empty() {
+        list::DEFAULT_SPEC_DIRS.iter().map(PathBuf::from).collect()
+    } else {
+        raw.spec_dir
+    };
     let listing = list::list(&dirs);
     if !v.quiet {
         for w in &listing.warnings {
@@ -219,11 +252,18 @@ fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
 }
 
 fn validate_file(raw: ValidateArgs, v: Verbosity) -> Result<()> {
-    let text = list::read_text(&raw.file).map_err(|e| anyhow::anyhow!("reading {}: {e}", raw.file.display()))?;
+    let text = list::read_text(&raw.file)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", raw.file.display()))?;
     match validate::validate_text(&text) {
         Ok(spec) => {
             if !v.quiet {
-                println!("{}: valid CDI {} spec, kind {}, {} devices", raw.file.display(), spec.cdi_version, spec.kind, spec.devices.len());
+                println!(
+                    "{}: valid CDI {} spec, kind {}, {} devices",
+                    raw.file.display(),
+                    spec.cdi_version,
+                    spec.kind,
+                    spec.devices.len()
+                );
             }
             Ok(())
         }
@@ -231,7 +271,11 @@ fn validate_file(raw: ValidateArgs, v: Verbosity) -> Result<()> {
             for p in &problems {
                 eprintln!("{}: {p}", raw.file.display());
             }
-            bail!("{} is not a valid CDI spec ({} problem(s))", raw.file.display(), problems.len())
+            bail!(
+                "{} is not a valid CDI spec ({} problem(s))",
+                raw.file.display(),
+                problems.len()
+            )
         }
     }
 }

@@ -64,8 +64,15 @@ enum Sink {
 /// What to do, typed and defaulted.
 #[derive(Debug)]
 enum Resolved {
-    Default { sink: Sink },
-    Edit { config: PathBuf, sets: Vec<Assignment>, separator: String, sink: Sink },
+    Default {
+        sink: Sink,
+    },
+    Edit {
+        config: PathBuf,
+        sets: Vec<Assignment>,
+        separator: String,
+        sink: Sink,
+    },
 }
 
 fn sink(output: Option<PathBuf>) -> Sink {
@@ -80,25 +87,53 @@ fn resolve(raw: ConfigArgs) -> Result<Resolved> {
         if !raw.set.is_empty() || raw.in_place {
             bail!("config default takes no --set or --in-place; use `nvidia-ctk config --set ...`");
         }
-        return Ok(Resolved::Default { sink: sink(d.output.or(raw.output)) });
+        return Ok(Resolved::Default {
+            sink: sink(d.output.or(raw.output)),
+        });
     }
     if raw.set_list_separator.is_empty() {
         bail!("--set-list-separator must not be empty");
     }
-    let sets = raw.set.iter().map(|s| Assignment::parse(s)).collect::<Result<Vec<_>, _>>()?;
-    let sink = if raw.in_place { Sink::File(config.clone()) } else { sink(raw.output) };
-    Ok(Resolved::Edit { config, sets, separator: raw.set_list_separator, sink })
+    let sets = raw
+        .set
+        .iter()
+        .map(|s| Assignment::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sink = if raw.in_place {
+        Sink::File(config.clone())
+    } else {
+        sink(raw.output)
+    };
+    Ok(Resolved::Edit {
+        config,
+        sets,
+        separator: raw.set_list_separator,
+        sink,
+    })
 }
 
 pub fn run(raw: ConfigArgs, v: Verbosity) -> Result<()> {
     match resolve(raw)? {
         Resolved::Default { sink } => emit(&sink, DEFAULT_TEXT, v),
-        Resolved::Edit { config, sets, separator, sink } => {
+        Resolved::Edit {
+            config,
+            sets,
+            separator,
+            sink,
+        } => {
             let text = fsutil::read_optional(&config)?;
             if text.is_none() && v.debug {
-                eprintln!("nvidia-ctk: {}: not found; starting from the default config", config.display());
+                eprintln!(
+                    "nvidia-ctk: {}: not found; starting from the default config",
+                    config.display()
+                );
             }
-            let out = config_edit::edit(text.as_deref().unwrap_or(DEFAULT_TEXT), &config, &sets, &separator)?;
+            let out = config_edit::edit(
+                text.as_deref().unwrap_or(DEFAULT_TEXT),
+                &config,
+                &sets,
+                &separator,
+            )?;
             emit(&sink, &out, v)
         }
     }
@@ -108,7 +143,9 @@ fn emit(sink: &Sink, text: &str, v: Verbosity) -> Result<()> {
     match sink {
         Sink::Stdout => {
             let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to stdout")
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .context("cannot write to stdout")
         }
         Sink::File(path) => {
             let written = fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;

@@ -55,18 +55,27 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
     cdi_hooks::scrub_own_env();
     // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
     #[cfg(feature = "fault-injection")]
-    if let (Some(p), Some(t)) = (std::env::var_os("NVCT_FAULT_SWAP_PATH"), std::env::var_os("NVCT_FAULT_SWAP_TARGET")) {
+    if let (Some(p), Some(t)) = (
+        std::env::var_os("NVCT_FAULT_SWAP_PATH"),
+        std::env::var_os("NVCT_FAULT_SWAP_TARGET"),
+    ) {
         nvct::container::rootfs::fault::arm(p.into(), t.into());
     }
     let stdin = || std::io::stdin().lock();
     match args.command {
         HookCommand::CreateSymlinks { links } => {
-            let links = links.iter().map(|l| cdi_hooks::parse_link(l)).collect::<Result<Vec<_>, _>>()?;
+            let links = links
+                .iter()
+                .map(|l| cdi_hooks::parse_link(l))
+                .collect::<Result<Vec<_>, _>>()?;
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
             cdi_hooks::create_symlinks(&root, &links)?;
         }
-        HookCommand::UpdateLdcache { folders, ldconfig_path } => {
+        HookCommand::UpdateLdcache {
+            folders,
+            ldconfig_path,
+        } => {
             let ldconfig = nvct::container::ldconfig::open_host(&ldconfig_path)?;
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
@@ -75,11 +84,15 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         }
         HookCommand::DisableDeviceNodeModification { proc_root } => {
             let c = Container::from_state(stdin())?;
-            let Some(mask) = cdi_hooks::masked_proc_driver(&proc_root, &c) else { return Ok(()) };
+            let Some(mask) = cdi_hooks::masked_proc_driver(&proc_root, &c) else {
+                return Ok(());
+            };
             let root = c.enter()?;
             cdi_hooks::disable_device_node_modification(&root, &mask)?;
         }
-        HookCommand::EnableCudaCompat { host_driver_version } => {
+        HookCommand::EnableCudaCompat {
+            host_driver_version,
+        } => {
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
             nvct::container::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;

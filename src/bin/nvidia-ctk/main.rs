@@ -1,9 +1,9 @@
 //! `nvidia-ctk`: the toolkit's command line. This file only parses the global flags and hands
 //! each subcommand to its own module (one file per subcommand).
 
+mod cdi;
 mod config;
 mod hook;
-mod cdi;
 mod runtime;
 
 use std::process::ExitCode;

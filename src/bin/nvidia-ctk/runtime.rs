@@ -166,7 +166,11 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
         eprintln!("nvidia-ctk: {r:?}");
     }
     // Held until the end of this function: read, transform and write as one step.
-    let _lock = if r.dry_run { None } else { Some(fsutil::lock_dir_of(&r.config)?) };
+    let _lock = if r.dry_run {
+        None
+    } else {
+        Some(fsutil::lock_dir_of(&r.config)?)
+    };
     let outcome = plan(&r, configure)?;
     if !v.quiet {
         for note in &outcome.notes {
@@ -285,7 +289,8 @@ fn unified_diff(path: &Path, old: Option<&str>, new: Option<&str>) -> String {
 fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
     let fault = match std::env::var("NVCT_FAULT_AT") {
         Ok(name) => Some(fsutil::abort_at(
-            Step::parse(&name).with_context(|| format!("NVCT_FAULT_AT={name:?} is not a write step"))?,
+            Step::parse(&name)
+                .with_context(|| format!("NVCT_FAULT_AT={name:?} is not a write step"))?,
             "nvidia-ctk",
         )),
         Err(_) => None,

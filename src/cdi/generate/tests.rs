@@ -6,11 +6,21 @@ use crate::driver::DriverFile;
 use std::collections::BTreeMap;
 
 fn host_node(path: &str, major: u32, minor: u32) -> HostNode {
-    HostNode { path: path.into(), host_path: Path::new("/host").join(&path[1..]), major, minor }
+    HostNode {
+        path: path.into(),
+        host_path: Path::new("/host").join(&path[1..]),
+        major,
+        minor,
+    }
 }
 
 fn file(kind: FileKind, name: &str, driver_path: &str) -> DriverFile {
-    DriverFile { kind, name: name.into(), host_path: Path::new("/drv").join(&driver_path[1..]), driver_path: driver_path.into() }
+    DriverFile {
+        kind,
+        name: name.into(),
+        host_path: Path::new("/drv").join(&driver_path[1..]),
+        driver_path: driver_path.into(),
+    }
 }
 
 use std::path::Path;
@@ -23,7 +33,16 @@ fn gpu(index: u32, mig: bool) -> Gpu {
         bus_id: format!("0000:0{index}:00.0"),
         model: "NVIDIA H100".into(),
         mig_enabled: mig,
-        migs: if mig { vec![MigDevice { index: 0, gi: 2, ci: 0, uuid: format!("MIG-{index}a") }] } else { vec![] },
+        migs: if mig {
+            vec![MigDevice {
+                index: 0,
+                gi: 2,
+                ci: 0,
+                uuid: format!("MIG-{index}a"),
+            }]
+        } else {
+            vec![]
+        },
     }
 }
 
@@ -48,17 +67,39 @@ fn inventory(mig: bool) -> Inventory {
         cuda_version: Some("12.4".into()),
         gpus: vec![gpu(0, false), gpu(1, mig)],
         nodes,
-        mig_minors: BTreeMap::from([("gpu1/gi2/access".into(), 21), ("gpu1/gi2/ci0/access".into(), 22)]),
+        mig_minors: BTreeMap::from([
+            ("gpu1/gi2/access".into(), 21),
+            ("gpu1/gi2/ci0/access".into(), 22),
+        ]),
         files: vec![
-            file(FileKind::Library, "libcuda", &format!("{lib}/libcuda.so.550.54.15")),
-            file(FileKind::Library, "libnvidia-ml", &format!("{lib}/libnvidia-ml.so.550.54.15")),
+            file(
+                FileKind::Library,
+                "libcuda",
+                &format!("{lib}/libcuda.so.550.54.15"),
+            ),
+            file(
+                FileKind::Library,
+                "libnvidia-ml",
+                &format!("{lib}/libnvidia-ml.so.550.54.15"),
+            ),
             file(FileKind::Binary, "nvidia-smi", "/usr/bin/nvidia-smi"),
-            file(FileKind::Firmware, "gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
-            file(FileKind::Ipc, "/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket"),
+            file(
+                FileKind::Firmware,
+                "gsp.bin",
+                "/lib/firmware/nvidia/550.54.15/gsp.bin",
+            ),
+            file(
+                FileKind::Ipc,
+                "/run/nvidia-persistenced/socket",
+                "/run/nvidia-persistenced/socket",
+            ),
         ],
         // The host has /proc/driver/nvidia: the plan masks it, so the spec carries
         // disable-device-node-modification.
-        proc_driver: Some(crate::discover::ProcDriver { version: "NVRM version: x\n".into(), ..Default::default() }),
+        proc_driver: Some(crate::discover::ProcDriver {
+            version: "NVRM version: x\n".into(),
+            ..Default::default()
+        }),
         notes: vec![],
     }
 }
@@ -80,7 +121,11 @@ fn names(spec: &Spec) -> Vec<&str> {
 }
 
 fn hook_args(spec: &Spec) -> Vec<Vec<&str>> {
-    spec.container_edits.hooks.iter().map(|h| h.args.iter().map(String::as_str).collect()).collect()
+    spec.container_edits
+        .hooks
+        .iter()
+        .map(|h| h.args.iter().map(String::as_str).collect())
+        .collect()
 }
 
 #[test]
@@ -92,7 +137,10 @@ fn two_gpus_default_options_whole_spec() {
         options: ["ro", "nosuid", "nodev", "bind"].map(String::from).into(),
         kind: None,
     };
-    let mut ipc = ro("/drv/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket");
+    let mut ipc = ro(
+        "/drv/run/nvidia-persistenced/socket",
+        "/run/nvidia-persistenced/socket",
+    );
     ipc.options.push("noexec".into());
     let hook = |args: &[&str]| Hook {
         hook_name: "createContainer".into(),
@@ -102,7 +150,10 @@ fn two_gpus_default_options_whole_spec() {
     };
     let dev = |name: &str, nodes: Vec<DeviceNode>| Device {
         name: name.into(),
-        container_edits: ContainerEdits { device_nodes: nodes, ..Default::default() },
+        container_edits: ContainerEdits {
+            device_nodes: nodes,
+            ..Default::default()
+        },
     };
     let want = Spec {
         cdi_version: "0.5.0".into(),
@@ -112,7 +163,10 @@ fn two_gpus_default_options_whole_spec() {
             dev("GPU-0", vec![node("/dev/nvidia0", 195, 0)]),
             dev("1", vec![node("/dev/nvidia1", 195, 1)]),
             dev("GPU-1", vec![node("/dev/nvidia1", 195, 1)]),
-            dev("all", vec![node("/dev/nvidia0", 195, 0), node("/dev/nvidia1", 195, 1)]),
+            dev(
+                "all",
+                vec![node("/dev/nvidia0", 195, 0), node("/dev/nvidia1", 195, 1)],
+            ),
         ],
         container_edits: ContainerEdits {
             env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
@@ -123,17 +177,41 @@ fn two_gpus_default_options_whole_spec() {
                 node("/dev/nvidiactl", 195, 255),
             ],
             mounts: vec![
-                ro("/drv/lib/firmware/nvidia/550.54.15/gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
+                ro(
+                    "/drv/lib/firmware/nvidia/550.54.15/gsp.bin",
+                    "/lib/firmware/nvidia/550.54.15/gsp.bin",
+                ),
                 ipc,
                 ro("/drv/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi"),
-                ro("/drv/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"),
-                ro("/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15"),
+                ro(
+                    "/drv/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+                    "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+                ),
+                ro(
+                    "/drv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+                    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+                ),
             ],
             hooks: vec![
-                hook(&["nvidia-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"]),
+                hook(&[
+                    "nvidia-cdi-hook",
+                    "create-symlinks",
+                    "--link",
+                    "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so",
+                ]),
                 hook(&["nvidia-cdi-hook", "disable-device-node-modification"]),
-                hook(&["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", "550.54.15"]),
-                hook(&["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"]),
+                hook(&[
+                    "nvidia-cdi-hook",
+                    "enable-cuda-compat",
+                    "--host-driver-version",
+                    "550.54.15",
+                ]),
+                hook(&[
+                    "nvidia-cdi-hook",
+                    "update-ldcache",
+                    "--folder",
+                    "/usr/lib/x86_64-linux-gnu",
+                ]),
             ],
         },
     };
@@ -146,34 +224,98 @@ fn naming_strategy_cases() {
     let cases: Vec<(&str, bool, Vec<NameStrategy>, Vec<&str>)> = vec![
         ("index", false, vec![Index], vec!["0", "1", "all"]),
         ("uuid", false, vec![Uuid], vec!["GPU-0", "GPU-1", "all"]),
-        ("type-index", false, vec![TypeIndex], vec!["gpu0", "gpu1", "all"]),
-        ("duplicates ignored", false, vec![Index, Index], vec!["0", "1", "all"]),
+        (
+            "type-index",
+            false,
+            vec![TypeIndex],
+            vec!["gpu0", "gpu1", "all"],
+        ),
+        (
+            "duplicates ignored",
+            false,
+            vec![Index, Index],
+            vec!["0", "1", "all"],
+        ),
         ("mig index", true, vec![Index], vec!["0", "1", "1:0", "all"]),
-        ("mig uuid", true, vec![Uuid], vec!["GPU-0", "GPU-1", "MIG-1a", "all"]),
-        ("mig type-index", true, vec![TypeIndex, Index], vec!["gpu0", "0", "gpu1", "1", "mig1:0", "1:0", "all"]),
+        (
+            "mig uuid",
+            true,
+            vec![Uuid],
+            vec!["GPU-0", "GPU-1", "MIG-1a", "all"],
+        ),
+        (
+            "mig type-index",
+            true,
+            vec![TypeIndex, Index],
+            vec!["gpu0", "0", "gpu1", "1", "mig1:0", "1:0", "all"],
+        ),
     ];
     for (case, mig, strategies, want) in cases {
-        let spec = generate(&inventory(mig), &Options { strategies, ..Options::default() }).unwrap();
+        let spec = generate(
+            &inventory(mig),
+            &Options {
+                strategies,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         assert_eq!(names(&spec), want, "case {case}");
     }
 }
 
 #[test]
 fn mig_device_gets_its_cap_nodes_and_all_has_the_union() {
-    let spec = generate(&inventory(true), &Options { strategies: vec![NameStrategy::Index], ..Options::default() }).unwrap();
+    let spec = generate(
+        &inventory(true),
+        &Options {
+            strategies: vec![NameStrategy::Index],
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let nodes = |name: &str| -> Vec<String> {
-        let d = spec.devices.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("no device {name}"));
-        d.container_edits.device_nodes.iter().map(|n| n.path.clone()).collect()
+        let d = spec
+            .devices
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("no device {name}"));
+        d.container_edits
+            .device_nodes
+            .iter()
+            .map(|n| n.path.clone())
+            .collect()
     };
-    assert_eq!(nodes("1:0"), ["/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/dev/nvidia1"]);
+    assert_eq!(
+        nodes("1:0"),
+        [
+            "/dev/nvidia-caps/nvidia-cap21",
+            "/dev/nvidia-caps/nvidia-cap22",
+            "/dev/nvidia1"
+        ]
+    );
     assert_eq!(nodes("1"), ["/dev/nvidia1"]);
-    assert_eq!(nodes("all"), ["/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/dev/nvidia0", "/dev/nvidia1"]);
+    assert_eq!(
+        nodes("all"),
+        [
+            "/dev/nvidia-caps/nvidia-cap21",
+            "/dev/nvidia-caps/nvidia-cap22",
+            "/dev/nvidia0",
+            "/dev/nvidia1"
+        ]
+    );
 }
 
 #[test]
 fn version_is_the_minimum_needed() {
     // type-index names start with a letter, but node hostPaths still need 0.5.0.
-    let spec = generate(&inventory(false), &Options { strategies: vec![NameStrategy::TypeIndex], ..Options::default() }).unwrap();
+    let spec = generate(
+        &inventory(false),
+        &Options {
+            strategies: vec![NameStrategy::TypeIndex],
+            ..Options::default()
+        },
+    )
+    .unwrap();
     assert_eq!(spec.cdi_version, "0.5.0");
 }
 
@@ -181,7 +323,14 @@ fn version_is_the_minimum_needed() {
 fn hook_option_cases() {
     let all: BTreeSet<HookKind> = HookKind::ALL.into_iter().collect();
     let cases: Vec<(&str, Options, Vec<Vec<&str>>)> = vec![
-        ("all disabled", Options { disabled_hooks: all, ..Options::default() }, vec![]),
+        (
+            "all disabled",
+            Options {
+                disabled_hooks: all,
+                ..Options::default()
+            },
+            vec![],
+        ),
         (
             "ldconfig path, symlinks disabled",
             Options {
@@ -191,8 +340,20 @@ fn hook_option_cases() {
             },
             vec![
                 vec!["nvidia-cdi-hook", "disable-device-node-modification"],
-                vec!["nvidia-cdi-hook", "enable-cuda-compat", "--host-driver-version", "550.54.15"],
-                vec!["nvidia-cdi-hook", "update-ldcache", "--ldconfig-path", "/sbin/ldconfig.real", "--folder", "/usr/lib/x86_64-linux-gnu"],
+                vec![
+                    "nvidia-cdi-hook",
+                    "enable-cuda-compat",
+                    "--host-driver-version",
+                    "550.54.15",
+                ],
+                vec![
+                    "nvidia-cdi-hook",
+                    "update-ldcache",
+                    "--ldconfig-path",
+                    "/sbin/ldconfig.real",
+                    "--folder",
+                    "/usr/lib/x86_64-linux-gnu",
+                ],
             ],
         ),
         (
@@ -203,17 +364,40 @@ fn hook_option_cases() {
                 ..Options::default()
             },
             vec![
-                vec!["nvidia-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"],
-                vec!["nvidia-cdi-hook", "disable-device-node-modification", "--proc-root", "/host/proc"],
-                vec!["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"],
+                vec![
+                    "nvidia-cdi-hook",
+                    "create-symlinks",
+                    "--link",
+                    "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so",
+                ],
+                vec![
+                    "nvidia-cdi-hook",
+                    "disable-device-node-modification",
+                    "--proc-root",
+                    "/host/proc",
+                ],
+                vec![
+                    "nvidia-cdi-hook",
+                    "update-ldcache",
+                    "--folder",
+                    "/usr/lib/x86_64-linux-gnu",
+                ],
             ],
         ),
         (
             "no compute: no compat hook",
-            Options { capabilities: BTreeSet::from([Capability::Utility]), ..Options::default() },
+            Options {
+                capabilities: BTreeSet::from([Capability::Utility]),
+                ..Options::default()
+            },
             vec![
                 vec!["nvidia-cdi-hook", "disable-device-node-modification"],
-                vec!["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"],
+                vec![
+                    "nvidia-cdi-hook",
+                    "update-ldcache",
+                    "--folder",
+                    "/usr/lib/x86_64-linux-gnu",
+                ],
             ],
         ),
     ];
@@ -222,29 +406,57 @@ fn hook_option_cases() {
         assert_eq!(hook_args(&spec), want, "case {case}");
         for h in &spec.container_edits.hooks {
             assert_eq!(h.hook_name, "createContainer", "case {case}");
-            assert!(!h.env.is_empty(), "case {case}: every hook carries an explicit env");
+            assert!(
+                !h.env.is_empty(),
+                "case {case}: every hook carries an explicit env"
+            );
         }
     }
 }
 
 #[test]
 fn device_id_selection_cases() {
-    let only = |ids: &[&str]| Devices::List(ids.iter().map(|s| DeviceId::parse(s).unwrap()).collect());
+    let only =
+        |ids: &[&str]| Devices::List(ids.iter().map(|s| DeviceId::parse(s).unwrap()).collect());
     let cases: Vec<(&str, Devices, Result<&str, GenerateError>)> = vec![
         ("index", only(&["1"]), Ok("1 all")),
         ("uuid", only(&["GPU-0"]), Ok("0 all")),
         ("mig", only(&["1:0"]), Ok("1:0 all")),
-        ("unknown", only(&["7"]), Err(GenerateError::UnknownDevice { id: "7".into(), count: 2 })),
+        (
+            "unknown",
+            only(&["7"]),
+            Err(GenerateError::UnknownDevice {
+                id: "7".into(),
+                count: 2,
+            }),
+        ),
     ];
     for (case, devices, want) in cases {
-        let got = generate(&inventory(true), &Options { devices, strategies: vec![NameStrategy::Index], ..Options::default() });
-        assert_eq!(got.map(|s| names(&s).join(" ")), want.map(String::from), "case {case}");
+        let got = generate(
+            &inventory(true),
+            &Options {
+                devices,
+                strategies: vec![NameStrategy::Index],
+                ..Options::default()
+            },
+        );
+        assert_eq!(
+            got.map(|s| names(&s).join(" ")),
+            want.map(String::from),
+            "case {case}"
+        );
     }
 }
 
 #[test]
 fn bad_kind_is_refused() {
-    let got = generate(&inventory(false), &Options { class: "g.pu".into(), ..Options::default() });
+    let got = generate(
+        &inventory(false),
+        &Options {
+            class: "g.pu".into(),
+            ..Options::default()
+        },
+    );
     assert!(matches!(got, Err(GenerateError::Kind(_))), "{got:?}");
 }
 
