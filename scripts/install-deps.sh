@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
 # runc, busybox-static, containerd, podman, gcc and the C headers. The Rust toolchain is not installed
-# here (Debian's cargo is too old): use rustup's stable Rust, 1.80 or newer (tested with 1.95).
+# here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
+# with its clippy and rustfmt components (added here with rustup when missing).
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -9,9 +10,16 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "install-deps.sh: cargo not found: install Rust 1.80+ with rustup (https://rustup.rs)" >&2
+  echo "install-deps.sh: cargo not found: install Rust 1.89+ with rustup (https://rustup.rs)" >&2
   exit 1
 fi
+for component in clippy rustfmt; do
+  sub=$([ "$component" = rustfmt ] && echo fmt || echo clippy)
+  if ! cargo "$sub" --version >/dev/null 2>&1; then
+    echo "install-deps.sh: cargo $sub missing; rustup component add $component"
+    rustup component add "$component" || { echo "install-deps.sh: cannot add the $component component (the test command runs cargo $sub)" >&2; exit 1; }
+  fi
+done
 
 need=()
 command -v runc >/dev/null 2>&1 || need+=(runc)
