@@ -152,6 +152,8 @@ impl Logger {
 
 /// One line for an error and its causes, as `{:#}` would print them, but without repeating a
 /// cause that a message already contains (our thiserror messages embed their `source`).
+/// Control characters (a newline in an annotation key, an escape sequence in an env value)
+/// are escaped, so a container's input can never forge or split a line on stderr.
 pub fn error_text<'a>(
     chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
 ) -> String {
@@ -166,7 +168,23 @@ pub fn error_text<'a>(
         }
         out.push_str(&text);
     }
-    out
+    escape_controls(&out)
+}
+
+/// `\n`, `\t`, `\r` and every other control character as an escape (`\u{1b}`).
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -179,6 +197,24 @@ mod tests {
         Embeds { source: std::io::Error },
         #[error("cannot mask /proc/driver/nvidia")]
         Wraps(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let cases = [
+            (
+                "plain",
+                "annotation cdi.k8s.io/x",
+                "annotation cdi.k8s.io/x",
+            ),
+            ("newline", "key a\nforged line", "key a\\nforged line"),
+            ("escape sequence", "\u{1b}[31mred", "\\u{1b}[31mred"),
+            ("tab and CR", "a\tb\rc", "a\\tb\\rc"),
+            ("non-ASCII kept", "GPU-é", "GPU-é"),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(escape_controls(input), want, "case {name}");
+        }
     }
 
     #[test]

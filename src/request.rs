@@ -235,17 +235,24 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
         config,
     )?;
     let mut requirements = Vec::new();
-    if !config.disable_require && view.get_checked("NVIDIA_DISABLE_REQUIRE")? != Some("true") {
-        let mut vars: Vec<&str> = view
-            .env
-            .iter()
-            .filter(|e| e.starts_with("NVIDIA_REQUIRE_"))
-            .map(|e| e.as_str())
-            .collect();
-        vars.sort();
+    let disabled = view
+        .get_checked("NVIDIA_DISABLE_REQUIRE")?
+        .is_some_and(parse_bool);
+    if !config.disable_require && !disabled {
+        // The last definition of each variable wins; one pass and a sort (an image may carry
+        // tens of thousands of entries).
+        let mut last: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+        for entry in view.env.iter().filter(|e| e.starts_with("NVIDIA_REQUIRE_")) {
+            last.insert(
+                entry.split_once('=').map_or(entry.as_str(), |(k, _)| k),
+                entry,
+            );
+        }
+        let mut vars: Vec<&str> = last.into_values().collect();
+        vars.sort_unstable();
         for entry in vars {
             let (k, v) = entry.split_once('=').unwrap_or((entry, ""));
-            if k.contains("_JETPACK") || v.trim().is_empty() || view.get(k) != Some(v) {
+            if k.contains("_JETPACK") || v.trim().is_empty() {
                 continue;
             }
             if v.contains('\0') {
@@ -324,6 +331,11 @@ pub fn list_items<'a>(var: &str, value: &'a str) -> Result<Vec<&'a str>, Request
         });
     }
     Ok(items)
+}
+
+/// Go's `strconv.ParseBool` true values (what upstream accepts for `NVIDIA_DISABLE_REQUIRE`).
+fn parse_bool(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 /// `None` means "not a GPU container" (empty or `void`).
@@ -464,6 +476,14 @@ mod tests {
                 Ok(Some(Request { requirements: vec!["cuda>=12.0 brand=tesla".into()], ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
             ("requirements disabled", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_DISABLE_REQUIRE=true"],
                 Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility])))),
+            ("requirements disabled by 1 (Go ParseBool)", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_DISABLE_REQUIRE=1"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility])))),
+            ("requirements disabled by TRUE", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_DISABLE_REQUIRE=TRUE"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility])))),
+            ("yes is not a Go bool", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_DISABLE_REQUIRE=yes"],
+                Ok(Some(Request { requirements: vec!["cuda>=99".into()], ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
+            ("last definition of a requirement wins", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_REQUIRE_CUDA=cuda>=11"],
+                Ok(Some(Request { requirements: vec!["cuda>=11".into()], ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
             ("capabilities", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"],
                 Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Utility])))),
             ("capabilities all", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=all"],

@@ -238,6 +238,7 @@ pub fn cdi_request(
 ) -> Result<CdiRequest, ShimError> {
     let cdi = &config.runtime.modes.cdi;
     let mut out = CdiRequest::default();
+    let mut seen = std::collections::HashSet::new();
     for (key, value) in annotations {
         if !cdi
             .annotation_prefixes
@@ -252,8 +253,20 @@ pub fn cdi_request(
                 what: format!("annotation {key}={value:?}"),
                 source,
             })?;
-            if !out.names.contains(&name) {
+            if seen.insert(name.to_string()) {
                 out.names.push(name);
+            }
+            if out.names.len() > request::MAX_DEVICE_IDS {
+                return Err(ShimError::CdiName {
+                    what: format!(
+                        "the {prefixes:?} annotations name more than {} devices",
+                        request::MAX_DEVICE_IDS,
+                        prefixes = cdi.annotation_prefixes
+                    ),
+                    source: NameError::Empty {
+                        what: "a shorter list",
+                    },
+                });
             }
         }
     }
@@ -287,7 +300,7 @@ pub fn cdi_request(
             what: format!("NVIDIA_VISIBLE_DEVICES entry {item:?}"),
             source,
         })?;
-        if !out.names.contains(&name) {
+        if seen.insert(name.to_string()) {
             out.names.push(name);
         }
     }
@@ -329,7 +342,12 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
         }
         Mode::Auto => legacy(),
         Mode::Cdi => Ok(names(strict()?.names).map_or(Action::PassThrough, Action::Cdi)),
-        Mode::JitCdi => Ok(names(strict()?.names).map_or(Action::PassThrough, Action::JitCdi)),
+        // As upstream: jit-cdi reads NVIDIA_VISIBLE_DEVICES (under the unprivileged policy),
+        // never the CDI annotations, which only cdi mode resolves.
+        Mode::JitCdi => {
+            let env_only = cdi_request(&view, &BTreeMap::new(), config, true, path)?;
+            Ok(names(env_only.names).map_or(Action::PassThrough, Action::JitCdi))
+        }
     }
 }
 
@@ -916,6 +934,8 @@ mod tests {
             ),
             ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
             ("jit-cdi, nothing", Mode::JitCdi, vec![], vec![], Ok(PassThrough)),
+            ("jit-cdi ignores annotations", Mode::JitCdi, vec![], ann.to_vec(), Ok(PassThrough)),
+            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
         ];
         for (name, mode, env, annotations, want) in cases {
             let mut c = Config::default();
@@ -938,6 +958,62 @@ mod tests {
             decide(&doc(&[gpu0], &[]), Path::new("c.json"), &c).unwrap(),
             Action::PassThrough,
             "unprivileged env ignored"
+        );
+    }
+
+    #[test]
+    fn long_annotation_lists_are_linear_and_capped() {
+        let names = |n: usize| {
+            (0..n)
+                .map(|i| format!("nvidia.com/gpu={i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let c = Config {
+            runtime: crate::config::RuntimeConfig {
+                mode: Mode::Cdi,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let started = std::time::Instant::now();
+        let within = names(request::MAX_DEVICE_IDS);
+        match decide(
+            &doc(&[], &[("cdi.k8s.io/x", &within)]),
+            Path::new("c.json"),
+            &c,
+        )
+        .unwrap()
+        {
+            Action::Cdi(got) => assert_eq!(got.len(), request::MAX_DEVICE_IDS),
+            other => panic!("{other:?}"),
+        }
+        // Repeats are deduplicated by a set, not by scanning the list.
+        let repeated = vec!["nvidia.com/gpu=0"; 40_000].join(",");
+        assert_eq!(
+            decide(
+                &doc(&[], &[("cdi.k8s.io/x", &repeated)]),
+                Path::new("c.json"),
+                &c
+            )
+            .unwrap(),
+            Action::Cdi(q(&["nvidia.com/gpu=0"]))
+        );
+        let e = decide(
+            &doc(
+                &[],
+                &[("cdi.k8s.io/x", &names(request::MAX_DEVICE_IDS + 1))],
+            ),
+            Path::new("c.json"),
+            &c,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("name more than 4096 devices"), "{e}");
+        // Not a timing assertion: a bound that only a quadratic scan would approach.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
         );
     }
 

@@ -583,3 +583,10 @@ pub fn renameat(dir: BorrowedFd, from: &Path, to: &Path) -> io::Result<()> {
     )
     .map(drop)
 }
+
+/// unlinkat(dir, name, 0): removes a file (not a directory) in `dir`.
+pub fn unlinkat(dir: BorrowedFd, name: &Path) -> io::Result<()> {
+    let n = cstring(name)?;
+    // SAFETY: valid C string and fd.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) } as libc::c_long).map(drop)
+}

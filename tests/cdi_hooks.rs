@@ -317,13 +317,12 @@ fn update_ldcache_refusals() {
 }
 
 #[test]
-fn update_ldcache_refuses_a_symlinked_conf_file() {
+fn update_ldcache_never_writes_through_a_planted_conf_file() {
+    // The conf name is predictable (a hash of the folder list). The image plants a symlink to
+    // a host file there, or a hardlink of a host file: the hook writes a temp file and renames
+    // it over the name, so the planted entry is replaced, the host file is never opened, and
+    // the container starts with our entry.
     let h = host();
-    let canary = canary_dir(h, "ldconf");
-    let target = canary.join("victim.conf");
-    let mut b = Bundle::new(&h.dir, Image::Busybox);
-    let confd = b.rootfs().join("etc/ld.so.conf.d");
-    std::fs::create_dir_all(&confd).unwrap();
     // The name the hook will use for this folder list (stable: a hash of the contents).
     let mut probe = Bundle::new(&h.dir, Image::Busybox);
     probe.add_hook(
@@ -338,22 +337,50 @@ fn update_ldcache_refuses_a_symlinked_conf_file() {
         .find(|l| l.starts_with("00-nvcr-"))
         .expect("conf name")
         .to_string();
-    symlink(&target, confd.join(&name)).unwrap();
-    b.add_hook(
-        "createContainer",
-        CDI_HOOK,
-        &["update-ldcache", "--folder", "/usr/lib64"],
-    );
-    let out = b.run("echo STARTED");
-    let text = out_text(&out);
-    assert!(!out.status.success(), "{text}");
-    assert!(
-        text.contains(&format!(
-            "/etc/ld.so.conf.d/{name} in the container is a symlink"
-        )),
-        "{text}"
-    );
-    assert_empty(&canary, "symlinked conf file");
+    for hardlink in [false, true] {
+        let canary = canary_dir(
+            h,
+            if hardlink {
+                "ldconf-hardlink"
+            } else {
+                "ldconf"
+            },
+        );
+        let target = canary.join("victim.conf");
+        std::fs::write(&target, "host content\n").unwrap();
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        let confd = b.rootfs().join("etc/ld.so.conf.d");
+        std::fs::create_dir_all(&confd).unwrap();
+        if hardlink {
+            std::fs::hard_link(&target, confd.join(&name)).unwrap();
+        } else {
+            symlink(&target, confd.join(&name)).unwrap();
+        }
+        b.add_hook(
+            "createContainer",
+            CDI_HOOK,
+            &["update-ldcache", "--folder", "/usr/lib64"],
+        );
+        let out = b.run(&format!("cat /etc/ld.so.conf.d/{name}"));
+        let text = format!("hardlink {hardlink}: {}", out_text(&out));
+        assert!(out.status.success(), "{text}");
+        assert_eq!(stdout(&out), "/usr/lib64\n", "{text}");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "host content\n",
+            "the host file changed: {text}"
+        );
+        let entries: Vec<_> = std::fs::read_dir(&canary)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(
+            entries.len(),
+            1,
+            "the host dir changed: {entries:?}: {text}"
+        );
+    }
 }
 
 #[test]

@@ -56,65 +56,38 @@ pub fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
 }
 
 /// Writes `/etc/ld.so.conf.d/<prefix>-<hash of text>.conf` through the gate: the directory
-/// is resolved (created) in the rootfs, the file opened relative to it without following a
-/// symlink and without blocking on a FIFO, checked to be a regular file, and only then
-/// truncated and written.
+/// is resolved (created) in the rootfs, a new temp file is created in it (`O_EXCL`, no
+/// symlink followed) and written, then renamed over the name. Nothing that was at the name is
+/// ever opened or written through: an image's symlink, hardlink (to a host file), FIFO or
+/// device there is replaced as a directory entry, and a directory there is refused.
 pub fn write_conf(root: &Rootfs, prefix: &str, text: &str) -> Result<PathBuf, LdsoConfError> {
-    let name = &format!("{prefix}-{:08x}.conf", fnv1a(text.as_bytes()));
-    let path = Path::new(LDSO_CONF_D).join(name);
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!("{prefix}-{:08x}.conf", fnv1a(text.as_bytes()));
+    let path = Path::new(LDSO_CONF_D).join(&name);
     let dir = root.mkdir_all(Path::new(LDSO_CONF_D))?;
-    // Look before opening for writing: opening a device node an image shipped could act on it.
-    if let Ok(existing) = sys::openat(
-        dir.as_fd(),
-        Path::new(name),
-        libc::O_PATH | libc::O_NOFOLLOW,
-        0,
-    ) {
-        match sys::fstat(existing.as_fd()).map(|st| st.st_mode & libc::S_IFMT) {
-            Ok(libc::S_IFREG) => {}
-            Ok(libc::S_IFLNK) => {
-                return Err(LdsoConfError::NotRegular {
-                    path,
-                    what: "a symlink",
-                })
-            }
-            Ok(_) => {
-                return Err(LdsoConfError::NotRegular {
-                    path,
-                    what: "not a regular file",
-                })
-            }
-            Err(source) => return Err(LdsoConfError::Write { path, source }),
-        }
-    }
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    let fd = match sys::openat(dir.as_fd(), Path::new(name), flags, 0o644) {
-        Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(LdsoConfError::NotRegular {
-                path,
-                what: "a symlink",
-            })
-        }
-        Err(source) => return Err(LdsoConfError::Write { path, source }),
-    };
-    let st = sys::fstat(fd.as_fd()).map_err(|source| LdsoConfError::Write {
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = format!(".{name}.nvct-{}-{n}", std::process::id());
+    let err = |source| LdsoConfError::Write {
         path: path.clone(),
         source,
-    })?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(LdsoConfError::NotRegular {
-            path,
-            what: "not a regular file",
+    };
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+    let fd = sys::openat(dir.as_fd(), Path::new(&tmp), flags, 0o644).map_err(err)?;
+    let written = std::fs::File::from(fd).write_all(text.as_bytes());
+    let renamed =
+        written.and_then(|()| sys::renameat(dir.as_fd(), Path::new(&tmp), Path::new(&name)));
+    if let Err(e) = renamed {
+        let _ = sys::unlinkat(dir.as_fd(), Path::new(&tmp));
+        return Err(match e.raw_os_error() {
+            Some(libc::EISDIR) | Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+                LdsoConfError::NotRegular {
+                    path,
+                    what: "a directory",
+                }
+            }
+            _ => err(e),
         });
     }
-    let mut file = std::fs::File::from(fd);
-    file.set_len(0)
-        .and_then(|()| file.write_all(text.as_bytes()))
-        .map_err(|source| LdsoConfError::Write {
-            path: path.clone(),
-            source,
-        })?;
     Ok(path)
 }
 
