@@ -976,7 +976,6 @@ mod tests {
             },
             ..Config::default()
         };
-        let started = std::time::Instant::now();
         let within = names(request::MAX_DEVICE_IDS);
         match decide(
             &doc(&[], &[("cdi.k8s.io/x", &within)]),
@@ -1009,12 +1008,6 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("name more than 4096 devices"), "{e}");
-        // Not a timing assertion: a bound that only a quadratic scan would approach.
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "{:?}",
-            started.elapsed()
-        );
     }
 
     #[test]
