@@ -590,3 +590,25 @@ pub fn unlinkat(dir: BorrowedFd, name: &Path) -> io::Result<()> {
     // SAFETY: valid C string and fd.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) } as libc::c_long).map(drop)
 }
+
+/// The id of the mount `fd` is on (statx `STATX_MNT_ID`, the first field of mountinfo).
+pub fn mount_id(fd: BorrowedFd) -> io::Result<u64> {
+    // SAFETY: statx is plain old data; zeroed is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd, empty C string with AT_EMPTY_PATH, a valid out-pointer.
+    check(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            &mut st,
+        )
+    } as libc::c_long)?;
+    if st.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::other(
+            "the kernel gave no mount id (statx STATX_MNT_ID needs Linux 5.8)",
+        ));
+    }
+    Ok(st.stx_mnt_id)
+}

@@ -1129,3 +1129,90 @@ fn out_has(out: &std::process::Output, needle: &str) -> bool {
     String::from_utf8_lossy(&out.stderr).contains(needle)
         || String::from_utf8_lossy(&out.stdout).contains(needle)
 }
+
+#[test]
+fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
+    // A host directory bound into the container as a volume, and the image's lib dir pointing
+    // into it: the hook would create its mount-point files (and a libcuda.so link) there, on
+    // the host (the CVE-2024-0133 shape). Refused, the host directory untouched. Through the
+    // CDI path runc itself creates its mount points (runc's behaviour, not ours); our hooks
+    // create nothing there.
+    let h = host();
+    let work = h.dir.join("volumes");
+    std::fs::create_dir_all(&work).unwrap();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let vol = canary(&work, &format!("vol-{path:?}"));
+        std::fs::create_dir_all(vol.join("lib")).unwrap();
+        let before = snapshot(&vol);
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        let lib_dir = match path {
+            Path_::Hook => "usr/lib64",
+            Path_::JitCdi => "usr/lib/x86_64-linux-gnu",
+        };
+        std::fs::create_dir_all(b.rootfs().join(lib_dir).parent().unwrap()).unwrap();
+        symlink("/vol/lib", b.rootfs().join(lib_dir)).unwrap();
+        b.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "destination": "/vol", "type": "bind", "source": vol, "options": ["rbind", "rw"],
+            }));
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run("ls -la /vol/lib; echo RAN");
+        let context = format!("path {path:?}: {}", bundle::out_text(&out));
+        let after = snapshot(&vol);
+        match path {
+            Path_::Hook => {
+                assert!(!out.status.success(), "{context}");
+                assert!(
+                    out_has(&out, "on another mount than the container's rootfs"),
+                    "{context}"
+                );
+                assert_eq!(
+                    after, before,
+                    "the hook created files in the host volume: {context}"
+                );
+            }
+            Path_::JitCdi => {
+                let ours: Vec<_> = after
+                    .keys()
+                    .filter(|p| {
+                        let name = p.file_name().unwrap_or_default().to_string_lossy();
+                        name == "libcuda.so" || name.ends_with(".conf")
+                    })
+                    .collect();
+                assert!(
+                    ours.is_empty(),
+                    "our CDI hooks created {ours:?} in the host volume: {context}"
+                );
+                assert!(
+                    !out.status.success()
+                        && out_has(&out, "on another mount than the container's rootfs"),
+                    "{context}"
+                );
+            }
+        }
+    }
+
+    // rootfsPropagation rshared and an rshared volume the lib dir points into: what the hook
+    // mounted there would propagate to the host and outlive the container. Refused; the host
+    // mount table (Bundle::run compares it) and the volume stay as they were.
+    let vol = canary(&work, "vol-rshared");
+    std::fs::create_dir_all(vol.join("lib")).unwrap();
+    let before = snapshot(&vol);
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.spec["linux"]["rootfsPropagation"] = serde_json::json!("rshared");
+    std::fs::create_dir_all(b.rootfs().join("usr")).unwrap();
+    symlink("/vol/lib", b.rootfs().join("usr/lib64")).unwrap();
+    b.spec["mounts"].as_array_mut().unwrap().push(serde_json::json!({
+        "destination": "/vol", "type": "bind", "source": vol, "options": ["rbind", "rw", "rshared"],
+    }));
+    request_gpu(h, &mut b, Path_::Hook, &work);
+    let out = b.run("echo RAN");
+    let context = bundle::out_text(&out);
+    assert!(
+        !out.status.success() && out_has(&out, "nothing is created there"),
+        "{context}"
+    );
+    assert_eq!(snapshot(&vol), before, "{context}");
+}

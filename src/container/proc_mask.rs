@@ -30,6 +30,8 @@ pub fn mount(root: &Rootfs, mask: &ProcMask) -> Result<(), String> {
         }
         Err(e) => return Err(e.to_string()),
     };
+    root.check_not_shared(&target, Path::new("/proc/driver"))
+        .map_err(|e| e.to_string())?;
     if sys::fstatfs_type(target.as_fd()).map_err(|e| format!("statfs /proc/driver: {e}"))?
         != PROC_SUPER_MAGIC
     {

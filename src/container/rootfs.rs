@@ -4,6 +4,11 @@
 //! symlinks resolve as if the rootfs were `/`, and the result is a file descriptor: callers
 //! mount onto or write through that fd and never walk a path string again.
 //!
+//! Nothing is created on another mount than the rootfs itself (a volume: its directory lives
+//! on the host), except in the runtime's own `/dev` tmpfs; and nothing is mounted onto a
+//! target whose mount is shared (it would propagate to the host and outlive the container).
+//! Both are refused with the path named (CVE-2024-0133 was a file created in a host volume).
+//!
 //! No other module may join a path onto a container rootfs.
 
 use crate::sys;
@@ -50,6 +55,60 @@ pub enum Target {
 pub struct Rootfs {
     dir: OwnedFd,
     path: PathBuf,
+    /// The mount the rootfs directory is on (statx `STATX_MNT_ID`).
+    mnt_id: u64,
+    /// `/proc/self/mountinfo` of this mount namespace, read when first needed.
+    mounts: std::sync::OnceLock<Vec<MountEntry>>,
+}
+
+/// One line of `/proc/self/mountinfo`, the fields the gate looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub id: u64,
+    pub mount_point: PathBuf,
+    pub fstype: String,
+    /// The optional fields say `shared:N`: mounts under it propagate to its peers.
+    pub shared: bool,
+}
+
+/// PURE: the entries of a mountinfo text (malformed lines are skipped).
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    text.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split(' ').collect();
+            let id = f.first()?.parse().ok()?;
+            let mount_point = PathBuf::from(unescape_octal(f.get(4)?));
+            let shared = f.iter().skip(6).any(|o| o.starts_with("shared:"));
+            let fstype = right.split(' ').next()?.to_string();
+            Some(MountEntry {
+                id,
+                mount_point,
+                fstype,
+                shared,
+            })
+        })
+        .collect()
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\NNN` (octal).
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 const RESOLVE: u64 = sys::RESOLVE_IN_ROOT | sys::RESOLVE_NO_MAGICLINKS;
@@ -63,9 +122,15 @@ impl Rootfs {
                 source,
             },
         )?;
+        let mnt_id = sys::mount_id(dir.as_fd()).map_err(|source| RootfsError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(Rootfs {
             dir,
             path: path.to_path_buf(),
+            mnt_id,
+            mounts: std::sync::OnceLock::new(),
         })
     }
 
@@ -109,6 +174,7 @@ impl Rootfs {
                 Err(RootfsError::Io { source, .. })
                     if source.raw_os_error() == Some(libc::ENOENT) =>
                 {
+                    self.check_create_in(&dir, &prefix)?;
                     match sys::mkdirat(dir.as_fd(), Path::new(name.as_os_str()), 0o755) {
                         Ok(()) => {}
                         Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
@@ -128,16 +194,64 @@ impl Rootfs {
                 Err(e) => return Err(e),
             };
         }
+        self.check_create_in(&dir, path)?;
         // TEST-ONLY (feature `fault-injection`): the image swaps the checked directory.
         #[cfg(feature = "fault-injection")]
         fault::after_resolve(self, path);
         Ok(dir)
     }
 
+    fn mount_entry(&self, id: u64) -> Option<&MountEntry> {
+        let mounts = self.mounts.get_or_init(|| {
+            parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+        });
+        mounts.iter().find(|m| m.id == id)
+    }
+
+    /// Whether files may be created in the directory `dir` (the container path `path`): it is
+    /// on the rootfs's own mount, or in the runtime's `/dev` tmpfs. A volume (a host
+    /// directory bound into the container) is refused.
+    fn check_create_in(&self, dir: &OwnedFd, path: &Path) -> Result<(), RootfsError> {
+        let id = sys::mount_id(dir.as_fd()).map_err(|source| RootfsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if id == self.mnt_id {
+            return Ok(());
+        }
+        let dev_tmpfs =
+            path.starts_with("/dev") && self.mount_entry(id).is_some_and(|m| m.fstype == "tmpfs");
+        if dev_tmpfs {
+            return Ok(());
+        }
+        Err(RootfsError::BadTarget {
+            path: path.to_path_buf(),
+            what: "on another mount than the container's rootfs (a volume from the host?); nothing is created there",
+        })
+    }
+
+    /// Refuses a mount target whose mount propagates (`shared`): what is mounted there would
+    /// appear on the host too and stay after the container is gone.
+    pub fn check_not_shared(&self, target: &OwnedFd, path: &Path) -> Result<(), RootfsError> {
+        let id = sys::mount_id(target.as_fd()).map_err(|source| RootfsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        match self.mount_entry(id) {
+            Some(m) if m.shared => Err(RootfsError::BadTarget {
+                path: path.to_path_buf(),
+                what: "on a shared mount (rootfsPropagation or a volume's propagation is shared), so a mount \
+                       there would propagate to the host; use private or slave propagation, or the CDI path",
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// An fd for the object at `path` to mount onto, creating it (and its parents) if
     /// missing. An existing symlink, or an object of the wrong type, is refused.
     pub fn mount_target(&self, path: &Path, kind: Target) -> Result<OwnedFd, RootfsError> {
         let fd = self.mount_target_fd(path, kind)?;
+        self.check_not_shared(&fd, path)?;
         // TEST-ONLY (feature `fault-injection`, off by default): the image swaps the object
         // between the check above and the caller's use of the fd.
         #[cfg(feature = "fault-injection")]
@@ -297,6 +411,37 @@ fn split(path: &Path) -> Result<(PathBuf, PathBuf), RootfsError> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn mountinfo_cases() {
+        let text = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+30 22 0:5 / /dev rw,nosuid - tmpfs tmpfs rw,mode=755
+31 22 8:1 /srv/vol /data\\040dir rw master:1 - ext4 /dev/sda1 rw
+32 22 0:6 / /proc rw shared:7 master:2 - proc proc rw
+garbage line
+33 22 0:7 / /x rw
+";
+        let got = parse_mountinfo(text);
+        let e = |id, mp: &str, fstype: &str, shared| MountEntry {
+            id,
+            mount_point: mp.into(),
+            fstype: fstype.into(),
+            shared,
+        };
+        let want = vec![
+            e(22, "/", "ext4", true),
+            e(30, "/dev", "tmpfs", false),
+            e(31, "/data dir", "ext4", false),
+            e(32, "/proc", "proc", true),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(
+            unescape_octal("a\\011b\\134c\\12"),
+            "a\tb\\c\\12",
+            "tab, backslash; a short escape kept"
+        );
+    }
 
     #[test]
     fn symlinks_stay_inside_the_root() {
