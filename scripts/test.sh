@@ -12,6 +12,10 @@ cargo clippy --locked --all-targets --all-features -- -D warnings
 # --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
 # it is never part of a default or release build.
 cargo build --locked --bins --examples --all-features
+# The shipped nvidia-cdi-hook is statically linked (an env-less hook entry gets the image's
+# LD_PRELOAD; a static binary has no loader to obey it): tests/attacks.rs checks that build.
+cargo rustc --locked --all-features --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static
+export NVCT_STATIC_CDI_HOOK="$PWD/target/static/debug/nvidia-cdi-hook"
 cargo test --locked --all-targets --all-features -- "$@"
 # The runc-based container tests (the prestart hook, and the shim's jit-cdi edits with our CDI
 # hooks under runc). containerd's `ctr run` (tests/shim*.rs) and podman (tests/cdi.rs) set CPU

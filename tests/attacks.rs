@@ -1216,3 +1216,78 @@ fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
     );
     assert_eq!(snapshot(&vol), before, "{context}");
 }
+
+/// The statically linked `nvidia-cdi-hook` that scripts/test.sh builds (and
+/// scripts/build-release.sh ships): `NVCT_STATIC_CDI_HOOK`.
+fn static_cdi_hook() -> PathBuf {
+    let path = std::env::var_os("NVCT_STATIC_CDI_HOOK")
+        .map(PathBuf::from)
+        .expect("NVCT_STATIC_CDI_HOOK is not set: run the suite with scripts/test.sh, which builds the static nvidia-cdi-hook");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(
+        nvct::container::ldconfig::static_elf(&bytes),
+        Ok(()),
+        "{} is not a static ELF",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn env_less_cdi_hook_entries_never_load_the_image_library() {
+    // CDI specs and hooks.d files written by older toolkits, or by hand, run the CDI hook
+    // without an `env`: runc then gives it the container's environment, LD_PRELOAD included,
+    // and a dynamically linked hook loads the image's library as root on the host before
+    // main (NVIDIAScape). The shipped nvidia-cdi-hook is static: the loader variables do
+    // nothing. Control: the dynamically linked build of the same hook does load it, so the
+    // test sees the attack when it works.
+    let h = host();
+    let work = h.dir.join("env-less");
+    std::fs::create_dir_all(&work).unwrap();
+    let static_hook = static_cdi_hook();
+    for (hook, must_load) in [
+        (static_hook.clone(), false),
+        (PathBuf::from(bundle::CDI_HOOK), true),
+    ] {
+        let canary = work.join(format!("canary-{must_load}"));
+        let mut b = Bundle::new(&h.dir, Image::Glibc);
+        let evil_dir = b.rootfs().join("usr/lib/evil");
+        std::fs::create_dir_all(&evil_dir).unwrap();
+        let src = work.join(format!("evil-{must_load}.c"));
+        std::fs::write(
+            &src,
+            EVIL_C.replace("CANARY", &canary.display().to_string()),
+        )
+        .unwrap();
+        let gcc = std::process::Command::new(bundle::require("gcc"))
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(evil_dir.join("libevil.so"))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            gcc.status.success(),
+            "gcc: {}",
+            String::from_utf8_lossy(&gcc.stderr)
+        );
+        b.env(&format!(
+            "LD_PRELOAD={}",
+            evil_dir.join("libevil.so").display()
+        ));
+        b.add_hook(
+            "createContainer",
+            hook.to_str().unwrap(),
+            &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"],
+        );
+        b.spec["hooks"]["createContainer"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("env");
+        let out = b.run("true");
+        let context = format!("hook {} : {}", hook.display(), bundle::out_text(&out));
+        assert_eq!(canary.exists(), must_load, "{context}");
+        if !must_load {
+            assert!(out.status.success(), "{context}");
+        }
+    }
+}
