@@ -1,20 +1,23 @@
-//! Plan → a container that is being created: the ONLY code that mounts into a container.
+//! (Request, Inventory) → a container that is being created: the prestart hook's applier.
 //!
 //! Called by the prestart hook, after runc has set up the container's mounts and before
-//! pivot_root. In this (host) process: clone every source as a detached read-only mount
-//! (open_tree), allow the device nodes in the container's device cgroup, open the container's
-//! mount namespace and the host ldconfig. Then in a forked child (single-threaded, so setns
-//! works even if NVML started threads in the parent): enter the container's mount namespace,
-//! resolve every target through the rootfs gate to an fd, attach the mounts onto those fds
-//! (move_mount: no path is walked twice), mask `/proc/driver/nvidia`, list the image's CUDA
-//! forward-compat dir in its ld.so.conf.d when allowed (`ldso_conf.rs`), and refresh the ld cache
-//! with the host ldconfig run in fresh namespaces, chrooted into the rootfs, with an empty
-//! environment (`ldconfig.rs`, shared with the CDI hooks). Everything mounted lives in the container's mount namespace only: a failure
-//! leaves nothing on the host.
+//! pivot_root. In this (host) process: plan with the layout unknown (the host paths of every
+//! source do not depend on it), clone every source as a detached read-only mount (open_tree),
+//! allow the device nodes in the container's device cgroup, open the container's mount
+//! namespace and the host ldconfig. Then in a forked child (single-threaded, so setns works
+//! even if NVML started threads in the parent): enter the container's mount namespace, probe
+//! the image's library layout *there* (what the container will see, volumes included), plan
+//! again with it, and give each Plan field to its `container/` primitive: mounts onto
+//! gate-resolved fds (move_mount: no path is walked twice), symlinks, the `/proc` mask, forward
+//! compatibility, the ld cache. Everything mounted lives in the container's mount namespace
+//! only: a failure leaves nothing on the host.
 
 use crate::container::rootfs::{Rootfs, Target};
-use crate::container::{cgroup, ldconfig, ldso_conf, proc_mask, symlinks};
-use crate::plan::Plan;
+use crate::container::{self, cgroup, ldconfig, ldso_conf, proc_mask, symlinks};
+use crate::discover::Inventory;
+use crate::model::Arch;
+use crate::plan::{self, Layout, PlanError};
+use crate::request::Request;
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -33,6 +36,8 @@ pub enum ApplyError {
     Ldconfig(#[from] crate::container::ldconfig::LdconfigError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
     #[error("in the container's mount namespace: {0}")]
     Child(String),
     #[error(
@@ -53,11 +58,14 @@ pub struct ContainerTarget {
     pub ldconfig: PathBuf,
     /// Skip the device cgroup (config `no-cgroups`).
     pub no_cgroups: bool,
+    /// Whose library layout the image is probed for (the host's).
+    pub arch: Arch,
 }
 
+/// A source cloned as a detached mount, keyed by its host path.
 struct Prepared {
     mount: OwnedFd,
-    container_path: PathBuf,
+    host_path: PathBuf,
 }
 
 /// Refuses a state whose pid is not the init of a container this runtime is creating: pid 1
@@ -85,36 +93,31 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
     }
 }
 
-pub fn apply(plan: &Plan, target: &ContainerTarget) -> Result<(), ApplyError> {
+pub fn apply(req: &Request, inv: &Inventory, target: &ContainerTarget) -> Result<(), ApplyError> {
+    let plan = plan::plan(req, inv, &Layout { lib_dir: None })?;
     let mut prepared = Vec::new();
-    for n in &plan.device_nodes {
-        let mount = sys::clone_mount(
-            &n.host_path,
-            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
-            sys::MOUNT_ATTR_NODEV,
-        )
-        .map_err(|source| ApplyError::Source {
-            path: n.host_path.clone(),
-            source,
-        })?;
+    let node_flags = (
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+        sys::MOUNT_ATTR_NODEV,
+    );
+    let file_flags = (
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        0,
+    );
+    let sources = plan
+        .device_nodes
+        .iter()
+        .map(|n| (&n.host_path, node_flags))
+        .chain(plan.mounts.iter().map(|m| (&m.host_path, file_flags)));
+    for (host_path, (set, clear)) in sources {
+        let mount =
+            sys::clone_mount(host_path, set, clear).map_err(|source| ApplyError::Source {
+                path: host_path.clone(),
+                source,
+            })?;
         prepared.push(Prepared {
             mount,
-            container_path: n.path.clone(),
-        });
-    }
-    for m in &plan.mounts {
-        let mount = sys::clone_mount(
-            &m.host_path,
-            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-            0,
-        )
-        .map_err(|source| ApplyError::Source {
-            path: m.host_path.clone(),
-            source,
-        })?;
-        prepared.push(Prepared {
-            mount,
-            container_path: m.container_path.clone(),
+            host_path: host_path.clone(),
         });
     }
     let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
@@ -134,7 +137,7 @@ pub fn apply(plan: &Plan, target: &ContainerTarget) -> Result<(), ApplyError> {
     let pid = unsafe { sys::fork() }.map_err(ApplyError::Fork)?;
     if pid == 0 {
         drop(rx);
-        let result = in_container(plan, target, &prepared, &ns, ldconfig.as_ref());
+        let result = in_container(req, inv, target, &prepared, &ns, ldconfig.as_ref());
         let code = match result {
             Ok(()) => 0,
             Err(msg) => {
@@ -186,7 +189,8 @@ fn pipe() -> Result<(std::fs::File, OwnedFd), ApplyError> {
 
 /// Runs in the forked child. Returns a message on failure.
 fn in_container(
-    plan: &Plan,
+    req: &Request,
+    inv: &Inventory,
     target: &ContainerTarget,
     prepared: &[Prepared],
     ns: &OwnedFd,
@@ -194,18 +198,37 @@ fn in_container(
 ) -> Result<(), String> {
     sys::setns(ns.as_fd(), libc::CLONE_NEWNS)
         .map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
-    let root = Rootfs::open(&target.rootfs).map_err(|e| e.to_string())?;
-    for p in prepared {
+    // Through the container's init's root: right even when the runtime itself runs chrooted
+    // (the rootfs path is in its view, and setns moved us to the namespace's real root).
+    let through_init = Path::new(&format!("/proc/{}/root", target.pid))
+        .join(target.rootfs.strip_prefix("/").unwrap_or(&target.rootfs));
+    let root = Rootfs::open(&through_init).map_err(|e| e.to_string())?;
+    let layout = container::probe_layout(&root, target.arch);
+    let plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
+    let targets = plan
+        .device_nodes
+        .iter()
+        .map(|n| (&n.host_path, &n.path))
+        .chain(
+            plan.mounts
+                .iter()
+                .map(|m| (&m.host_path, &m.container_path)),
+        );
+    for (host_path, container_path) in targets {
+        let p = prepared
+            .iter()
+            .find(|p| &p.host_path == host_path)
+            .ok_or_else(|| format!("{} was not prepared on the host", host_path.display()))?;
         let kind = if is_dir_mount(&p.mount) {
             Target::Dir
         } else {
             Target::File
         };
         let fd = root
-            .mount_target(&p.container_path, kind)
+            .mount_target(container_path, kind)
             .map_err(|e| e.to_string())?;
         sys::move_mount(p.mount.as_fd(), fd.as_fd())
-            .map_err(|e| format!("mount onto {}: {e}", p.container_path.display()))?;
+            .map_err(|e| format!("mount onto {}: {e}", container_path.display()))?;
     }
     symlinks::create(&root, &plan.symlinks).map_err(|e| e.to_string())?;
     if let Some(mask) = &plan.proc_mask {

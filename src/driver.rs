@@ -79,14 +79,6 @@ pub fn ipc_for(cap: Capability) -> &'static [&'static str] {
     }
 }
 
-/// Lib dirs searched besides those named by the ld cache (driver-root paths).
-const LIB_DIRS: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib64",
-    "/lib/x86_64-linux-gnu",
-    "/lib64",
-    "/usr/lib",
-];
 const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -119,7 +111,10 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
         .copied()
         .collect();
     let mut dirs: Vec<PathBuf> = Vec::new();
-    for e in cache.iter().filter(|e| ldcache::is_x86_64(e.flags)) {
+    for e in cache
+        .iter()
+        .filter(|e| root.arch.matches_cache_flags(e.flags))
+    {
         let family = e.soname.split(".so").next().unwrap_or("");
         if let Some(dir) = e.path.parent().filter(|_| families.contains(family)) {
             if !dirs.iter().any(|d| d == dir) {
@@ -127,13 +122,11 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
             }
         }
     }
-    dirs.extend(
-        LIB_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .filter(|d| !dirs.contains(d))
-            .collect::<Vec<_>>(),
-    );
+    for d in root.arch.lib_dirs().map(PathBuf::from) {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
 
     let suffix = format!(".so.{version}");
     let mut out: Vec<DriverFile> = Vec::new();
@@ -242,11 +235,13 @@ pub fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
 pub fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Option<PathBuf> {
     let from_cache = cache
         .iter()
-        .filter(|e| ldcache::is_x86_64(e.flags) && e.soname == "libnvidia-ml.so.1")
+        .filter(|e| root.arch.matches_cache_flags(e.flags) && e.soname == "libnvidia-ml.so.1")
         .map(|e| root.host_path(&e.path));
-    let from_dirs = LIB_DIRS
-        .iter()
-        .map(|d| root.host_path(Path::new(d).join("libnvidia-ml.so.1")));
+    let from_dirs = root
+        .arch
+        .lib_dirs()
+        .into_iter()
+        .map(|d| root.host_path(Path::new(&d).join("libnvidia-ml.so.1")));
     from_cache.chain(from_dirs).find(|p| p.exists())
 }
 

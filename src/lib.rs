@@ -18,6 +18,7 @@ pub mod driver;
 pub mod fsutil;
 pub mod ldcache;
 pub mod log;
+pub mod model;
 pub mod nvml;
 pub mod oci;
 pub mod plan;

@@ -3,6 +3,7 @@
 //! Host ↔ container path arithmetic only; nothing here touches the filesystem, and nothing
 //! here may be used for paths inside a *container* rootfs (that is `rootfs.rs`'s job).
 
+use crate::model::Arch;
 use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +14,8 @@ pub struct DriverRoot {
     pub dev_root: PathBuf,
     /// Where `driver/nvidia/...` and `devices` are read (normally `/proc`).
     pub proc_root: PathBuf,
+    /// Whose libraries are taken (the host's; another only in tests of other layouts).
+    pub arch: Arch,
 }
 
 impl DriverRoot {
@@ -25,6 +28,7 @@ impl DriverRoot {
             root: root.into(),
             dev_root: dev_root.into(),
             proc_root: proc_root.into(),
+            arch: Arch::host(),
         }
     }
 

@@ -453,23 +453,30 @@ pub fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error 
     io::Error::last_os_error()
 }
 
-/// chroot into `path` and chdir to the new root; fails unless the new root is the directory
-/// `expected` refers to (same device and inode), so a path swapped meanwhile is refused.
-pub fn chroot_path_checked(path: &Path, expected: BorrowedFd) -> io::Result<()> {
-    let c = cstring(path)?;
-    // SAFETY: valid C strings.
+/// fchdir(dir): makes `dir` the working directory.
+pub fn fchdir(dir: BorrowedFd) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid fd.
+    check(unsafe { libc::fchdir(dir.as_raw_fd()) } as libc::c_long).map(drop)
+}
+
+/// chroot(".") and chdir("/"): the working directory becomes the root. Fails unless that is
+/// the directory `expected` refers to (same device and inode). After a clone into a new mount
+/// namespace the working directory is the copy of the parent's in the new namespace, so a
+/// child that chroots this way is rooted in its own mounts (an fd opened before the clone
+/// would still be a mount of the namespace it left).
+pub fn chroot_cwd_checked(expected: BorrowedFd) -> io::Result<()> {
+    // SAFETY: constant C strings.
     unsafe {
-        check(libc::chroot(c.as_ptr()) as libc::c_long)?;
+        check(libc::chroot(c".".as_ptr()) as libc::c_long)?;
         check(libc::chdir(c"/".as_ptr()) as libc::c_long)?;
     }
     let now = std::fs::metadata("/")?;
     let want = fstat(expected)?;
     use std::os::unix::fs::MetadataExt;
     if (now.dev(), now.ino()) != (want.st_dev, want.st_ino) {
-        return Err(io::Error::other(format!(
-            "{} changed while it was entered",
-            path.display()
-        )));
+        return Err(io::Error::other(
+            "the new root is not the rootfs that was opened",
+        ));
     }
     Ok(())
 }

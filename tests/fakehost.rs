@@ -507,3 +507,69 @@ fn missing_library_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn discovery_follows_each_library_layout() {
+    // The simulated host built in each layout, discovered with the architecture of that
+    // host: every driver library is found in the layout's dir (through the ld cache, whose
+    // flags say aarch64 on the Grace layout), and the same driver root read for the other
+    // architecture finds none of them (so the flags and dirs really decide).
+    use common::fakehost::LibLayout;
+    use nvct::driver::FileKind;
+    use nvct::model::Arch;
+    let cases = [
+        (
+            "debian x86-64",
+            LibLayout::DebianX86_64,
+            Arch::X86_64,
+            Arch::Aarch64,
+        ),
+        ("rhel lib64", LibLayout::Rhel, Arch::X86_64, Arch::Aarch64),
+        (
+            "ubuntu aarch64",
+            LibLayout::DebianAarch64,
+            Arch::Aarch64,
+            Arch::X86_64,
+        ),
+    ];
+    for (name, layout, arch, other) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let host = FakeHost::builder()
+            .layout(layout)
+            .build(dir.path())
+            .unwrap();
+        let mut root =
+            nvct::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+        root.arch = arch;
+        let inv = nvct::discover::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let libs: Vec<_> = inv
+            .files
+            .iter()
+            .filter(|f| f.kind == FileKind::Library)
+            .collect();
+        assert!(libs.len() >= 10, "{name}: {libs:?}");
+        let want_dir = Path::new("/").join(layout.lib_dir());
+        for f in &libs {
+            assert_eq!(
+                f.driver_path.parent(),
+                Some(want_dir.as_path()),
+                "{name}: {f:?}"
+            );
+            assert_eq!(
+                f.host_path,
+                host.driver_root()
+                    .join(f.driver_path.strip_prefix("/").unwrap()),
+                "{name}"
+            );
+        }
+        assert!(libs.iter().any(|f| f.name == "libcuda"), "{name}: {libs:?}");
+        // The other architecture: cache entries do not match, and its dirs hold nothing
+        // (lib64 is x86-64's and aarch64's alike on RHEL, so only the Debian layouts differ).
+        if layout != LibLayout::Rhel {
+            root.arch = other;
+            let cache = nvct::ldcache::read(&host.driver_root().join("etc/ld.so.cache")).unwrap();
+            let libs = nvct::driver::libraries(&root, host.driver_version(), &cache);
+            assert!(libs.is_empty(), "{name}: read as {other:?}: {libs:?}");
+        }
+    }
+}

@@ -381,3 +381,40 @@ fn twenty_gpu_containers_at_once() {
         "mounts left behind on the host by 20 concurrent containers"
     );
 }
+
+#[test]
+fn rhel_layouts_of_host_and_image() {
+    // A RHEL/Fedora host (driver libraries in /usr/lib64) with a RHEL image and with a Debian
+    // image: the libraries go to the image's lib dir (probed in the container's mount
+    // namespace), libcuda.so.1 resolves through the refreshed ld cache, libcuda.so links it.
+    let h = host();
+    let dir = h.dir.join("rhel");
+    let rhel = FakeHost::builder()
+        .layout(common::fakehost::LibLayout::Rhel)
+        .build(&dir.join("host"))
+        .expect("fake RHEL host");
+    let config = bundle::write_config(&dir, &rhel.driver_root(), &rhel.proc_root(), "");
+    for (image, lib_dir) in [
+        (Image::GlibcLib64, "/usr/lib64"),
+        (Image::Glibc, "/usr/lib/x86_64-linux-gnu"),
+    ] {
+        let mut b = Bundle::new(&h.dir, image);
+        b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=0");
+        let out = b.run(&format!(
+            "dlcuda; grep -c libcuda.so.1 /etc/ld.so.cache; readlink {lib_dir}/libcuda.so; \
+             grep ' {lib_dir}/libcuda.so.' /proc/mounts"
+        ));
+        let text = format!("image lib dir {lib_dir}: {}", out_text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(stdout.contains("version=12040"), "{text}");
+        assert!(
+            stdout.lines().any(|l| l == "libcuda.so.1"),
+            "libcuda.so link: {text}"
+        );
+        assert!(
+            stdout.contains(&format!(" {lib_dir}/libcuda.so.{} ", rhel.driver_version())),
+            "{text}"
+        );
+    }
+}

@@ -6,14 +6,13 @@
 use anyhow::{Context, Result};
 use nvct::apply::{self, ContainerTarget};
 use nvct::config::{self, Config};
-use nvct::container::rootfs::Rootfs;
 use nvct::discover;
 use nvct::oci::{self, HookState};
 use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
 use nvct::root::DriverRoot;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: nvidia-container-runtime-hook [-config FILE] [-debug] [-version] prestart|poststart|poststop";
@@ -174,8 +173,9 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     for n in &inv.notes {
         log.line(n);
     }
-    let layout = probe_layout(&rootfs)?;
-    let plan = plan::plan(&req, &inv, &layout)?;
+    // For the log: the plan with the image's layout unknown (apply plans again in the
+    // container's mount namespace, where the layout is probed).
+    let plan = plan::plan(&req, &inv, &Layout { lib_dir: None })?;
     for n in &plan.notes {
         log.line(n);
     }
@@ -191,21 +191,8 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
         rootfs,
         ldconfig: config.host_ldconfig(),
         no_cgroups: config.cli.no_cgroups,
+        arch: root.arch,
     };
-    apply::apply(&plan, &target)?;
+    apply::apply(&req, &inv, &target)?;
     Ok(())
-}
-
-/// Where libraries go in this image: the Debian multiarch dir if the image has it.
-fn probe_layout(rootfs: &Path) -> Result<Layout> {
-    let root = Rootfs::open(rootfs)?;
-    let debian = Path::new("/usr/lib/x86_64-linux-gnu");
-    let lib_dir = if root.is_dir(debian) {
-        debian.to_path_buf()
-    } else {
-        PathBuf::from("/usr/lib64")
-    };
-    Ok(Layout {
-        lib_dir: Some(lib_dir),
-    })
 }

@@ -227,6 +227,11 @@ pub fn run_isolated(
         let source = io::Error::other("the calling process has more than one thread");
         return Err(LdconfigError::Clone { rootfs, source });
     }
+    // The child's new mount namespace carries the working directory over as its own copy.
+    sys::fchdir(root.fd()).map_err(|source| LdconfigError::Clone {
+        rootfs: rootfs.clone(),
+        source,
+    })?;
     // SAFETY: single-threaded (checked above); the child only makes syscalls, prints one line
     // and execs or `exit_now`s.
     let (pid, pidfd) =
@@ -270,10 +275,10 @@ fn confine(root: &Rootfs) -> io::Result<()> {
         |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     sys::die_with_parent().map_err(step("PDEATHSIG"))?;
     sys::make_mounts_private().map_err(step("private mounts"))?;
-    // By path, not through `root.fd()`: that fd is a mount of the namespace we left, under
-    // which no mount of ours could be made or removed. The path is the bundle's, not the
-    // image's; the inode check refuses a rootfs swapped meanwhile.
-    sys::chroot_path_checked(root.host_path(), root.fd()).map_err(step("chroot"))?;
+    // The working directory (the rootfs, set before the clone) is now its copy in our own
+    // mount namespace; `root.fd()` is a mount of the namespace we left, under which no mount of
+    // ours could be made or removed.
+    sys::chroot_cwd_checked(root.fd()).map_err(step("chroot"))?;
     // The container's /proc, /sys and /dev are not ldconfig's business; detached (and /dev
     // covered by an empty tmpfs), they cannot be reached through any path the image controls.
     for mnt in [c"/proc", c"/sys"] {

@@ -20,3 +20,18 @@ pub mod ldso_conf;
 pub mod proc_mask;
 pub mod rootfs;
 pub mod symlinks;
+
+/// Where the image keeps its libraries, probed through the gate in the container's mount
+/// namespace: its multiarch dir (`/usr/lib/x86_64-linux-gnu`, `/usr/lib/aarch64-linux-gnu`)
+/// if it has one, else `/usr/lib64`, else `/usr/lib`, else `/usr/lib64` (created).
+pub fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
+    let dirs = arch.image_lib_dirs();
+    let lib_dir = dirs
+        .iter()
+        .find(|d| root.is_dir(std::path::Path::new(d)))
+        .cloned()
+        .unwrap_or_else(|| "/usr/lib64".into());
+    crate::plan::Layout {
+        lib_dir: Some(lib_dir.into()),
+    }
+}

@@ -45,7 +45,11 @@ fn gpu(index: u32) -> Gpu {
 }
 
 fn inventory() -> Inventory {
-    let lib = "/usr/lib/x86_64-linux-gnu";
+    inventory_in("/usr/lib/x86_64-linux-gnu")
+}
+
+/// The same host with its driver libraries in `lib` (another distribution's layout).
+fn inventory_in(lib: &str) -> Inventory {
     Inventory {
         driver_version: "550.54.15".into(),
         cuda_version: Some("12.4".into()),
@@ -450,4 +454,99 @@ fn unknown_layout_keeps_driver_paths_for_libraries() {
             PathBuf::from("/usr/lib64")
         ]
     );
+}
+
+#[test]
+fn each_library_layout_whole_plan() {
+    // (name, where the host's driver keeps its libraries, the image's lib dir): the plan mounts
+    // each library from the driver's dir into the image's, refreshes that dir's cache and links
+    // libcuda.so there. Debian/Ubuntu x86-64, RHEL/Fedora, Debian/Ubuntu aarch64 (Grace), and
+    // a RHEL host with a Debian image.
+    let cases = [
+        (
+            "debian x86-64",
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+        ),
+        ("rhel", "/usr/lib64", "/usr/lib64"),
+        (
+            "ubuntu aarch64",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+        ),
+        (
+            "rhel host, debian image",
+            "/usr/lib64",
+            "/usr/lib/x86_64-linux-gnu",
+        ),
+    ];
+    for (name, host_dir, image_dir) in cases {
+        let req = request(
+            Devices::List(vec![DeviceId::Index(0)]),
+            &[Capability::Compute, Capability::Utility],
+        );
+        let got = plan(
+            &req,
+            &inventory_in(host_dir),
+            &Layout {
+                lib_dir: Some(image_dir.into()),
+            },
+        )
+        .unwrap();
+        let nodes = vec![
+            node("/dev/nvidia-uvm", 508, 0),
+            node("/dev/nvidia-uvm-tools", 508, 1),
+            node("/dev/nvidia0", 195, 0),
+            node("/dev/nvidiactl", 195, 255),
+        ];
+        let want = Plan {
+            cgroup_rules: rules(&nodes),
+            device_nodes: nodes,
+            mounts: vec![
+                mount(
+                    "/drv/lib/firmware/nvidia/550.54.15/gsp.bin",
+                    "/lib/firmware/nvidia/550.54.15/gsp.bin",
+                    FileKind::Firmware,
+                ),
+                mount(
+                    "/drv/usr/bin/nvidia-cuda-mps-control",
+                    "/usr/bin/nvidia-cuda-mps-control",
+                    FileKind::Binary,
+                ),
+                mount(
+                    "/drv/usr/bin/nvidia-smi",
+                    "/usr/bin/nvidia-smi",
+                    FileKind::Binary,
+                ),
+                mount(
+                    &format!("/drv{host_dir}/libcuda.so.550.54.15"),
+                    &format!("{image_dir}/libcuda.so.550.54.15"),
+                    FileKind::Library,
+                ),
+                mount(
+                    &format!("/drv{host_dir}/libnvidia-ml.so.550.54.15"),
+                    &format!("{image_dir}/libnvidia-ml.so.550.54.15"),
+                    FileKind::Library,
+                ),
+            ],
+            symlinks: vec![Symlink {
+                target: "libcuda.so.1".into(),
+                link: Path::new(image_dir).join("libcuda.so"),
+            }],
+            cuda_compat: Some("550.54.15".into()),
+            ldcache_dirs: vec![image_dir.into()],
+            proc_mask: Some(ProcMask {
+                files: vec![
+                    ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
+                    ("params".into(), "ModifyDeviceFiles: 0\n".into()),
+                    ("registry".into(), "".into()),
+                    ("version".into(), "NVRM version: x\n".into()),
+                ],
+            }),
+            notes: vec![],
+        };
+        let mut want = want; // the plan's order is sorted; the literal above is by kind
+        want.mounts.sort();
+        assert_eq!(got, want, "case {name}");
+    }
 }

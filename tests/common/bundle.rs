@@ -36,6 +36,8 @@ pub enum Image {
     Busybox,
     /// busybox plus the host's glibc and a program that dlopens libcuda.so.1.
     Glibc,
+    /// The same in the RHEL / Fedora layout: glibc in /usr/lib64, /lib64 a link to it.
+    GlibcLib64,
 }
 
 pub struct Bundle {
@@ -72,8 +74,10 @@ impl Bundle {
         ] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
         }
-        if image == Image::Glibc {
-            glibc_rootfs(&rootfs, &parent.join(format!("{id}-build")));
+        match image {
+            Image::Busybox => {}
+            Image::Glibc => glibc_rootfs(&rootfs, &parent.join(format!("{id}-build")), false),
+            Image::GlibcLib64 => glibc_rootfs(&rootfs, &parent.join(format!("{id}-build")), true),
         }
         run_ok(Command::new(require("runc")).arg("spec").current_dir(&dir));
         let spec: Value =
@@ -280,26 +284,37 @@ int main(void) {
 }
 "#;
 
-/// The host's glibc (loader + libc) in the Debian layout, and /usr/bin/dlcuda.
-fn glibc_rootfs(rootfs: &Path, build: &Path) {
+/// The host's glibc (loader + libc) in the Debian layout (or the RHEL one, `lib64`), and
+/// /usr/bin/dlcuda.
+fn glibc_rootfs(rootfs: &Path, build: &Path, lib64: bool) {
     std::fs::create_dir_all(build).unwrap();
-    let multiarch = rootfs.join("usr/lib/x86_64-linux-gnu");
-    std::fs::create_dir_all(&multiarch).unwrap();
-    std::fs::create_dir_all(rootfs.join("lib64")).unwrap();
+    let libdir = rootfs.join(if lib64 {
+        "usr/lib64"
+    } else {
+        "usr/lib/x86_64-linux-gnu"
+    });
+    std::fs::create_dir_all(&libdir).unwrap();
     std::fs::create_dir_all(rootfs.join("usr/bin")).unwrap();
-    std::os::unix::fs::symlink("usr/lib", rootfs.join("lib")).unwrap();
     for lib in ["libc.so.6", "ld-linux-x86-64.so.2"] {
         std::fs::copy(
             Path::new("/lib/x86_64-linux-gnu").join(lib),
-            multiarch.join(lib),
+            libdir.join(lib),
         )
         .unwrap();
     }
-    std::os::unix::fs::symlink(
-        "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
-        rootfs.join("lib64/ld-linux-x86-64.so.2"),
-    )
-    .unwrap();
+    if lib64 {
+        std::os::unix::fs::symlink("usr/lib64", rootfs.join("lib64")).unwrap();
+        std::os::unix::fs::symlink("usr/lib", rootfs.join("lib")).unwrap();
+        std::fs::create_dir_all(rootfs.join("usr/lib")).unwrap();
+    } else {
+        std::fs::create_dir_all(rootfs.join("lib64")).unwrap();
+        std::os::unix::fs::symlink("usr/lib", rootfs.join("lib")).unwrap();
+        std::os::unix::fs::symlink(
+            "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+            rootfs.join("lib64/ld-linux-x86-64.so.2"),
+        )
+        .unwrap();
+    }
     let src = build.join("dlcuda.c");
     std::fs::write(&src, DLCUDA_C).unwrap();
     run_ok(

@@ -20,8 +20,31 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Library directory inside the driver root (Debian multiarch layout).
+/// Library directory inside the driver root in the default (Debian x86-64) layout.
 pub const LIB_DIR: &str = "usr/lib/x86_64-linux-gnu";
+
+/// The library layout of the simulated host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LibLayout {
+    /// Debian / Ubuntu x86-64: `usr/lib/x86_64-linux-gnu`, cache flags `libc6,x86-64`.
+    DebianX86_64,
+    /// RHEL / Fedora: `usr/lib64`.
+    Rhel,
+    /// Debian / Ubuntu on aarch64 (Grace GH200/GB200 nodes): `usr/lib/aarch64-linux-gnu`, and
+    /// the ld.so.cache entries carry the AArch64 flags (`0x0a03`; the stubs themselves are
+    /// built for this machine, only the cache says aarch64).
+    DebianAarch64,
+}
+
+impl LibLayout {
+    pub fn lib_dir(self) -> &'static str {
+        match self {
+            LibLayout::DebianX86_64 => LIB_DIR,
+            LibLayout::Rhel => "usr/lib64",
+            LibLayout::DebianAarch64 => "usr/lib/aarch64-linux-gnu",
+        }
+    }
+}
 pub const DEFAULT_DRIVER_VERSION: &str = "550.54.15";
 /// What the stub `cuDriverGetVersion` and the fake NVML report (CUDA 12.4).
 pub const CUDA_VERSION: i32 = 12040;
@@ -76,12 +99,14 @@ pub struct FakeHostBuilder {
     gpus: u32,
     mig: bool,
     driver_version: String,
+    layout: LibLayout,
 }
 
 /// A built fake host; see the module doc for the layout.
 #[derive(Debug, Clone)]
 pub struct FakeHost {
     dir: PathBuf,
+    layout: LibLayout,
     driver_version: String,
     gpus: Vec<Gpu>,
     device_nodes: Vec<DeviceNode>,
@@ -93,6 +118,7 @@ impl FakeHost {
             gpus: 1,
             mig: false,
             driver_version: DEFAULT_DRIVER_VERSION.to_owned(),
+            layout: LibLayout::DebianX86_64,
         }
     }
 
@@ -121,9 +147,13 @@ impl FakeHost {
         self.dir.join("fake-nvml.json")
     }
 
-    /// `DIR/driver/usr/lib/x86_64-linux-gnu`.
+    /// `DIR/driver/<the layout's lib dir>` (`usr/lib/x86_64-linux-gnu` by default).
     pub fn lib_dir(&self) -> PathBuf {
-        self.driver_root().join(LIB_DIR)
+        self.driver_root().join(self.layout.lib_dir())
+    }
+
+    pub fn layout(&self) -> LibLayout {
+        self.layout
     }
 
     /// The fake NVML through its SONAME link: `<lib dir>/libnvidia-ml.so.1`.
@@ -164,6 +194,11 @@ impl FakeHostBuilder {
         self
     }
 
+    pub fn layout(mut self, layout: LibLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
     /// Creates the host in `dir` (which may exist; it should be empty).
     pub fn build(self, dir: &Path) -> io::Result<FakeHost> {
         if !(1..=64).contains(&self.gpus) {
@@ -188,6 +223,7 @@ impl FakeHostBuilder {
         let fake_nvml = fake_nvml_library()?;
         let mut host = FakeHost {
             dir: dir.to_owned(),
+            layout: self.layout,
             driver_version: self.driver_version.clone(),
             gpus: (0..self.gpus).map(|i| gpu(i, self.mig && i == 0)).collect(),
             device_nodes: Vec::new(),
@@ -200,6 +236,9 @@ impl FakeHostBuilder {
         write(&host.nvml_config(), &config)?;
         write(&host.lib_dir().join("fake-nvml.json"), &config)?;
         run_ldconfig(&host.driver_root())?;
+        if host.layout == LibLayout::DebianAarch64 {
+            retag_cache(&host.driver_root().join("etc/ld.so.cache"), 0x0303, 0x0a03)?;
+        }
         Ok(host)
     }
 }
@@ -313,7 +352,7 @@ fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
     std::fs::create_dir_all(&lib_dir).map_err(context("cannot create directory", &lib_dir))?;
     write(
         &host.driver_root().join("etc/ld.so.conf"),
-        &format!("/{LIB_DIR}\n"),
+        &format!("/{}\n", host.layout.lib_dir()),
     )?;
 
     let mut builds = Vec::new();
@@ -627,6 +666,27 @@ fn nvml_config_json(host: &FakeHost) -> String {
 }
 
 /// Runs the host's real ldconfig on the driver root: SONAME links plus `etc/ld.so.cache`.
+/// Rewrites the flags of every entry of a new-format ld.so.cache from `from` to `to` (the
+/// format: a 48-byte header `glibc-ld.so.cache1.1`, nlibs u32 at 20, then 24-byte entries
+/// whose first field is the i32 flags).
+fn retag_cache(path: &Path, from: i32, to: i32) -> io::Result<()> {
+    let mut bytes = std::fs::read(path)?;
+    if !bytes.starts_with(b"glibc-ld.so.cache1.1") {
+        return Err(invalid(format!(
+            "{}: not a new-format ld.so.cache",
+            path.display()
+        )));
+    }
+    let nlibs = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    for i in 0..nlibs {
+        let at = 48 + i * 24;
+        if i32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) == from {
+            bytes[at..at + 4].copy_from_slice(&to.to_le_bytes());
+        }
+    }
+    std::fs::write(path, bytes)
+}
+
 fn run_ldconfig(driver_root: &Path) -> io::Result<()> {
     let output = Command::new("/sbin/ldconfig")
         .arg("-r")
