@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
-# runc, busybox-static, containerd, podman, gcc and the C headers. The Rust toolchain is not installed
+# runc, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
+# headers. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
 set -euo pipefail
@@ -26,6 +27,7 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 [ -e /usr/include/dlfcn.h ] || need+=(libc6-dev)

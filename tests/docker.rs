@@ -1,0 +1,222 @@
+//! `docker run --gpus` through a real dockerd (Debian's docker.io), started by the test with
+//! its own data root, exec root and socket, no network, on this run's kind of host
+//! (`NVCT_TEST_HOST`: cgroup v1, or a simulated cgroup v2 / Ubuntu host). dockerd finds
+//! `nvidia-container-runtime-hook` in its PATH and registers it as a prestart hook with its own
+//! environment, as on a real node; `NVIDIA_CTK_CONFIG_FILE_PATH` in that environment points the
+//! hook at the simulated GPU host.
+
+mod common;
+
+use common::bundle::{self, out_text, HOOK};
+use common::fakehost::FakeHost;
+use common::hostkind::{self, HostKind};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Dockerd {
+    child: Child,
+    sock: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_dockerd(dir: &Path, config: &Path) -> Dockerd {
+    let dockerd = bundle::require("dockerd");
+    let hook_dir = Path::new(HOOK).parent().unwrap();
+    let sock = dir.join("docker.sock");
+    let log = dir.join("dockerd.log");
+    let child = hostkind::command(dockerd)
+        .args(["--data-root"])
+        .arg(dir.join("data"))
+        .arg("--exec-root")
+        .arg(dir.join("exec"))
+        .arg("--pidfile")
+        .arg(dir.join("docker.pid"))
+        .arg("-H")
+        .arg(format!("unix://{}", sock.display()))
+        .args([
+            "--iptables=false",
+            "--ip6tables=false",
+            "--bridge=none",
+            "--storage-driver=vfs",
+        ])
+        .env(
+            "PATH",
+            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", hook_dir.display()),
+        )
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start dockerd");
+    let mut d = Dockerd { child, sock, log };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(st)) = d.child.try_wait() {
+            panic!(
+                "dockerd exited ({st}): {}",
+                std::fs::read_to_string(&d.log).unwrap_or_default()
+            );
+        }
+        if d.sock.exists() && docker(&d, &["info"]).status.success() {
+            return d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dockerd did not come up: {}",
+            std::fs::read_to_string(&d.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn docker(d: &Dockerd, args: &[&str]) -> Output {
+    Command::new(bundle::require("docker"))
+        .env("DOCKER_HOST", format!("unix://{}", d.sock.display()))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run docker")
+}
+
+#[test]
+fn docker_run_gpus() {
+    bundle::require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-docker-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(4)
+        .build(&dir.path().join("host"))
+        .expect("fake host");
+    let config = bundle::write_config(dir.path(), &host.driver_root(), &host.proc_root(), "");
+    // A busybox image, imported from a rootfs tarball (no registry).
+    let img = dir.path().join("img");
+    for d in ["bin", "etc", "dev", "proc", "sys", "tmp"] {
+        std::fs::create_dir_all(img.join(d)).unwrap();
+    }
+    std::fs::copy(bundle::require("busybox"), img.join("bin/busybox")).unwrap();
+    for applet in ["sh", "ls", "cat", "mknod", "echo", "head"] {
+        std::os::unix::fs::symlink("busybox", img.join("bin").join(applet)).unwrap();
+    }
+    let tar = dir.path().join("img.tar");
+    let st = Command::new("tar")
+        .arg("-C")
+        .arg(&img)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let d = start_dockerd(dir.path(), &config);
+    let out = docker(&d, &["import", tar.to_str().unwrap(), "nvct-busybox:1"]);
+    assert!(out.status.success(), "docker import: {}", out_text(&out));
+    let info = docker(&d, &["info", "--format", "{{.CgroupVersion}}"]);
+    let want_cgroup = if hostkind::kind() == HostKind::V1 {
+        "1"
+    } else {
+        "2"
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&info.stdout).trim(),
+        want_cgroup,
+        "dockerd's cgroup version: {}",
+        out_text(&info)
+    );
+
+    let uuid3 = host.gpus()[3].uuid.clone();
+    let device_uuid = format!("device={uuid3}");
+    // (--gpus value, the GPU nodes the container must see)
+    let cases: [(&str, &[&str]); 4] = [
+        ("\"device=0,2\"", &["nvidia0", "nvidia2"]),
+        ("all", &["nvidia0", "nvidia1", "nvidia2", "nvidia3"]),
+        ("1", &["nvidia0"]),
+        (&device_uuid, &["nvidia3"]),
+    ];
+    let script =
+        "ls /dev; echo ---; cat /dev/nvidia0; mknod /dev/nvidiax c 195 1 && cat /dev/nvidiax; \
+                  mknod /dev/mem2 c 1 1 && cat /dev/mem2; echo ok > /dev/null && echo NULL-OK; \
+                  head -c 9 /usr/lib64/libcuda.so.1 >/dev/null && echo LIBCUDA";
+    for (gpus, want) in cases {
+        let out = docker(
+            &d,
+            &[
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--gpus",
+                gpus,
+                "nvct-busybox:1",
+                "sh",
+                "-c",
+                script,
+            ],
+        );
+        let text = format!(
+            "--gpus {gpus}: {}\n--- dockerd log tail\n{}",
+            out_text(&out),
+            tail(&d.log)
+        );
+        assert!(out.status.success(), "{text}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let nodes: Vec<&str> = stdout
+            .split("---")
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|n| {
+                n.strip_prefix("nvidia")
+                    .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .collect();
+        assert_eq!(nodes, want, "{text}");
+        assert!(
+            stdout.contains("LIBCUDA") && stdout.contains("NULL-OK"),
+            "{text}"
+        );
+        if want.contains(&"nvidia0") {
+            assert!(
+                stderr.contains("can't open '/dev/nvidia0': No such device or address"),
+                "GPU 0 allowed (ENXIO): {text}"
+            );
+        }
+        if !want.contains(&"nvidia1") {
+            assert!(
+                stderr.contains("can't open '/dev/nvidiax': Operation not permitted"),
+                "GPU 1 denied (EPERM): {text}"
+            );
+        }
+        assert!(
+            stderr.contains("can't open '/dev/mem2': Operation not permitted"),
+            "a planted /dev/mem denied: {text}"
+        );
+    }
+    drop(d);
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
