@@ -12,11 +12,14 @@
 //!   as `0` or `all` as `<default-kind>=<id>`); they are looked up in the specs of `spec-dirs`
 //!   (`cdi/inject.rs`) and applied with `spec_edit.rs`; `NVIDIA_VISIBLE_DEVICES=void` is then
 //!   set so that a prestart hook registered elsewhere does nothing;
-//! - `jit-cdi`: the same names (of `default-kind` only), but the edits come from a spec
-//!   generated in memory for just those devices (`cdi::generate` on a fresh discovery); the
-//!   CDI hooks in it run `nvidia-cdi-hook` found by [`find_cdi_hook`];
+//! - `jit-cdi`: the names from `NVIDIA_VISIBLE_DEVICES` only (never annotations, as upstream),
+//!   of `default-kind` or [`AUTO_KIND`]; the edits come from a spec generated in memory for
+//!   just those devices (`cdi::generate` on a fresh discovery); the CDI hooks in it run
+//!   `nvidia-cdi-hook` found by [`find_cdi_hook`];
 //! - `auto`: `cdi` when an annotation or a qualified name in `NVIDIA_VISIBLE_DEVICES` asks for
-//!   a CDI device, else `legacy` (`jit-cdi` is only ever chosen explicitly).
+//!   a CDI device, else `legacy`: measured faster than `jit-cdi` on the same host and as
+//!   correct there (cgroup v2, device rules in the spec); docs/COMPAT.md, "What `auto` picks".
+//!   `runtime.nvidia.com/gpu=<id>` ([`AUTO_KIND`]) is generated on the spot in every CDI mode.
 //!
 //! A container that asks for nothing passes through untouched whatever the mode (an unknown
 //! mode is only an error for a GPU container). `none`, `void` and empty lists ask for nothing
@@ -406,7 +409,14 @@ pub fn jit_spec(
     cdi_hook: &Path,
     path: &Path,
 ) -> Result<cdi::Spec, ShimError> {
-    let kind = &config.runtime.modes.cdi.default_kind;
+    let default_kind = &config.runtime.modes.cdi.default_kind;
+    // The automatic kind when every name is of it (see [`split_auto_kind`]), else the default.
+    let auto = !names.is_empty() && names.iter().all(|n| n.kind() == AUTO_KIND);
+    let kind = if auto {
+        AUTO_KIND
+    } else {
+        default_kind.as_str()
+    };
     let (vendor, class) = cdi::name::parse_kind(kind).map_err(ShimError::DefaultKind)?;
     let unresolvable = |name: &QualifiedName, why: String| ShimError::JitDevice {
         path: path.to_path_buf(),
@@ -475,6 +485,15 @@ pub fn jit_spec(
             source: Box::new(source),
         },
     })
+}
+
+/// `runtime.nvidia.com/gpu=<id>`: the automatic kind, generated on the spot in every CDI mode
+/// (as upstream 1.18: no spec file names it).
+pub const AUTO_KIND: &str = "runtime.nvidia.com/gpu";
+
+/// Splits requested names into those of [`AUTO_KIND`] and the rest, each in request order.
+pub fn split_auto_kind(names: &[QualifiedName]) -> (Vec<QualifiedName>, Vec<QualifiedName>) {
+    names.iter().cloned().partition(|n| n.kind() == AUTO_KIND)
 }
 
 /// The edits of a [`jit_spec`]: spec level, then the `all` device (the requested union).

@@ -524,3 +524,59 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         "no-cgroups: no rules"
     );
 }
+
+#[test]
+fn automatic_kind_is_generated_in_cdi_mode() {
+    // `runtime.nvidia.com/gpu=<id>` names no spec file: in cdi mode (and jit-cdi) the shim
+    // generates its edits on the spot; the container then runs under real runc with GPU 1.
+    bundle::require("runc");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-auto-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(2)
+        .build(&dir.path().join("host"))
+        .unwrap();
+    let (fake, record) = fake_runtime(dir.path());
+    let no_specs = dir.path().join("no-specs");
+    std::fs::create_dir_all(&no_specs).unwrap();
+    for mode in ["cdi", "jit-cdi", "auto"] {
+        let config = bundle::write_config(
+            dir.path(),
+            &host.driver_root(),
+            &host.proc_root(),
+            &format!(
+                "[nvidia-container-runtime]\nmode = {mode:?}\nruntimes = [{:?}]\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+                fake.display().to_string(),
+                no_specs.display().to_string(),
+                HOOK
+            ),
+        );
+        let mut b = Bundle::new(dir.path(), Image::Busybox);
+        b.env("NVIDIA_VISIBLE_DEVICES=runtime.nvidia.com/gpu=1");
+        let cfg_json = b.dir.join("config.json");
+        std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
+        let out = shim(
+            &["create", "--bundle", &b.dir.display().to_string(), "x"],
+            &config,
+            "0",
+        );
+        assert!(out.status.success(), "mode {mode}: {}", out_text(&out));
+        recorded(&record);
+        b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+        let run = b.run("ls /dev; cat /dev/nvidia1; true");
+        let text = format!("mode {mode}: {}", out_text(&run));
+        assert!(run.status.success(), "{text}");
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            stdout.lines().any(|l| l == "nvidia1") && !stdout.lines().any(|l| l == "nvidia0"),
+            "{text}"
+        );
+        assert!(
+            String::from_utf8_lossy(&run.stderr)
+                .contains("can't open '/dev/nvidia1': No such device or address"),
+            "{text}"
+        );
+    }
+}

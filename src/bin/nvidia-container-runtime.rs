@@ -139,31 +139,36 @@ fn create(
             done
         }
         shim::Action::Cdi(names) => {
-            let dirs: Vec<PathBuf> = config
-                .runtime
-                .modes
-                .cdi
-                .spec_dirs
-                .iter()
-                .map(PathBuf::from)
-                .collect();
-            let (specs, warnings) = nvct::cdi::list::load(&dirs);
-            for w in warnings {
-                log.warning(&w);
+            // runtime.nvidia.com/gpu=<id> is generated on the spot; the rest come from spec dirs.
+            let (auto, from_specs) = shim::split_auto_kind(&names);
+            if !from_specs.is_empty() {
+                let dirs: Vec<PathBuf> = config
+                    .runtime
+                    .modes
+                    .cdi
+                    .spec_dirs
+                    .iter()
+                    .map(PathBuf::from)
+                    .collect();
+                let (specs, warnings) = nvct::cdi::list::load(&dirs);
+                for w in warnings {
+                    log.warning(&w);
+                }
+                let searched = config.runtime.modes.cdi.spec_dirs.join(", ");
+                shim::inject_from_specs(&mut spec, &from_specs, &specs, &searched, &path)?;
             }
-            let searched = config.runtime.modes.cdi.spec_dirs.join(", ");
-            shim::inject_from_specs(&mut spec, &names, &specs, &searched, &path)?;
+            if !auto.is_empty() {
+                inject_jit(&mut spec, &[auto], config, &path, log)?;
+            }
             format!("injected CDI devices {} (cdi mode)", join(&names))
         }
         shim::Action::JitCdi(names) => {
-            let cdi_hook = shim::find_cdi_hook(config, &which)?;
-            let root = DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
-            let inv = discover::discover(&root)?;
-            for note in &inv.notes {
-                log.debug(note);
-            }
-            let generated = shim::jit_spec(&names, &inv, config, &cdi_hook, &path)?;
-            shim::inject(&mut spec, &shim::jit_edits(&generated), &path)?;
+            let (auto, default_kind) = shim::split_auto_kind(&names);
+            let groups: Vec<Vec<nvct::cdi::QualifiedName>> = [default_kind, auto]
+                .into_iter()
+                .filter(|g| !g.is_empty())
+                .collect();
+            let cdi_hook = inject_jit(&mut spec, &groups, config, &path, log)?;
             format!(
                 "injected CDI devices {} (jit-cdi mode, hooks {})",
                 join(&names),
@@ -188,6 +193,28 @@ fn create(
     fsutil::write_atomic(&path, &out, &wopts)?;
     log.info(&format!("{}: {done}", path.display()));
     Ok(())
+}
+
+/// Generates a spec for each group of names (one kind each) from a fresh discovery and applies
+/// its edits; returns the CDI hook the edits run.
+fn inject_jit(
+    spec: &mut serde_json::Value,
+    groups: &[Vec<nvct::cdi::QualifiedName>],
+    config: &Config,
+    path: &Path,
+    log: &mut Logger,
+) -> Result<PathBuf> {
+    let cdi_hook = shim::find_cdi_hook(config, &which)?;
+    let root = DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+    let inv = discover::discover(&root)?;
+    for note in &inv.notes {
+        log.debug(note);
+    }
+    for names in groups {
+        let generated = shim::jit_spec(names, &inv, config, &cdi_hook, path)?;
+        shim::inject(spec, &shim::jit_edits(&generated), path)?;
+    }
+    Ok(cdi_hook)
 }
 
 fn join(names: &[nvct::cdi::QualifiedName]) -> String {

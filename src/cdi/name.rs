@@ -127,6 +127,11 @@ impl QualifiedName {
     pub fn new(kind: &str, name: &str) -> Result<QualifiedName, NameError> {
         Self::parse(&format!("{kind}={name}"))
     }
+
+    /// `vendor/class`.
+    pub fn kind(&self) -> String {
+        format!("{}/{}", self.vendor, self.class)
+    }
 }
 
 impl fmt::Display for QualifiedName {
