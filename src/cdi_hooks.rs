@@ -174,16 +174,6 @@ pub fn disable_device_node_modification(root: &Rootfs, mask: &ProcMask) -> Resul
     proc_mask::mount(root, mask).map_err(HookError::Mask)
 }
 
-/// Removes the dynamic loader's variables from this process's environment: a hook is started
-/// by the runtime, sometimes with the container's environment.
-pub fn scrub_own_env() {
-    for (k, _) in std::env::vars_os() {
-        if k.as_bytes().starts_with(b"LD_") || k == "GCONV_PATH" {
-            std::env::remove_var(k);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -366,6 +366,11 @@ impl Config {
         }
     }
 
+    /// The driver root, device root and procfs root together (the host's architecture).
+    pub fn driver(&self) -> crate::root::DriverRoot {
+        crate::root::DriverRoot::new(self.driver_root(), self.dev_root(), self.proc_root())
+    }
+
     /// Where the driver's procfs files are read from, `/proc` when unset.
     pub fn proc_root(&self) -> PathBuf {
         non_empty_or(&self.cli.proc_root, "/proc")

@@ -22,6 +22,7 @@ pub mod model;
 pub mod nvml;
 pub mod oci;
 pub mod plan;
+pub mod process;
 pub mod request;
 pub mod root;
 pub mod runtime_config;

@@ -1,8 +1,10 @@
 //! A container's `config.json` as the runtime shim and the prestart hook read it:
 //! `shim::decide` (every runtime mode, which runs `oci` + `request::resolve` + the CDI
-//! request), `shim::wants_gpu`, `oci::rootfs_path` / `env` / `mounts` / `is_privileged`, and
-//! the edits the shim writes back: `shim::add_hook` and `shim::inject` (`spec_edit::apply`).
-//! Properties: no panic; `decide` in legacy mode agrees with `wants_gpu`; `add_hook` is
+//! request), `shim::legacy_request`, `oci::rootfs_path` / `env` / `mounts` / `is_privileged`,
+//! and the edits the shim writes back: `shim::add_hook` and `shim::inject` (`spec_edit::apply`).
+//! Properties: no panic; the modes agree with each other (`auto` decides as `legacy` does
+//! unless it picks `cdi`; `cdi` and `jit-cdi` never pick the prestart hook; a document legacy
+//! passes through gives `legacy_request` nothing, a legacy one a request); `add_hook` is
 //! idempotent (a second call changes nothing); an edited document still serializes, reparses
 //! to the same value, and — when the input was a valid OCI spec — is still a valid OCI spec
 //! (if it had a `process`).
@@ -10,7 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nvct::cdi::{ContainerEdits, DeviceNode, Hook, Mount};
-use nvct::config::Config;
+use nvct::config::{Config, Mode, RuntimeConfig};
 use nvct::oci;
 use nvct::shim::{self, Action};
 use oci_spec::runtime::Spec;
@@ -30,15 +32,23 @@ fn reparses(v: &Value, typed_before: bool, what: &str) {
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("/bundle/config.json");
-    let mut config = Config::default();
-    for mode in ["legacy", "auto", "cdi", "jit-cdi", "bogus"] {
-        config.runtime.mode = mode.into();
-        let _ = shim::decide(data, path, &config).map_err(|e| e.to_string());
+    let decide = |mode: Mode| {
+        let config = Config { runtime: RuntimeConfig { mode, ..RuntimeConfig::default() }, ..Config::default() };
+        shim::decide(data, path, &config)
+    };
+    let (legacy, auto, cdi, jit) = (decide(Mode::Legacy), decide(Mode::Auto), decide(Mode::Cdi), decide(Mode::JitCdi));
+    match (&auto, &legacy) {
+        (Ok(Action::Cdi(_)), _) => {}
+        (Ok(a), Ok(l)) => assert_eq!(a, l, "auto neither picked cdi nor decided as legacy"),
+        (Err(_), _) | (_, Err(_)) => {}
     }
-    config.runtime.mode = "legacy".into();
-    match (shim::decide(data, path, &config), shim::wants_gpu(data, path, &config)) {
-        (Ok(Action::Legacy), Ok(true)) | (Ok(Action::PassThrough), Ok(false)) | (Err(_), Err(_)) => {}
-        (d, w) => panic!("decide (legacy) = {d:?} but wants_gpu = {w:?}"),
+    for other in [&cdi, &jit] {
+        assert!(!matches!(other, Ok(Action::Legacy)), "a CDI mode picked the prestart hook: {other:?}");
+    }
+    let legacy_config = Config { runtime: RuntimeConfig { mode: Mode::Legacy, ..RuntimeConfig::default() }, ..Config::default() };
+    if let Ok(action) = &legacy {
+        let request = shim::legacy_request(data, path, &legacy_config);
+        assert_eq!(matches!(request, Ok(Some(_))), *action == Action::Legacy, "legacy_request disagrees with decide: {request:?}");
     }
 
     let typed = serde_json::from_slice::<Spec>(data);

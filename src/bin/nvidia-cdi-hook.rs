@@ -27,7 +27,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    nvct::cdi_hooks::scrub_own_env();
+    nvct::process::start_hook();
     let cli = Cli::parse();
     match hook::run(cli.hook, "nvidia-cdi-hook") {
         Ok(()) => ExitCode::SUCCESS,

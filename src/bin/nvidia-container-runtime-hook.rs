@@ -10,7 +10,6 @@ use nvct::discover;
 use nvct::oci::{self, HookState};
 use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
-use nvct::root::DriverRoot;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,19 +52,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
 fn main() -> ExitCode {
     // Hooks are hostile-input programs: never let the container's loader variables reach
     // anything we start.
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("LD_") || k == "GCONV_PATH" {
-            std::env::remove_var(k);
-        }
-    }
-    // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
-    #[cfg(feature = "fault-injection")]
-    if let (Some(p), Some(t)) = (
-        std::env::var_os("NVCT_FAULT_SWAP_PATH"),
-        std::env::var_os("NVCT_FAULT_SWAP_TARGET"),
-    ) {
-        nvct::container::rootfs::fault::arm(p.into(), t.into());
-    }
+    nvct::process::start_hook();
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {
@@ -168,7 +155,7 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     };
     log.line(&format!("container {}: request {req:?}", state.id));
 
-    let root = DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+    let root = config.driver();
     let inv = discover::discover(&root)?;
     for n in &inv.notes {
         log.line(n);

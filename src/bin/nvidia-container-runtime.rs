@@ -14,7 +14,6 @@ use nvct::discover;
 use nvct::fsutil::{self, Step, WriteOptions};
 use nvct::log::{Format, Logger};
 use nvct::oci;
-use nvct::root::DriverRoot;
 use nvct::shim;
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -118,8 +117,7 @@ fn create(
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let req = shim::legacy_request(&bytes, &path, config)?
                     .context("legacy mode without a GPU request")?;
-                let root =
-                    DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+                let root = config.driver();
                 let layout = nvct::plan::Layout { lib_dir: None };
                 let planned = discover::discover(&root)
                     .map_err(anyhow::Error::from)
@@ -205,7 +203,7 @@ fn inject_jit(
     log: &mut Logger,
 ) -> Result<PathBuf> {
     let cdi_hook = shim::find_cdi_hook(config, &which)?;
-    let root = DriverRoot::new(config.driver_root(), config.dev_root(), config.proc_root());
+    let root = config.driver();
     let inv = discover::discover(&root)?;
     for note in &inv.notes {
         log.debug(note);

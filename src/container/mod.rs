@@ -17,6 +17,7 @@
 pub mod cgroup;
 pub mod ldconfig;
 pub mod ldso_conf;
+pub mod mountinfo;
 pub mod proc_mask;
 pub mod rootfs;
 pub mod symlinks;

@@ -11,6 +11,7 @@
 //!
 //! No other module may join a path onto a container rootfs.
 
+use super::mountinfo;
 use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -58,57 +59,7 @@ pub struct Rootfs {
     /// The mount the rootfs directory is on (statx `STATX_MNT_ID`).
     mnt_id: u64,
     /// `/proc/self/mountinfo` of this mount namespace, read when first needed.
-    mounts: std::sync::OnceLock<Vec<MountEntry>>,
-}
-
-/// One line of `/proc/self/mountinfo`, the fields the gate looks at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountEntry {
-    pub id: u64,
-    pub mount_point: PathBuf,
-    pub fstype: String,
-    /// The optional fields say `shared:N`: mounts under it propagate to its peers.
-    pub shared: bool,
-}
-
-/// PURE: the entries of a mountinfo text (malformed lines are skipped).
-pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
-    text.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let f: Vec<&str> = left.split(' ').collect();
-            let id = f.first()?.parse().ok()?;
-            let mount_point = PathBuf::from(unescape_octal(f.get(4)?));
-            let shared = f.iter().skip(6).any(|o| o.starts_with("shared:"));
-            let fstype = right.split(' ').next()?.to_string();
-            Some(MountEntry {
-                id,
-                mount_point,
-                fstype,
-                shared,
-            })
-        })
-        .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\NNN` (octal).
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    mounts: std::sync::OnceLock<Vec<mountinfo::MountEntry>>,
 }
 
 const RESOLVE: u64 = sys::RESOLVE_IN_ROOT | sys::RESOLVE_NO_MAGICLINKS;
@@ -201,9 +152,9 @@ impl Rootfs {
         Ok(dir)
     }
 
-    fn mount_entry(&self, id: u64) -> Option<&MountEntry> {
+    fn mount_entry(&self, id: u64) -> Option<&mountinfo::MountEntry> {
         let mounts = self.mounts.get_or_init(|| {
-            parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+            mountinfo::parse(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
         });
         mounts.iter().find(|m| m.id == id)
     }
@@ -411,37 +362,6 @@ fn split(path: &Path) -> Result<(PathBuf, PathBuf), RootfsError> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
-
-    #[test]
-    fn mountinfo_cases() {
-        let text = "\
-22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
-30 22 0:5 / /dev rw,nosuid - tmpfs tmpfs rw,mode=755
-31 22 8:1 /srv/vol /data\\040dir rw master:1 - ext4 /dev/sda1 rw
-32 22 0:6 / /proc rw shared:7 master:2 - proc proc rw
-garbage line
-33 22 0:7 / /x rw
-";
-        let got = parse_mountinfo(text);
-        let e = |id, mp: &str, fstype: &str, shared| MountEntry {
-            id,
-            mount_point: mp.into(),
-            fstype: fstype.into(),
-            shared,
-        };
-        let want = vec![
-            e(22, "/", "ext4", true),
-            e(30, "/dev", "tmpfs", false),
-            e(31, "/data dir", "ext4", false),
-            e(32, "/proc", "proc", true),
-        ];
-        assert_eq!(got, want);
-        assert_eq!(
-            unescape_octal("a\\011b\\134c\\12"),
-            "a\tb\\c\\12",
-            "tab, backslash; a short escape kept"
-        );
-    }
 
     #[test]
     fn symlinks_stay_inside_the_root() {

@@ -52,15 +52,6 @@ pub enum HookCommand {
 
 /// What the binary should print as its name in messages.
 pub fn run(args: HookArgs, program: &str) -> Result<()> {
-    cdi_hooks::scrub_own_env();
-    // TEST-ONLY (feature `fault-injection`): arm the check-then-use race of rootfs.rs.
-    #[cfg(feature = "fault-injection")]
-    if let (Some(p), Some(t)) = (
-        std::env::var_os("NVCT_FAULT_SWAP_PATH"),
-        std::env::var_os("NVCT_FAULT_SWAP_TARGET"),
-    ) {
-        nvct::container::rootfs::fault::arm(p.into(), t.into());
-    }
     let stdin = || std::io::stdin().lock();
     match args.command {
         HookCommand::CreateSymlinks { links } => {

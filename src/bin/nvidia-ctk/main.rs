@@ -51,7 +51,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Runtime(args) => runtime::run(args, v),
         Command::Config(args) => config::run(args, v),
-        Command::Hook(args) => hook::run(args, "nvidia-ctk hook"),
+        Command::Hook(args) => {
+            nvct::process::start_hook();
+            hook::run(args, "nvidia-ctk hook")
+        }
         Command::Cdi(args) => cdi::run(args, v),
     };
     match result {

@@ -1,10 +1,12 @@
 //! PURE: which device cgroup a process is in and where its directory is, from the text of
 //! `/proc/<pid>/cgroup` and `/proc/self/mountinfo`.
 //!
-//! Owns: parsing both files (mountinfo's octal escapes included) and the v1/v2 decision. Must
+//! Owns: parsing `/proc/<pid>/cgroup` and the v1/v2 decision (mountinfo lines come from
+//! `container/mountinfo.rs`). Must
 //! not: read files or make syscalls (the caller passes the text), or accept a cgroup path that
 //! is not plain (`..`, `.`, relative), since it is joined onto a host mount point.
 
+use crate::container::mountinfo::MountEntry;
 use std::path::{Component, Path, PathBuf};
 
 /// The directory that controls the process's device access.
@@ -61,11 +63,12 @@ pub fn locate(proc_cgroup: &str, mountinfo: &str) -> Result<Hierarchy, LocateErr
             v2.get_or_insert(path);
         }
     }
-    let mounts = parse_mountinfo(mountinfo);
+    let mounts = crate::container::mountinfo::parse(mountinfo);
     if let Some(path) = v1 {
         let cg = plain(path)?;
-        let v1_devices =
-            |m: &Mount| m.fstype == "cgroup" && m.super_opts.split(',').any(|o| o == "devices");
+        let v1_devices = |m: &MountEntry| {
+            m.fstype == "cgroup" && m.super_opts.split(',').any(|o| o == "devices")
+        };
         if let Some(dir) = find(&mounts, v1_devices, cg) {
             return Ok(Hierarchy::V1(dir));
         }
@@ -93,57 +96,8 @@ fn plain(path: &str) -> Result<&Path, LocateError> {
     Ok(p)
 }
 
-struct Mount {
-    root: PathBuf,
-    mount_point: PathBuf,
-    fstype: String,
-    super_opts: String,
-}
-
-fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    text.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let f: Vec<&str> = left.split(' ').collect();
-            let mut r = right.split(' ');
-            let (fstype, _source, super_opts) = (r.next()?, r.next()?, r.next()?);
-            Some(Mount {
-                root: PathBuf::from(unescape(f.get(3)?)),
-                mount_point: PathBuf::from(unescape(f.get(4)?)),
-                fstype: fstype.to_string(),
-                super_opts: super_opts.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\040`, `\011`, `\012`, `\134`.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            if let Ok(v) = u8::try_from(v) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The first mount of the right kind whose root contains `cg`, joined with the rest of `cg`.
-fn find(mounts: &[Mount], kind: impl Fn(&Mount) -> bool, cg: &Path) -> Option<PathBuf> {
+fn find(mounts: &[MountEntry], kind: impl Fn(&MountEntry) -> bool, cg: &Path) -> Option<PathBuf> {
     mounts.iter().filter(|m| kind(m)).find_map(|m| {
         let rel = cg.strip_prefix(&m.root).ok()?;
         Some(if rel.as_os_str().is_empty() {
@@ -212,12 +166,5 @@ mod tests {
         for (name, cgroup, mountinfo, want) in cases {
             assert_eq!(&locate(cgroup, mountinfo), want, "{name}");
         }
-    }
-
-    #[test]
-    fn unescape_octal() {
-        assert_eq!(unescape("a\\040b\\011c\\134d"), "a b\tc\\d");
-        assert_eq!(unescape("trailing\\04"), "trailing\\04");
-        assert_eq!(unescape("\\777"), "\\777");
     }
 }
