@@ -37,9 +37,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// The host ldconfig used when `--ldconfig-path` is not given.
-pub const DEFAULT_LDCONFIG: &str = "/sbin/ldconfig";
-
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
     #[error(transparent)]

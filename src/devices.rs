@@ -3,10 +3,9 @@
 //! (stat'ed: their real major:minor is the truth). Parsers are pure; readers take a
 //! [`DriverRoot`] and only read.
 
-use crate::discover::Gpu;
-use crate::request::normalize_bus_id;
+pub use crate::model::DeviceNode;
+use crate::model::{normalize_bus_id, Gpu};
 use crate::root::DriverRoot;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -25,17 +24,6 @@ pub enum DevicesError {
     Format { path: PathBuf, what: String },
     #[error("{path} exists but is not a character device")]
     NotCharDevice { path: PathBuf },
-}
-
-/// A character device node: where it is on the host, where it goes in the container.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct DeviceNode {
-    /// Path inside the container, e.g. `/dev/nvidia0`.
-    pub path: PathBuf,
-    /// Path on the host (under the device root).
-    pub host_path: PathBuf,
-    pub major: u32,
-    pub minor: u32,
 }
 
 pub fn read_proc_file(path: &Path) -> Result<String, DevicesError> {

@@ -1,72 +1,13 @@
 //! Discovery glue: reads a host (through a [`DriverRoot`]) eagerly into one plain
 //! [`Inventory`] value. Read-only: nothing here mounts, writes or execs.
 
-use crate::devices::{self, DeviceNode, DevicesError};
-use crate::driver::{self, DriverFile};
+use crate::devices::{self, DevicesError};
+use crate::driver;
+pub use crate::model::{Gpu, Inventory, MigDevice, ProcDriver};
 use crate::root::DriverRoot;
 use crate::{ldcache, nvml};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-
-/// One physical GPU as the host's driver reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Gpu {
-    /// NVML / nvidia-smi index (PCI bus order).
-    pub index: u32,
-    /// Minor number of `/dev/nvidia<minor>`.
-    pub minor: u32,
-    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-    pub uuid: String,
-    /// Normalised PCI bus id: lowercase, 4-digit domain, e.g. `0000:3b:00.0`.
-    pub bus_id: String,
-    /// Product name, e.g. `NVIDIA H100 80GB HBM3`.
-    pub model: String,
-    /// Whether MIG mode is currently enabled.
-    pub mig_enabled: bool,
-    /// MIG devices of this GPU (empty unless `mig_enabled`).
-    pub migs: Vec<MigDevice>,
-}
-
-/// One MIG device (a compute instance inside a GPU instance).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MigDevice {
-    /// Index of this MIG device on its parent (the `j` of `i:j`).
-    pub index: u32,
-    /// GPU instance id.
-    pub gi: u32,
-    /// Compute instance id.
-    pub ci: u32,
-    /// `MIG-xxxxxxxx-...`.
-    pub uuid: String,
-}
-
-/// `/proc/driver/nvidia` contents shown (masked) to containers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
-pub struct ProcDriver {
-    pub version: String,
-    pub params: String,
-    pub registry: String,
-    /// Per GPU bus id: the regular files of `gpus/<busid>/` and their contents.
-    pub gpu_files: BTreeMap<String, Vec<(String, String)>>,
-}
-
-/// Everything the planner needs to know about the host, as plain data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Inventory {
-    pub driver_version: String,
-    /// `12.4`, when NVML told us.
-    pub cuda_version: Option<String>,
-    pub gpus: Vec<Gpu>,
-    /// Every NVIDIA device node present, sorted by container path.
-    pub nodes: Vec<DeviceNode>,
-    /// `/proc/driver/nvidia-caps/mig-minors`.
-    pub mig_minors: BTreeMap<String, u32>,
-    pub files: Vec<DriverFile>,
-    pub proc_driver: Option<ProcDriver>,
-    /// What went wrong but was survivable (e.g. NVML not loadable), for the log.
-    pub notes: Vec<String>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {

@@ -3,9 +3,9 @@
 //! firmware and IPC sockets, and which capability needs which of them. Reads only.
 
 use crate::ldcache;
-use crate::request::Capability;
+use crate::model::Capability;
+pub use crate::model::{DriverFile, FileKind};
 use crate::root::DriverRoot;
-use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -80,26 +80,6 @@ pub fn ipc_for(cap: Capability) -> &'static [&'static str] {
 }
 
 const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum FileKind {
-    Library,
-    Binary,
-    Firmware,
-    Ipc,
-}
-
-/// One driver file on the host.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct DriverFile {
-    pub kind: FileKind,
-    /// Library family (`libcuda`) or binary name; the file name for firmware and IPC.
-    pub name: String,
-    /// Path on the host.
-    pub host_path: PathBuf,
-    /// Path inside the driver root (`/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15`).
-    pub driver_path: PathBuf,
-}
 
 /// The driver's libraries: files named `<family>.so.<version>` for every known family, in
 /// the dirs the root's ld cache names for them and the usual lib dirs. `cache` is the root's

@@ -1,8 +1,14 @@
-//! PURE shared vocabulary, no I/O: facts about the host that several stages need and none
-//! owns. Today: [`Arch`], the host's architecture and its library layout (Debian/Ubuntu
-//! multiarch dirs, RHEL/Fedora `lib64`, the ld.so.cache flags of its libraries).
+//! PURE shared vocabulary, no I/O: the values several stages pass each other, defined once at
+//! the bottom so that the `use` lines form a DAG in data-flow order (request, discover, plan,
+//! the outputs all import from here; nothing here imports them): capabilities and device ids
+//! (what a container asks for), GPUs, MIG devices, device nodes, driver files, the `/proc`
+//! files and the [`Inventory`] (what a host has), and [`Arch`], the host's architecture and
+//! its library layout (Debian/Ubuntu multiarch dirs, RHEL/Fedora `lib64`, ld.so.cache flags).
 
 use crate::ldcache;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// The CPU architecture whose libraries the driver provides (the host's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -60,6 +66,221 @@ impl Arch {
             "/usr/lib".into(),
         ]
     }
+}
+
+// ---- what a container asks for
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    Compute,
+    Compat32,
+    Display,
+    Graphics,
+    Ngx,
+    Utility,
+    Video,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 7] = [
+        Capability::Compute,
+        Capability::Compat32,
+        Capability::Display,
+        Capability::Graphics,
+        Capability::Ngx,
+        Capability::Utility,
+        Capability::Video,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Compute => "compute",
+            Capability::Compat32 => "compat32",
+            Capability::Display => "display",
+            Capability::Graphics => "graphics",
+            Capability::Ngx => "ngx",
+            Capability::Utility => "utility",
+            Capability::Video => "video",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What this version can inject. compat32 (32-bit libraries) is not implemented yet.
+    pub fn implemented(self) -> bool {
+        self != Capability::Compat32
+    }
+}
+
+/// One device id as written by the user; checked against the host by the planner.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum DeviceId {
+    /// `0`
+    Index(u32),
+    /// `0:1`: MIG device 1 of GPU 0.
+    MigIndex(u32, u32),
+    /// `GPU-…` or `MIG-…`
+    Uuid(String),
+    /// `0000:3b:00.0` (any domain width, any case)
+    BusId(String),
+}
+
+impl DeviceId {
+    pub fn parse(s: &str) -> Option<DeviceId> {
+        if let Ok(i) = s.parse::<u32>() {
+            return Some(DeviceId::Index(i));
+        }
+        if let Some((g, m)) = s.split_once(':') {
+            if let (Ok(g), Ok(m)) = (g.parse(), m.parse()) {
+                return Some(DeviceId::MigIndex(g, m));
+            }
+        }
+        if (s.starts_with("GPU-") || s.starts_with("MIG-")) && s.len() > 4 {
+            return Some(DeviceId::Uuid(s.to_string()));
+        }
+        normalize_bus_id(s).map(DeviceId::BusId)
+    }
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceId::Index(i) => write!(f, "{i}"),
+            DeviceId::MigIndex(g, m) => write!(f, "{g}:{m}"),
+            DeviceId::Uuid(u) | DeviceId::BusId(u) => f.write_str(u),
+        }
+    }
+}
+
+/// PCI bus id in the kernel's form: lowercase, 4-digit domain (`0000:3b:00.0`). NVML writes
+/// `00000000:3B:00.0`; users write either.
+pub fn normalize_bus_id(s: &str) -> Option<String> {
+    let (domain, rest) = match s.matches(':').count() {
+        2 => s.split_once(':')?,
+        1 => ("0", s),
+        _ => return None,
+    };
+    let (bus, dev_fn) = rest.split_once(':')?;
+    let (dev, func) = dev_fn.split_once('.')?;
+    let hex = |x: &str, max: usize| {
+        !x.is_empty() && x.len() <= max && x.chars().all(|c| c.is_ascii_hexdigit())
+    };
+    if !(hex(domain, 8) && hex(bus, 2) && hex(dev, 2) && hex(func, 1)) {
+        return None;
+    }
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    let [bus, dev, func] = [bus, dev, func].map(|x| u8::from_str_radix(x, 16).unwrap_or(0));
+    if domain > 0xffff {
+        return None;
+    }
+    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Devices {
+    /// `none`: driver files only, no GPU device nodes.
+    None,
+    All,
+    List(Vec<DeviceId>),
+}
+
+// ---- what a host has
+
+/// One physical GPU as the host's driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gpu {
+    /// NVML / nvidia-smi index (PCI bus order).
+    pub index: u32,
+    /// Minor number of `/dev/nvidia<minor>`.
+    pub minor: u32,
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    pub uuid: String,
+    /// Normalised PCI bus id: lowercase, 4-digit domain, e.g. `0000:3b:00.0`.
+    pub bus_id: String,
+    /// Product name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub model: String,
+    /// Whether MIG mode is currently enabled.
+    pub mig_enabled: bool,
+    /// MIG devices of this GPU (empty unless `mig_enabled`).
+    pub migs: Vec<MigDevice>,
+}
+
+/// One MIG device (a compute instance inside a GPU instance).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigDevice {
+    /// Index of this MIG device on its parent (the `j` of `i:j`).
+    pub index: u32,
+    /// GPU instance id.
+    pub gi: u32,
+    /// Compute instance id.
+    pub ci: u32,
+    /// `MIG-xxxxxxxx-...`.
+    pub uuid: String,
+}
+
+/// `/proc/driver/nvidia` contents shown (masked) to containers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct ProcDriver {
+    pub version: String,
+    pub params: String,
+    pub registry: String,
+    /// Per GPU bus id: the regular files of `gpus/<busid>/` and their contents.
+    pub gpu_files: BTreeMap<String, Vec<(String, String)>>,
+}
+
+/// Everything the planner needs to know about the host, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Inventory {
+    pub driver_version: String,
+    /// `12.4`, when NVML told us.
+    pub cuda_version: Option<String>,
+    pub gpus: Vec<Gpu>,
+    /// Every NVIDIA device node present, sorted by container path.
+    pub nodes: Vec<DeviceNode>,
+    /// `/proc/driver/nvidia-caps/mig-minors`.
+    pub mig_minors: BTreeMap<String, u32>,
+    pub files: Vec<DriverFile>,
+    pub proc_driver: Option<ProcDriver>,
+    /// What went wrong but was survivable (e.g. NVML not loadable), for the log.
+    pub notes: Vec<String>,
+}
+
+// ---- device nodes
+
+/// A character device node: where it is on the host, where it goes in the container.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DeviceNode {
+    /// Path inside the container, e.g. `/dev/nvidia0`.
+    pub path: PathBuf,
+    /// Path on the host (under the device root).
+    pub host_path: PathBuf,
+    pub major: u32,
+    pub minor: u32,
+}
+
+// ---- driver files
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum FileKind {
+    Library,
+    Binary,
+    Firmware,
+    Ipc,
+}
+
+/// One driver file on the host.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DriverFile {
+    pub kind: FileKind,
+    /// Library family (`libcuda`) or binary name; the file name for firmware and IPC.
+    pub name: String,
+    /// Path on the host.
+    pub host_path: PathBuf,
+    /// Path inside the driver root (`/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15`).
+    pub driver_path: PathBuf,
 }
 
 #[cfg(test)]

@@ -10,8 +10,7 @@
 //! therefore not enter a container's mount namespace afterwards; do the namespace work in a fresh
 //! child, or answer from `/proc/driver/nvidia` without NVML.
 
-use crate::discover::{Gpu, MigDevice};
-use crate::request::normalize_bus_id;
+use crate::model::{normalize_bus_id, Gpu, MigDevice};
 use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 use serde::Serialize;

@@ -6,6 +6,7 @@
 //! the planner).
 
 use crate::config::Config;
+pub use crate::model::{normalize_bus_id, Capability, DeviceId, Devices};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -35,123 +36,6 @@ pub enum RequestError {
     NeedsPrivilege { var: String },
     #[error("{count} device ids requested in {var}; at most {MAX_DEVICE_IDS} are accepted")]
     TooManyIds { var: String, count: usize },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Capability {
-    Compute,
-    Compat32,
-    Display,
-    Graphics,
-    Ngx,
-    Utility,
-    Video,
-}
-
-impl Capability {
-    pub const ALL: [Capability; 7] = [
-        Capability::Compute,
-        Capability::Compat32,
-        Capability::Display,
-        Capability::Graphics,
-        Capability::Ngx,
-        Capability::Utility,
-        Capability::Video,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Capability::Compute => "compute",
-            Capability::Compat32 => "compat32",
-            Capability::Display => "display",
-            Capability::Graphics => "graphics",
-            Capability::Ngx => "ngx",
-            Capability::Utility => "utility",
-            Capability::Video => "video",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Capability> {
-        Capability::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    /// What this version can inject. compat32 (32-bit libraries) is not implemented yet.
-    pub fn implemented(self) -> bool {
-        self != Capability::Compat32
-    }
-}
-
-/// One device id as written by the user; checked against the host by the planner.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum DeviceId {
-    /// `0`
-    Index(u32),
-    /// `0:1`: MIG device 1 of GPU 0.
-    MigIndex(u32, u32),
-    /// `GPU-…` or `MIG-…`
-    Uuid(String),
-    /// `0000:3b:00.0` (any domain width, any case)
-    BusId(String),
-}
-
-impl DeviceId {
-    pub fn parse(s: &str) -> Option<DeviceId> {
-        if let Ok(i) = s.parse::<u32>() {
-            return Some(DeviceId::Index(i));
-        }
-        if let Some((g, m)) = s.split_once(':') {
-            if let (Ok(g), Ok(m)) = (g.parse(), m.parse()) {
-                return Some(DeviceId::MigIndex(g, m));
-            }
-        }
-        if (s.starts_with("GPU-") || s.starts_with("MIG-")) && s.len() > 4 {
-            return Some(DeviceId::Uuid(s.to_string()));
-        }
-        normalize_bus_id(s).map(DeviceId::BusId)
-    }
-}
-
-impl std::fmt::Display for DeviceId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceId::Index(i) => write!(f, "{i}"),
-            DeviceId::MigIndex(g, m) => write!(f, "{g}:{m}"),
-            DeviceId::Uuid(u) | DeviceId::BusId(u) => f.write_str(u),
-        }
-    }
-}
-
-/// PCI bus id in the kernel's form: lowercase, 4-digit domain (`0000:3b:00.0`). NVML writes
-/// `00000000:3B:00.0`; users write either.
-pub fn normalize_bus_id(s: &str) -> Option<String> {
-    let (domain, rest) = match s.matches(':').count() {
-        2 => s.split_once(':')?,
-        1 => ("0", s),
-        _ => return None,
-    };
-    let (bus, dev_fn) = rest.split_once(':')?;
-    let (dev, func) = dev_fn.split_once('.')?;
-    let hex = |x: &str, max: usize| {
-        !x.is_empty() && x.len() <= max && x.chars().all(|c| c.is_ascii_hexdigit())
-    };
-    if !(hex(domain, 8) && hex(bus, 2) && hex(dev, 2) && hex(func, 1)) {
-        return None;
-    }
-    let domain = u32::from_str_radix(domain, 16).ok()?;
-    let [bus, dev, func] = [bus, dev, func].map(|x| u8::from_str_radix(x, 16).unwrap_or(0));
-    if domain > 0xffff {
-        return None;
-    }
-    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Devices {
-    /// `none`: driver files only, no GPU device nodes.
-    None,
-    All,
-    List(Vec<DeviceId>),
 }
 
 /// What a GPU container asked for.

@@ -450,7 +450,7 @@ pub fn jit_spec(
         class: class.into(),
         strategies: vec![cdi::NameStrategy::Index],
         hook_path: cdi_hook.display().to_string(),
-        ldconfig_path: (ldconfig != Path::new(crate::cdi_hooks::DEFAULT_LDCONFIG))
+        ldconfig_path: (ldconfig != Path::new(crate::container::ldconfig::DEFAULT_LDCONFIG))
             .then(|| ldconfig.display().to_string()),
         proc_root: config.proc_root(),
         disabled_hooks: if config.cuda_compat_enabled() {

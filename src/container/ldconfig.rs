@@ -29,6 +29,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
+/// The host ldconfig when none is configured (`update-ldcache --ldconfig-path`, and the
+/// default `@/sbin/ldconfig` of the toolkit config).
+pub const DEFAULT_LDCONFIG: &str = "/sbin/ldconfig";
+
 /// How long the host ldconfig may run on one container (it takes milliseconds on real images).
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// Its limits: address space, CPU seconds, size of a file it writes, open files.

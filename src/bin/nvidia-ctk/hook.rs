@@ -30,7 +30,7 @@ pub enum HookCommand {
         #[arg(long = "folder", value_name = "DIR")]
         folders: Vec<PathBuf>,
         /// The host ldconfig (an absolute host path; never a binary from the container).
-        #[arg(long, default_value = cdi_hooks::DEFAULT_LDCONFIG)]
+        #[arg(long, default_value = nvct::container::ldconfig::DEFAULT_LDCONFIG)]
         ldconfig_path: PathBuf,
     },
     /// Mask the container's /proc/driver/nvidia: params with `ModifyDeviceFiles: 0`, and only
