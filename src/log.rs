@@ -4,7 +4,9 @@
 //! `--log-format json`, else logrus text (`time="..." level=info msg="..."`). Lines below
 //! `nvidia-container-runtime.log-level` (debug | info | warning | error) are dropped.
 //!
-//! Never writes to stdout or stderr: the shim's stdout belongs to runc. Files are opened for
+//! The prestart hook uses the same logger ([`Logger::for_hook`]): its `nvidia-container-cli.debug`
+//! file, timestamped, and stderr with `-debug`. The shim's logger never writes to stdout or
+//! stderr: the shim's stdout belongs to runc. Files are opened for
 //! append (runc appends to the same `--log` file after us) and close on exec; a file that cannot
 //! be opened or written is skipped silently, since logging must never fail a container.
 //!
@@ -82,6 +84,9 @@ pub struct Logger {
     level: Level,
     format: Format,
     files: Vec<(PathBuf, File)>,
+    /// Also write `<program>: <msg>` lines to stderr (the prestart hook's `-debug`; never the
+    /// shim, whose stdout and stderr belong to runc).
+    stderr: Option<&'static str>,
 }
 
 fn open_append(path: &Path) -> Option<File> {
@@ -99,27 +104,40 @@ impl Logger {
             level: Level::Info,
             format,
             files,
+            stderr: None,
+        }
+    }
+
+    /// The prestart hook's log: the config's `nvidia-container-cli.debug` file (if set) at debug
+    /// level, in logrus text format (timestamped), and stderr too with `-debug`.
+    pub fn for_hook(debug_file: &str, stderr: bool) -> Logger {
+        let mut log = Logger::new(None, Format::Text);
+        log.add_file(Path::new(debug_file));
+        log.level = Level::Debug;
+        log.stderr = stderr.then_some("nvidia-container-runtime-hook");
+        log
+    }
+
+    /// Adds a file to write to ("" and `/dev/null` mean none; an unopenable file is skipped).
+    pub fn add_file(&mut self, path: &Path) {
+        let unset = path.as_os_str().is_empty() || path == Path::new("/dev/null");
+        if !unset && !self.files.iter().any(|(p, _)| p == path) {
+            if let Some(f) = open_append(path) {
+                self.files.push((path.to_path_buf(), f));
+            }
         }
     }
 
     /// Applies `[nvidia-container-runtime]`: `log-level` (checked when the config loaded) and
     /// the `debug` file.
     pub fn configure(&mut self, config: &RuntimeConfig) {
-        let debug = config.debug.as_str();
-        if !debug.is_empty()
-            && debug != "/dev/null"
-            && !self.files.iter().any(|(p, _)| p == Path::new(debug))
-        {
-            if let Some(f) = open_append(Path::new(debug)) {
-                self.files.push((PathBuf::from(debug), f));
-            }
-        }
+        self.add_file(Path::new(&config.debug));
         self.level = config.log_level;
     }
 
     /// Whether lines of `level` are written anywhere.
     pub fn enabled(&self, level: Level) -> bool {
-        level <= self.level && !self.files.is_empty()
+        level <= self.level && (!self.files.is_empty() || self.stderr.is_some())
     }
 
     pub fn log(&mut self, level: Level, msg: &str) {
@@ -129,6 +147,9 @@ impl Logger {
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        if let Some(program) = self.stderr {
+            eprintln!("{program}: {}", escape_controls(msg));
+        }
         let mut line = format_line(self.format, level, msg, unix);
         line.push('\n');
         for (_, f) in &mut self.files {

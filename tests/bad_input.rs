@@ -1578,11 +1578,14 @@ fn ld_cache_cases() {
             stdout.contains("LIBS"),
             "libraries found by scanning the lib dirs: {text}"
         );
+        // The log is logrus text: the message is a JSON string (quotes escaped).
+        let want_msg = serde_json::to_string(&format!(
+            "no usable ld cache in the driver root: {}",
+            case.want
+        ))
+        .unwrap();
         assert!(
-            log_text.contains(&format!(
-                "no usable ld cache in the driver root: {}",
-                case.want
-            )),
+            log_text.contains(want_msg.trim_matches('"')),
             "the hook must say why the cache was not used: {text}"
         );
         assert!(

@@ -418,3 +418,42 @@ fn rhel_layouts_of_host_and_image() {
         );
     }
 }
+
+#[test]
+fn the_debug_log_says_why_a_container_was_refused() {
+    // nvidia-container-cli.debug: timestamped logrus lines, the request as a summary, and the
+    // reason of a refusal (not only runc's stderr).
+    let h = host();
+    let log = h.dir.join("refusal.log");
+    let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}debug = {:?}\n", log.display().to_string()),
+    )
+    .unwrap();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=42");
+    let out = b.run("true");
+    assert!(!out.status.success(), "{}", out_text(&out));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines
+            .lines()
+            .all(|l| l.starts_with("time=\"") && l.contains(" level=")),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("level=info msg=\"container ")
+            && lines.contains("devices List([Index(42)])"),
+        "{lines}"
+    );
+    let refusal = lines
+        .lines()
+        .find(|l| l.contains("level=error"))
+        .unwrap_or_else(|| panic!("no error line: {lines}"));
+    assert!(
+        refusal.contains("refused") && refusal.contains("unknown device \\\"42\\\" requested"),
+        "{refusal}"
+    );
+}

@@ -7,10 +7,10 @@ use anyhow::{Context, Result};
 use nvct::apply::{self, ContainerTarget};
 use nvct::config::{self, Config};
 use nvct::discover;
+use nvct::log::Logger;
 use nvct::oci::{self, HookState};
 use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -90,27 +90,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Debug log: stderr with `-debug`, and the config's `nvidia-container-cli.debug` file.
-struct Log {
-    stderr: bool,
-    file: Option<std::fs::File>,
-}
-
-impl Log {
-    fn line(&mut self, msg: &str) {
-        if self.stderr {
-            eprintln!("nvidia-container-runtime-hook: {msg}");
-        }
-        if let Some(f) = &mut self.file {
-            let _ = writeln!(
-                f,
-                "nvidia-container-runtime-hook[{}]: {msg}",
-                std::process::id()
-            );
-        }
-    }
-}
-
 fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     // The state first, and its pid checked before any config is read: a hook registered at
     // the wrong stage runs with the container's environment (its config path variable).
@@ -122,56 +101,69 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     let config_path =
         config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
     let config = Config::load(&config_path)?;
-    let file = (!config.cli.debug.is_empty())
-        .then(|| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&config.cli.debug)
-                .ok()
-        })
-        .flatten();
-    let mut log = Log {
-        stderr: debug,
-        file,
-    };
+    let mut log = Logger::for_hook(&config.cli.debug, debug);
+    // Every refusal is logged with its reason, not only printed to runc.
+    inject(&state, &spec, rootfs, &config, &mut log).inspect_err(|e| {
+        log.error(&format!(
+            "container {}: refused: {}",
+            state.id,
+            nvct::log::error_text(e.chain())
+        ));
+    })
+}
 
+fn inject(
+    state: &HookState,
+    spec: &oci_spec::runtime::Spec,
+    rootfs: PathBuf,
+    config: &Config,
+    log: &mut Logger,
+) -> Result<()> {
     let view = ContainerView {
-        env: oci::env(&spec),
-        mounts: oci::mounts(&spec),
-        privileged: oci::is_privileged(&spec),
+        env: oci::env(spec),
+        mounts: oci::mounts(spec),
+        privileged: oci::is_privileged(spec),
     };
     let resolved =
-        request::resolve(&view, &config).context("the container's GPU request is not valid")?;
+        request::resolve(&view, config).context("the container's GPU request is not valid")?;
     for n in &resolved.notes {
-        log.line(n);
+        log.debug(n);
     }
     let Some(req) = resolved.request else {
-        log.line(&format!(
+        log.debug(&format!(
             "container {}: no GPU requested; nothing to do",
             state.id
         ));
         return Ok(());
     };
-    log.line(&format!("container {}: request {req:?}", state.id));
+    log.info(&format!(
+        "container {}: devices {:?}, capabilities {}, requirements {:?}",
+        state.id,
+        req.devices,
+        req.capabilities
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        req.requirements
+    ));
 
     let root = config.driver();
     let inv = discover::discover(&root)?;
     for n in &inv.notes {
-        log.line(n);
+        log.debug(n);
     }
     // For the log: the plan with the image's layout unknown (apply plans again in the
     // container's mount namespace, where the layout is probed).
     let plan = plan::plan(&req, &inv, &Layout { lib_dir: None })?;
     for n in &plan.notes {
-        log.line(n);
+        log.debug(n);
     }
-    log.line(&format!(
-        "container {}: {} device nodes, {} mounts, ld cache dirs {:?}",
+    log.debug(&format!(
+        "container {}: {} device nodes, {} mounts (libraries into the image's lib dir)",
         state.id,
         plan.device_nodes.len(),
         plan.mounts.len(),
-        plan.ldcache_dirs
     ));
     let target = ContainerTarget {
         pid: state.pid,
