@@ -85,18 +85,49 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
 }
 
 /// Prints every mount of the container whose mount point mentions nvidia or a lib dir, as
-/// `MNT <root-in-source-fs> <mount point>`.
-const MOUNTS: &str = "grep -E 'nvidia|/lib|/usr/bin' /proc/self/mountinfo | while read a b c root point rest; do echo \"MNT $root $point\"; done";
+/// `MNT <mount point> <device> <inode>` of each NVIDIA-looking mount in the container, the
+/// device and inode of what is mounted there (a bind mount shows its source's).
+const MOUNTS: &str = "grep -E 'nvidia|/lib|/usr/bin' /proc/self/mountinfo | while read a b c root point rest; do echo \"MNT $point $(stat -L -c '%d %i' \"$point\")\"; done";
 
+/// Every mount [`MOUNTS`] listed is a file of the fake host (`allowed`): compared by device
+/// and inode, not by mountinfo paths (which assume the root filesystem is its own mount).
 fn check_mounts(stdout: &str, allowed: &Path, context: &str) {
-    for line in stdout.lines().filter_map(|l| l.strip_prefix("MNT ")) {
-        let (root, point) = line.split_once(' ').unwrap();
-        if point.starts_with("/proc") {
-            continue; // the tmpfs mask of /proc/driver/nvidia: root is "/"
+    use std::os::unix::fs::MetadataExt;
+    let mut host_files = std::collections::BTreeSet::new();
+    let mut stack = vec![allowed.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                host_files.insert((m.dev(), m.ino()));
+            }
         }
+    }
+    let listed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("MNT "))
+        .collect();
+    assert!(
+        !listed.is_empty(),
+        "the container listed no NVIDIA mount: {context}"
+    );
+    for line in listed {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [point, dev, ino] = f[..] else {
+            panic!("bad MNT line {line:?}: {context}")
+        };
+        if point.starts_with("/proc") {
+            continue; // the tmpfs mask of /proc/driver/nvidia
+        }
+        // busybox stat prints the device number in decimal as the kernel's new encoding.
+        let (dev, ino): (u64, u64) = (dev.parse().unwrap(), ino.parse().unwrap());
         assert!(
-            Path::new(root).starts_with(allowed),
-            "mount {point} comes from {root}, outside {}: {context}",
+            host_files.contains(&(dev, ino)),
+            "mount {point} (dev {dev} ino {ino}) is no file of the fake host {}: {context}",
             allowed.display()
         );
     }
