@@ -15,6 +15,8 @@ pub mod container;
 pub mod devices;
 pub mod discover;
 pub mod driver;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod fsutil;
 pub mod ldcache;
 pub mod log;

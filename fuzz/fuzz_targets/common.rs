@@ -1,73 +1,25 @@
 //! Shared by several targets: a fixed simulated host (the planner's inputs) and small helpers.
 #![allow(dead_code)]
 
-use nvct::devices::DeviceNode;
-use nvct::discover::{Gpu, Inventory, MigDevice, ProcDriver};
-use nvct::driver::{DriverFile, FileKind};
-use std::collections::BTreeMap;
+use nvct::discover::Inventory;
+use nvct::fixtures::{inventory_in, node};
 use std::path::Path;
 
-fn node(path: &str, major: u32, minor: u32) -> DeviceNode {
-    DeviceNode { path: path.into(), host_path: Path::new("/host").join(&path[1..]), major, minor }
-}
-
-fn file(kind: FileKind, name: &str, driver_path: &str) -> DriverFile {
-    DriverFile { kind, name: name.into(), host_path: Path::new("/drv").join(&driver_path[1..]), driver_path: driver_path.into() }
-}
-
-fn gpu(index: u32) -> Gpu {
-    Gpu {
-        index,
-        minor: index,
-        uuid: format!("GPU-{index}"),
-        bus_id: format!("0000:0{index}:00.0"),
-        model: "NVIDIA H100".into(),
-        mig_enabled: index == 1,
-        migs: if index == 1 { vec![MigDevice { index: 0, gi: 2, ci: 0, uuid: "MIG-a".into() }] } else { vec![] },
-    }
-}
-
-/// Three GPUs (GPU 1 in MIG mode), the usual nodes, a few driver files.
+/// The unit tests' standard host (`nvct::fixtures`: three GPUs, GPU 1 in MIG mode), with
+/// `driver_version` / `cuda_version`, the MIG config/monitor capabilities and the modeset
+/// node, so that every request the fuzzers make has something to plan with.
 pub fn inventory(driver_version: &str, cuda_version: Option<&str>) -> Inventory {
-    let lib = "/usr/lib/x86_64-linux-gnu";
-    Inventory {
-        driver_version: driver_version.into(),
-        cuda_version: cuda_version.map(str::to_string),
-        gpus: (0..3).map(gpu).collect(),
-        nodes: vec![
-            node("/dev/nvidia-caps/nvidia-cap1", 509, 1),
-            node("/dev/nvidia-caps/nvidia-cap2", 509, 2),
-            node("/dev/nvidia-caps/nvidia-cap21", 509, 21),
-            node("/dev/nvidia-caps/nvidia-cap22", 509, 22),
-            node("/dev/nvidia-modeset", 195, 254),
-            node("/dev/nvidia-uvm", 508, 0),
-            node("/dev/nvidia-uvm-tools", 508, 1),
-            node("/dev/nvidia0", 195, 0),
-            node("/dev/nvidia1", 195, 1),
-            node("/dev/nvidia2", 195, 2),
-            node("/dev/nvidiactl", 195, 255),
-        ],
-        mig_minors: BTreeMap::from([
-            ("config".into(), 1),
-            ("monitor".into(), 2),
-            ("gpu1/gi2/access".into(), 21),
-            ("gpu1/gi2/ci0/access".into(), 22),
-        ]),
-        files: vec![
-            file(FileKind::Library, "libcuda", &format!("{lib}/libcuda.so.550.54.15")),
-            file(FileKind::Library, "libnvidia-ml", &format!("{lib}/libnvidia-ml.so.550.54.15")),
-            file(FileKind::Library, "libnvidia-encode", &format!("{lib}/libnvidia-encode.so.550.54.15")),
-            file(FileKind::Binary, "nvidia-smi", "/usr/bin/nvidia-smi"),
-            file(FileKind::Firmware, "gsp.bin", "/lib/firmware/nvidia/550.54.15/gsp.bin"),
-        ],
-        proc_driver: Some(ProcDriver {
-            version: "NVRM version: x\n".into(),
-            params: "ModifyDeviceFiles: 1\n".into(),
-            registry: "".into(),
-            gpu_files: BTreeMap::from([("0000:00:00.0".into(), vec![("information".into(), "Model: a\n".into())])]),
-        }),
-        notes: vec![],
-    }
+    let mut inv = inventory_in("/usr/lib/x86_64-linux-gnu");
+    inv.driver_version = driver_version.into();
+    inv.cuda_version = cuda_version.map(str::to_string);
+    inv.nodes.extend([
+        node("/dev/nvidia-caps/nvidia-cap1", 509, 1),
+        node("/dev/nvidia-caps/nvidia-cap2", 509, 2),
+        node("/dev/nvidia-modeset", 195, 254),
+    ]);
+    inv.nodes.sort();
+    inv.mig_minors.extend([("config".into(), 1), ("monitor".into(), 2)]);
+    inv
 }
 
 /// Splits the fuzz input into a flags byte and UTF-8 text (None when not UTF-8).

@@ -1,118 +1,11 @@
 //! Whole-value tests of the planner: an inventory literal in, the complete plan out.
 
 use super::*;
-use crate::discover::{MigDevice, ProcDriver};
-use crate::driver::DriverFile;
-use std::collections::BTreeMap;
 
-fn node(path: &str, major: u32, minor: u32) -> DeviceNode {
-    DeviceNode {
-        path: path.into(),
-        host_path: Path::new("/host").join(&path[1..]),
-        major,
-        minor,
-    }
-}
-
-fn file(kind: FileKind, name: &str, driver_path: &str) -> DriverFile {
-    DriverFile {
-        kind,
-        name: name.into(),
-        host_path: Path::new("/drv").join(&driver_path[1..]),
-        driver_path: driver_path.into(),
-    }
-}
-
-fn gpu(index: u32) -> Gpu {
-    Gpu {
-        index,
-        minor: index,
-        uuid: format!("GPU-{index}"),
-        bus_id: format!("0000:0{index}:00.0"),
-        model: "NVIDIA H100".into(),
-        mig_enabled: index == 1,
-        migs: if index == 1 {
-            vec![MigDevice {
-                index: 0,
-                gi: 2,
-                ci: 0,
-                uuid: "MIG-a".into(),
-            }]
-        } else {
-            vec![]
-        },
-    }
-}
+use crate::fixtures::{file, inventory_in, node};
 
 fn inventory() -> Inventory {
     inventory_in("/usr/lib/x86_64-linux-gnu")
-}
-
-/// The same host with its driver libraries in `lib` (another distribution's layout).
-fn inventory_in(lib: &str) -> Inventory {
-    Inventory {
-        driver_version: "550.54.15".into(),
-        cuda_version: Some("12.4".into()),
-        gpus: (0..3).map(gpu).collect(),
-        nodes: vec![
-            node("/dev/nvidia-caps/nvidia-cap21", 509, 21),
-            node("/dev/nvidia-caps/nvidia-cap22", 509, 22),
-            node("/dev/nvidia-uvm", 508, 0),
-            node("/dev/nvidia-uvm-tools", 508, 1),
-            node("/dev/nvidia0", 195, 0),
-            node("/dev/nvidia1", 195, 1),
-            node("/dev/nvidia2", 195, 2),
-            node("/dev/nvidiactl", 195, 255),
-        ],
-        mig_minors: BTreeMap::from([
-            ("gpu1/gi2/access".into(), 21),
-            ("gpu1/gi2/ci0/access".into(), 22),
-        ]),
-        files: vec![
-            file(
-                FileKind::Library,
-                "libcuda",
-                &format!("{lib}/libcuda.so.550.54.15"),
-            ),
-            file(
-                FileKind::Library,
-                "libnvidia-ml",
-                &format!("{lib}/libnvidia-ml.so.550.54.15"),
-            ),
-            file(
-                FileKind::Library,
-                "libnvidia-encode",
-                &format!("{lib}/libnvidia-encode.so.550.54.15"),
-            ),
-            file(FileKind::Binary, "nvidia-smi", "/usr/bin/nvidia-smi"),
-            file(
-                FileKind::Binary,
-                "nvidia-cuda-mps-control",
-                "/usr/bin/nvidia-cuda-mps-control",
-            ),
-            file(
-                FileKind::Firmware,
-                "gsp.bin",
-                "/lib/firmware/nvidia/550.54.15/gsp.bin",
-            ),
-        ],
-        proc_driver: Some(ProcDriver {
-            version: "NVRM version: x\n".into(),
-            params: "ModifyDeviceFiles: 1\n".into(),
-            registry: "".into(),
-            gpu_files: BTreeMap::from([
-                (
-                    "0000:00:00.0".into(),
-                    vec![("information".into(), "Model: a\n".into())],
-                ),
-                (
-                    "0000:02:00.0".into(),
-                    vec![("information".into(), "Model: c\n".into())],
-                ),
-            ]),
-        }),
-        notes: vec![],
-    }
 }
 
 fn request(devices: Devices, caps: &[Capability]) -> Request {
@@ -295,7 +188,7 @@ fn device_selection_cases() {
         ),
         (
             "mig by uuid",
-            Devices::List(vec![DeviceId::Uuid("MIG-a".into())]),
+            Devices::List(vec![DeviceId::Uuid("MIG-1a".into())]),
             Ok(vec![
                 "/dev/nvidia-caps/nvidia-cap21",
                 "/dev/nvidia-caps/nvidia-cap22",

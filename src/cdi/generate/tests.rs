@@ -1,50 +1,9 @@
 //! Whole-value tests of the generator on inventory literals.
 
 use super::*;
-use crate::devices::DeviceNode as HostNode;
-use crate::driver::DriverFile;
 use std::collections::BTreeMap;
 
-fn host_node(path: &str, major: u32, minor: u32) -> HostNode {
-    HostNode {
-        path: path.into(),
-        host_path: Path::new("/host").join(&path[1..]),
-        major,
-        minor,
-    }
-}
-
-fn file(kind: FileKind, name: &str, driver_path: &str) -> DriverFile {
-    DriverFile {
-        kind,
-        name: name.into(),
-        host_path: Path::new("/drv").join(&driver_path[1..]),
-        driver_path: driver_path.into(),
-    }
-}
-
-use std::path::Path;
-
-fn gpu(index: u32, mig: bool) -> Gpu {
-    Gpu {
-        index,
-        minor: index,
-        uuid: format!("GPU-{index}"),
-        bus_id: format!("0000:0{index}:00.0"),
-        model: "NVIDIA H100".into(),
-        mig_enabled: mig,
-        migs: if mig {
-            vec![MigDevice {
-                index: 0,
-                gi: 2,
-                ci: 0,
-                uuid: format!("MIG-{index}a"),
-            }]
-        } else {
-            vec![]
-        },
-    }
-}
+use crate::fixtures::{file, gpu, node as host_node};
 
 /// Two GPUs; GPU 1 has MIG enabled with one MIG device when `mig`.
 fn inventory(mig: bool) -> Inventory {
