@@ -147,6 +147,29 @@ pub fn write_atomic(
     content: &[u8],
     opts: &WriteOptions<'_>,
 ) -> Result<Written, FsError> {
+    write_atomic_as(path, content, opts, None)
+}
+
+/// The backup of a file whose metadata is `original`: written with the original's mode, owner
+/// and group from the start (its temp file is 0600 until then), so a 0600 config that holds
+/// registry credentials never has a world-readable `.bak`, not even for an instant.
+fn write_backup(path: &Path, old: &[u8], original: &fs::Metadata) -> Result<(), FsError> {
+    write_atomic_as(
+        &backup_path(path),
+        old,
+        &WriteOptions::default(),
+        Some(original),
+    )
+    .map(drop)
+}
+
+/// [`write_atomic`], with the mode and owner of `like` instead of the existing file's.
+fn write_atomic_as(
+    path: &Path,
+    content: &[u8],
+    opts: &WriteOptions<'_>,
+    like: Option<&fs::Metadata>,
+) -> Result<Written, FsError> {
     let old = match fs::read(path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -157,13 +180,13 @@ pub fn write_atomic(
     }
     let dir = parent(path);
     fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
-    let meta = match &old {
-        Some(_) => Some(fs::metadata(path).map_err(io_err(path, "stat"))?),
-        None => None,
+    let meta = match (&old, like) {
+        (_, Some(like)) => Some(like.clone()),
+        (Some(_), None) => Some(fs::metadata(path).map_err(io_err(path, "stat"))?),
+        (None, None) => None,
     };
-    if let (Some(old), true) = (&old, opts.backup) {
-        let plain = WriteOptions::default();
-        write_atomic(&backup_path(path), old, &plain)?;
+    if let (Some(old), true, Some(m)) = (&old, opts.backup, &meta) {
+        write_backup(path, old, m)?;
     }
     let fault = |step: Step, p: &Path| {
         if let Some(f) = opts.fault {
@@ -246,7 +269,8 @@ pub fn remove_with_backup(path: &Path, backup: bool) -> Result<bool, FsError> {
         return Ok(false);
     };
     if backup {
-        write_atomic(&backup_path(path), &old, &WriteOptions::default())?;
+        let meta = fs::metadata(path).map_err(io_err(path, "stat"))?;
+        write_backup(path, &old, &meta)?;
     }
     fs::remove_file(path).map_err(io_err(path, "remove"))?;
     sync_dir(parent(path))?;
@@ -317,6 +341,52 @@ mod tests {
                 .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
                 .collect();
             assert!(leftovers.is_empty(), "case {name}: temp files left");
+        }
+    }
+
+    #[test]
+    fn backups_keep_the_originals_mode_and_owner() {
+        // A 0600 config owned by another user (it holds registry credentials): its `.bak`,
+        // whether new or replacing a stale world-readable one, is 0600 and owned alike; the
+        // same for the backup that a removal keeps. (Root: the tests chown.)
+        use std::os::unix::fs::{chown, MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        for (name, stale_bak) in [("new backup", false), ("stale 0644 backup replaced", true)] {
+            let p = dir.path().join(format!("{}.toml", name.replace(' ', "-")));
+            fs::write(&p, "secret = 1\n").unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+            chown(&p, Some(1234), Some(5678)).unwrap();
+            if stale_bak {
+                fs::write(backup_path(&p), "old").unwrap();
+                fs::set_permissions(backup_path(&p), fs::Permissions::from_mode(0o644)).unwrap();
+            }
+            let opts = WriteOptions {
+                backup: true,
+                fault: None,
+            };
+            write_atomic(&p, b"secret = 2\n", &opts).unwrap();
+            for f in [p.clone(), backup_path(&p)] {
+                let m = fs::metadata(&f).unwrap();
+                assert_eq!(
+                    (m.mode() & 0o7777, m.uid(), m.gid()),
+                    (0o600, 1234, 5678),
+                    "case {name}: {}",
+                    f.display()
+                );
+            }
+            assert_eq!(
+                fs::read_to_string(backup_path(&p)).unwrap(),
+                "secret = 1\n",
+                "case {name}"
+            );
+            fs::remove_file(backup_path(&p)).unwrap();
+            assert!(remove_with_backup(&p, true).unwrap());
+            let m = fs::metadata(backup_path(&p)).unwrap();
+            assert_eq!(
+                (m.mode() & 0o7777, m.uid(), m.gid()),
+                (0o600, 1234, 5678),
+                "case {name}: removal's backup"
+            );
         }
     }
 

@@ -904,3 +904,42 @@ fn dry_run_prints_diff_and_writes_nothing() {
         );
     }
 }
+
+#[test]
+fn backups_of_secret_configs_stay_secret() {
+    // containerd's config.toml and docker's daemon.json often hold registry credentials: mode
+    // 0600, owned by the engine's user. `configure` (and `unconfigure`) keep that on the file
+    // and give the `.bak` the same mode and owner, never a world-readable copy.
+    use std::os::unix::fs::{chown, MetadataExt, PermissionsExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("containerd", "config.toml", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"r.example\".auth]\npassword = \"hunter2\"\n"),
+        ("docker", "daemon.json", "{\"registry-mirrors\": [\"https://user:hunter2@r.example\"]}\n"),
+    ];
+    for (runtime, file, text) in cases {
+        let p = tmp.path().join(format!("{runtime}-{file}"));
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        chown(&p, Some(4321), Some(8765)).unwrap();
+        for command in ["configure", "unconfigure"] {
+            ok(&[
+                "runtime",
+                command,
+                &format!("--runtime={runtime}"),
+                "--config",
+                p.to_str().unwrap(),
+            ]);
+            let bak = PathBuf::from(format!("{}.bak", p.display()));
+            for f in [&p, &bak] {
+                let m = std::fs::metadata(f)
+                    .unwrap_or_else(|e| panic!("{runtime} {command}: {}: {e}", f.display()));
+                assert_eq!(
+                    (m.mode() & 0o7777, m.uid(), m.gid()),
+                    (0o600, 4321, 8765),
+                    "{runtime} {command}: {}",
+                    f.display()
+                );
+            }
+        }
+    }
+}
