@@ -541,6 +541,11 @@ fn validate_rejects_broken_specs_naming_the_field() {
             edit(&|v| v["cdiVersion"] = json!("0.42.0")),
             "cdiVersion: unknown version \"0.42.0\"",
         ),
+        (
+            "a device with empty edits (what a host without GPUs used to get)",
+            edit(&|v| v["devices"][3]["containerEdits"] = json!({})),
+            "has no edits: podman and the CDI library refuse it",
+        ),
     ];
     for (case, doc, needle) in cases {
         let file = unique("bad").with_extension("json");

@@ -131,6 +131,9 @@ pub enum GenerateError {
     UnknownDevice { id: String, count: usize },
     #[error("no naming strategy given (index, uuid or type-index)")]
     NoStrategy,
+    #[error("no NVIDIA GPUs found on this host: a spec would have only devices without edits, which \
+             podman and containerd refuse; is the driver loaded and nvidia-container-cli.root right?")]
+    NoGpus,
 }
 
 /// One GPU or MIG device that gets entries in the spec.
@@ -329,7 +332,11 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
 
     let mut devices = Vec::new();
     let mut all_nodes: Vec<crate::devices::DeviceNode> = Vec::new();
-    for target in targets(inv, &opts.devices)? {
+    let targets = targets(inv, &opts.devices)?;
+    if targets.is_empty() {
+        return Err(GenerateError::NoGpus);
+    }
+    for target in targets {
         let id = target.id();
         let p = plan::plan(
             &request(Devices::List(vec![id.clone()]), BTreeSet::new(), false),

@@ -322,6 +322,17 @@ pub fn semantic(spec: &Spec) -> Vec<Problem> {
         );
     }
     c.problems.extend(duplicate_names(spec));
+    for (i, d) in spec.devices.iter().enumerate() {
+        if d.container_edits.is_empty() {
+            c.fail(
+                format!("devices[{i}].containerEdits"),
+                format!(
+                    "device {:?} has no edits: podman and the CDI library refuse it (\"invalid device, empty device edits\")",
+                    d.name
+                ),
+            );
+        }
+    }
     let edits = spec
         .devices
         .iter()
@@ -480,6 +491,11 @@ mod tests {
                 "wrong minor",
                 edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["minor"] = json!(5)),
                 vec!["devices[0].containerEdits.deviceNodes[0].minor: 5 but /dev/null is 1:3 on this host"],
+            ),
+            (
+                "a device with empty edits",
+                edit(&|v| v["devices"][0]["containerEdits"] = json!({})),
+                vec!["devices[0].containerEdits: device \"0\" has no edits: podman and the CDI library refuse it (\"invalid device, empty device edits\")"],
             ),
             (
                 "version too old",

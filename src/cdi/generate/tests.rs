@@ -420,6 +420,25 @@ fn bad_kind_is_refused() {
 }
 
 #[test]
+fn a_host_without_gpus_gets_no_spec() {
+    // The `all` device would have no edits, which podman refuses; upstream exits 1 too.
+    let mut inv = inventory(false);
+    inv.gpus.clear();
+    inv.nodes.retain(|n| {
+        !n.path
+            .to_string_lossy()
+            .trim_start_matches("/dev/nvidia")
+            .chars()
+            .all(|c| c.is_ascii_digit())
+    });
+    let got = generate(&inv, &Options::default());
+    assert_eq!(got, Err(GenerateError::NoGpus));
+    assert!(GenerateError::NoGpus
+        .to_string()
+        .starts_with("no NVIDIA GPUs found"));
+}
+
+#[test]
 fn same_input_same_bytes() {
     let a = generate(&inventory(true), &Options::default()).unwrap();
     let b = generate(&inventory(true), &Options::default()).unwrap();
