@@ -580,3 +580,62 @@ fn automatic_kind_is_generated_in_cdi_mode() {
         );
     }
 }
+
+#[test]
+fn numbers_in_config_json_survive_the_edit() {
+    // config.json is the engine's: an integer beyond 64 bits, a float that f64 cannot hold
+    // exactly, a negative zero and a trailing zero come back as written (arbitrary_precision),
+    // in the legacy edit and in the CDI edit alike.
+    bundle::require("runc");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-numbers-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(1)
+        .build(&dir.path().join("host"))
+        .unwrap();
+    let (fake, record) = fake_runtime(dir.path());
+    let numbers = "[44444444444444444444444444444444444444244444444444, 0.1000000000000000055511151231257827, -0, 12.50]";
+    for mode in ["legacy", "jit-cdi"] {
+        let config = bundle::write_config(
+            dir.path(),
+            &host.driver_root(),
+            &host.proc_root(),
+            &format!(
+                "[nvidia-container-runtime]\nmode = {mode:?}\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
+                fake.display().to_string(),
+                HOOK
+            ),
+        );
+        let mut b = Bundle::new(dir.path(), Image::Busybox);
+        b.env("NVIDIA_VISIBLE_DEVICES=0");
+        let cfg_json = b.dir.join("config.json");
+        let text = serde_json::to_string_pretty(&b.spec).unwrap();
+        let text = text.replacen('{', &format!("{{\n  \"x-numbers\": {numbers},"), 1);
+        std::fs::write(&cfg_json, &text).unwrap();
+        let out = shim(
+            &["create", "--bundle", &b.dir.display().to_string(), "x"],
+            &config,
+            "0",
+        );
+        assert!(out.status.success(), "mode {mode}: {}", out_text(&out));
+        recorded(&record);
+        let after = std::fs::read_to_string(&cfg_json).unwrap();
+        assert_ne!(after, text, "mode {mode}: nothing was edited");
+        let compact: String = after
+            .split("\"x-numbers\":")
+            .nth(1)
+            .unwrap()
+            .split(']')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            format!("{compact}]"),
+            numbers.replace(' ', ""),
+            "mode {mode}: {after}"
+        );
+    }
+}
