@@ -66,6 +66,39 @@ fn shim(args: &[&str], config: &Path, rc: &str) -> Output {
         .unwrap()
 }
 
+/// A toolkit config for the simulated `host`: the shim in `mode`, the fake runtime, our hook,
+/// and `extra` TOML for `[nvidia-container-runtime]`.
+fn host_config(dir: &Path, host: &FakeHost, fake: &Path, mode: &str, extra: &str) -> PathBuf {
+    bundle::write_config(
+        dir,
+        &host.driver_root(),
+        &host.proc_root(),
+        &format!(
+            "[nvidia-container-runtime]\nmode = {mode:?}\nruntimes = [{:?}]\n{extra}[nvidia-container-runtime-hook]\npath = {:?}\n",
+            fake.display().to_string(),
+            HOOK
+        ),
+    )
+}
+
+/// `nvidia-container-runtime create` on bundle `b` with `config` (`b.spec` written first unless
+/// `as_is`, when the test wrote config.json itself); asserts success and reloads `b.spec` from
+/// what the shim wrote.
+fn create(b: &mut Bundle, config: &Path, record: &Path, what: &str, as_is: bool) {
+    let cfg_json = b.dir.join("config.json");
+    if !as_is {
+        std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
+    }
+    let out = shim(
+        &["create", "--bundle", &b.dir.display().to_string(), "x"],
+        config,
+        "0",
+    );
+    assert!(out.status.success(), "{what}: {}", out_text(&out));
+    recorded(record);
+    b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+}
+
 #[test]
 fn create_rewrite_with_fake_runtime() {
     bundle::require("runc");
@@ -451,29 +484,17 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         .build(&dir.path().join("host"))
         .unwrap();
     let (fake, record) = fake_runtime(dir.path());
-    let config = bundle::write_config(
-        dir.path(),
-        &host.driver_root(),
-        &host.proc_root(),
-        &format!(
-            "[nvidia-container-runtime]\nmode = \"legacy\"\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
-            fake.display().to_string(),
-            HOOK
-        ),
-    );
     let mut b = Bundle::new(dir.path(), Image::Busybox);
     b.env("NVIDIA_VISIBLE_DEVICES=2");
-    let cfg_json = b.dir.join("config.json");
-    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
-    let out = shim(
-        &["create", "--bundle", &b.dir.display().to_string(), "x"],
-        &config,
-        "0",
+    let before = b.spec.clone();
+    create(
+        &mut b,
+        &host_config(dir.path(), &host, &fake, "legacy", ""),
+        &record,
+        "legacy",
+        false,
     );
-    assert!(out.status.success(), "{}", out_text(&out));
-    recorded(&record);
-    let after: Value = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
-    let mut want = b.spec.clone();
+    let mut want = before.clone();
     let rule = |major: u32, minor: u32| json!({"allow": true, "type": "c", "major": major, "minor": minor, "access": "rw"});
     let mut rules = want["linux"]["resources"]["devices"]
         .as_array()
@@ -482,26 +503,17 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
     let uvm = common::fakehost::NVIDIA_UVM_MAJOR;
     rules.extend([rule(uvm, 0), rule(uvm, 1), rule(195, 2), rule(195, 255)]);
     want["linux"]["resources"]["devices"] = Value::Array(rules);
-    want["hooks"] = after["hooks"].clone();
+    want["hooks"] = b.spec["hooks"].clone();
     assert_eq!(
-        after,
+        b.spec,
         want,
         "the legacy edit: {}",
-        serde_json::to_string_pretty(&after).unwrap()
+        serde_json::to_string_pretty(&b.spec).unwrap()
     );
-    assert_eq!(after["hooks"]["prestart"][0]["path"], json!(HOOK));
+    assert_eq!(b.spec["hooks"]["prestart"][0]["path"], json!(HOOK));
 
     // no-cgroups: the hook only, no rules.
-    let config = bundle::write_config(
-        dir.path(),
-        &host.driver_root(),
-        &host.proc_root(),
-        &format!(
-            "[nvidia-container-runtime]\nmode = \"legacy\"\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
-            fake.display().to_string(),
-            HOOK
-        ),
-    );
+    let config = host_config(dir.path(), &host, &fake, "legacy", "");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
         &config,
@@ -511,16 +523,12 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         ),
     )
     .unwrap();
-    std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
-    let out = shim(
-        &["create", "--bundle", &b.dir.display().to_string(), "x"],
-        &config,
-        "0",
-    );
-    assert!(out.status.success(), "{}", out_text(&out));
-    let after: Value = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
+    let mut b = Bundle::new(dir.path(), Image::Busybox);
+    b.env("NVIDIA_VISIBLE_DEVICES=2");
+    let before = b.spec.clone();
+    create(&mut b, &config, &record, "no-cgroups", false);
     assert_eq!(
-        after["linux"]["resources"], b.spec["linux"]["resources"],
+        b.spec["linux"]["resources"], before["linux"]["resources"],
         "no-cgroups: no rules"
     );
 }
@@ -541,30 +549,20 @@ fn automatic_kind_is_generated_in_cdi_mode() {
     let (fake, record) = fake_runtime(dir.path());
     let no_specs = dir.path().join("no-specs");
     std::fs::create_dir_all(&no_specs).unwrap();
+    let spec_dirs = format!(
+        "[nvidia-container-runtime.modes.cdi]\nspec-dirs = [{:?}]\n",
+        no_specs.display().to_string()
+    );
     for mode in ["cdi", "jit-cdi", "auto"] {
-        let config = bundle::write_config(
-            dir.path(),
-            &host.driver_root(),
-            &host.proc_root(),
-            &format!(
-                "[nvidia-container-runtime]\nmode = {mode:?}\nruntimes = [{:?}]\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
-                fake.display().to_string(),
-                no_specs.display().to_string(),
-                HOOK
-            ),
-        );
         let mut b = Bundle::new(dir.path(), Image::Busybox);
         b.env("NVIDIA_VISIBLE_DEVICES=runtime.nvidia.com/gpu=1");
-        let cfg_json = b.dir.join("config.json");
-        std::fs::write(&cfg_json, serde_json::to_vec_pretty(&b.spec).unwrap()).unwrap();
-        let out = shim(
-            &["create", "--bundle", &b.dir.display().to_string(), "x"],
-            &config,
-            "0",
+        create(
+            &mut b,
+            &host_config(dir.path(), &host, &fake, mode, &spec_dirs),
+            &record,
+            mode,
+            false,
         );
-        assert!(out.status.success(), "mode {mode}: {}", out_text(&out));
-        recorded(&record);
-        b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
         let run = b.run("ls /dev; cat /dev/nvidia1; true");
         let text = format!("mode {mode}: {}", out_text(&run));
         assert!(run.status.success(), "{text}");
@@ -598,29 +596,19 @@ fn numbers_in_config_json_survive_the_edit() {
     let (fake, record) = fake_runtime(dir.path());
     let numbers = "[44444444444444444444444444444444444444244444444444, 0.1000000000000000055511151231257827, -0, 12.50]";
     for mode in ["legacy", "jit-cdi"] {
-        let config = bundle::write_config(
-            dir.path(),
-            &host.driver_root(),
-            &host.proc_root(),
-            &format!(
-                "[nvidia-container-runtime]\nmode = {mode:?}\nruntimes = [{:?}]\n[nvidia-container-runtime-hook]\npath = {:?}\n",
-                fake.display().to_string(),
-                HOOK
-            ),
-        );
         let mut b = Bundle::new(dir.path(), Image::Busybox);
         b.env("NVIDIA_VISIBLE_DEVICES=0");
         let cfg_json = b.dir.join("config.json");
         let text = serde_json::to_string_pretty(&b.spec).unwrap();
         let text = text.replacen('{', &format!("{{\n  \"x-numbers\": {numbers},"), 1);
         std::fs::write(&cfg_json, &text).unwrap();
-        let out = shim(
-            &["create", "--bundle", &b.dir.display().to_string(), "x"],
-            &config,
-            "0",
+        create(
+            &mut b,
+            &host_config(dir.path(), &host, &fake, mode, ""),
+            &record,
+            mode,
+            true,
         );
-        assert!(out.status.success(), "mode {mode}: {}", out_text(&out));
-        recorded(&record);
         let after = std::fs::read_to_string(&cfg_json).unwrap();
         assert_ne!(after, text, "mode {mode}: nothing was edited");
         let compact: String = after

@@ -2,5 +2,6 @@
 
 pub mod bundle;
 pub mod containerd;
+pub mod daemon;
 pub mod fakehost;
 pub mod hostkind;
