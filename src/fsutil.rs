@@ -1,8 +1,9 @@
 //! Crash-safe replacement of configuration files owned by someone else (engine configs).
 //!
 //! Owns: atomic write (temp file in the same directory, write, fsync, rename, fsync directory),
-//! keeping the file's mode and owner, the `<file>.bak` backup of the previous content, and removal
-//! with the same backup. It never writes when the content is unchanged and never truncates a file
+//! keeping the file's mode and owner, the `<file>.bak` backup of the previous content (with the
+//! file's mode and owner, written only once the new content is), and removal with the same
+//! backup. A path that is a symlink is written at its target ([`real_path`]). It never writes when the content is unchanged and never truncates a file
 //! in place, so a crash leaves either the old or the new file, never a torn one.
 //!
 //! Temp files are named `.<name>.tmp-<pid>-<n>`: hidden and not ending in the file's extension,
@@ -21,15 +22,53 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Errors of file replacement; each names the file.
+/// Errors of file replacement; each names the user's file (never only a temp file) and, for
+/// the usual causes, what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
-    #[error("{path}: {what}: {source}")]
+    #[error("{path}: {what}: {source}{}", advice(source))]
     Io {
         path: PathBuf,
         what: &'static str,
         source: io::Error,
     },
+    #[error("{path}: a chain of more than 40 symlinks; pass the real file")]
+    LinkLoop { path: PathBuf },
+}
+
+/// What to do about a failed write, by cause.
+fn advice(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            " (run as root; a file marked immutable needs `chattr -i` first); nothing was changed"
+        }
+        Some(libc::EROFS) => " (the file system is read-only: remount it read-write, or pass --config to a writable copy); nothing was changed",
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => " (no space left on the device); nothing was changed",
+        _ => "",
+    }
+}
+
+/// The file a path names: `path` itself, or, when it is a symlink (config management, k3s and
+/// RKE2 layouts), the file at the end of the chain (which may not exist yet). Writes go there,
+/// atomically in the target's directory, so the link stays and the engine reads the new content.
+pub fn real_path(path: &Path) -> Result<PathBuf, FsError> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = fs::read_link(&p).map_err(io_err(&p, "read the symlink"))?;
+                p = if target.is_absolute() {
+                    target
+                } else {
+                    parent(&p).join(target)
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(FsError::LinkLoop {
+        path: path.to_path_buf(),
+    })
 }
 
 fn io_err<'p>(path: &'p Path, what: &'static str) -> impl FnOnce(io::Error) -> FsError + 'p {
@@ -147,7 +186,7 @@ pub fn write_atomic(
     content: &[u8],
     opts: &WriteOptions<'_>,
 ) -> Result<Written, FsError> {
-    write_atomic_as(path, content, opts, None)
+    write_atomic_as(&real_path(path)?, content, opts, None)
 }
 
 /// The backup of a file whose metadata is `original`: written with the original's mode, owner
@@ -185,9 +224,6 @@ fn write_atomic_as(
         (Some(_), None) => Some(fs::metadata(path).map_err(io_err(path, "stat"))?),
         (None, None) => None,
     };
-    if let (Some(old), true, Some(m)) = (&old, opts.backup, &meta) {
-        write_backup(path, old, m)?;
-    }
     let fault = |step: Step, p: &Path| {
         if let Some(f) = opts.fault {
             f(step, p);
@@ -200,20 +236,26 @@ fn write_atomic_as(
             .create_new(true)
             .mode(0o600)
             .open(&tmp)
-            .map_err(io_err(&tmp, "create temp file"))?;
+            .map_err(io_err(path, "create a temp file next to it"))?;
         fault(Step::TempCreated, &tmp);
-        f.write_all(content).map_err(io_err(&tmp, "write"))?;
+        f.write_all(content)
+            .map_err(io_err(path, "write the temp file"))?;
         fault(Step::TempWritten, &tmp);
         let mode = meta.as_ref().map_or(0o644, |m| m.mode() & 0o7777);
         if let Some(m) = &meta {
             std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))
-                .map_err(io_err(&tmp, "chown"))?;
+                .map_err(io_err(path, "chown the temp file"))?;
         }
         f.set_permissions(fs::Permissions::from_mode(mode))
-            .map_err(io_err(&tmp, "chmod"))?;
-        f.sync_all().map_err(io_err(&tmp, "fsync"))?;
+            .map_err(io_err(path, "chmod the temp file"))?;
+        f.sync_all().map_err(io_err(path, "fsync the temp file"))?;
         fault(Step::TempSynced, &tmp);
-        fs::rename(&tmp, path).map_err(io_err(path, "rename temp file over"))
+        // The backup only once the new content is safely written: a write that fails (read-only
+        // fs, not root) leaves no `.bak` behind.
+        if let (Some(old), true, Some(m)) = (&old, opts.backup, &meta) {
+            write_backup(path, old, m)?;
+        }
+        fs::rename(&tmp, path).map_err(io_err(path, "rename the temp file over it"))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -261,6 +303,7 @@ pub fn lock_dir_of(path: &Path) -> Result<File, FsError> {
 
 /// Remove `path` (keeping its content in `<file>.bak` when `backup`); `false` if it was absent.
 pub fn remove_with_backup(path: &Path, backup: bool) -> Result<bool, FsError> {
+    let path = &real_path(path)?;
     let Some(old) = (match fs::read(path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,

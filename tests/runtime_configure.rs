@@ -943,3 +943,172 @@ fn backups_of_secret_configs_stay_secret() {
         }
     }
 }
+
+#[test]
+fn symlinks_drop_ins_and_failed_writes() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+
+    // A symlinked config (config management, k3s/RKE2): the link stays, its target gets the
+    // runtime, the backup lies next to the target; unconfigure restores the target's bytes.
+    let real_dir = tmp.path().join("managed");
+    fs::create_dir_all(&real_dir).unwrap();
+    let target = real_dir.join("config.toml");
+    let original = "version = 2\n# managed by config management\n";
+    fs::write(&target, original).unwrap();
+    let link = tmp.path().join("config.toml");
+    symlink(&target, &link).unwrap();
+    let out = ok(&[
+        "runtime",
+        "configure",
+        "--runtime=containerd",
+        "--config",
+        link.to_str().unwrap(),
+    ]);
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced{}",
+        ctx(&[], &out)
+    );
+    assert!(
+        fs::read_to_string(&target).unwrap().contains("nvidia"),
+        "{}",
+        ctx(&[], &out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("(a symlink to {})", target.display())),
+        "{}",
+        ctx(&[], &out)
+    );
+    assert_eq!(
+        fs::read_to_string(real_dir.join("config.toml.bak")).unwrap(),
+        original
+    );
+    assert!(
+        !tmp.path().join("config.toml.bak").exists(),
+        "a backup next to the link"
+    );
+    ok(&[
+        "runtime",
+        "unconfigure",
+        "--runtime=containerd",
+        "--config",
+        link.to_str().unwrap(),
+    ]);
+    assert_eq!(fs::read_to_string(&target).unwrap(), original);
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // A CRI-O drop-in, configured twice (as default) and unconfigured: crio.conf.d lists the
+    // same files before and after (no `.bak` there: CRI-O reads every file), and no empty
+    // crio.conf appears.
+    let etc = tmp.path().join("crio");
+    let confd = etc.join("crio.conf.d");
+    fs::create_dir_all(&confd).unwrap();
+    fs::write(
+        confd.join("10-site.conf"),
+        "[crio.runtime]\nlog_level = \"info\"\n",
+    )
+    .unwrap();
+    let listing = |d: &Path| {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let (before_confd, before_etc) = (listing(&confd), listing(&etc));
+    let crio_conf = etc.join("crio.conf");
+    let drop_in = confd.join("99-nvidia.toml");
+    let args = |cmd: &'static str, default: bool| -> Vec<String> {
+        let mut a = vec![
+            "runtime".into(),
+            cmd.into(),
+            "--runtime=crio".into(),
+            "--config".into(),
+            crio_conf.display().to_string(),
+            "--drop-in-config".into(),
+            drop_in.display().to_string(),
+        ];
+        if default {
+            a.push("--set-as-default".into());
+        }
+        a
+    };
+    for (cmd, default) in [
+        ("configure", true),
+        ("configure", false),
+        ("unconfigure", false),
+    ] {
+        let a = args(cmd, default);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        ok(&a);
+        assert!(
+            !confd.join("99-nvidia.toml.bak").exists(),
+            "{cmd}: a .bak in crio.conf.d: {:?}",
+            listing(&confd)
+        );
+        assert!(!crio_conf.exists(), "{cmd}: crio.conf was created");
+    }
+    assert_eq!((listing(&confd), listing(&etc)), (before_confd, before_etc));
+
+    // Failed writes: not root, and a read-only file system. Exit 1, the user's file named with
+    // what to do, the file unchanged, no backup and no temp file left.
+    let cases: [(&str, &str, &str); 2] = [
+        (
+            "not root",
+            "setpriv --reuid=65534 --regid=65534 --clear-groups",
+            "run as root",
+        ),
+        (
+            "read-only file system",
+            "RO",
+            "the file system is read-only",
+        ),
+    ];
+    for (name, how, want) in cases {
+        let dir = tmp.path().join(name.replace(' ', "-"));
+        fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("config.toml");
+        fs::write(&conf, "version = 2\n").unwrap();
+        let script = if how == "RO" {
+            format!(
+                "mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec {BIN} runtime configure --runtime=containerd --config {c}",
+                d = dir.display(),
+                c = conf.display()
+            )
+        } else {
+            format!(
+                "exec {how} {BIN} runtime configure --runtime=containerd --config {}",
+                conf.display()
+            )
+        };
+        let out = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let text = format!("case {name}{}", ctx(&[], &out));
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&conf.display().to_string())
+                && err.contains(want)
+                && err.contains("nothing was changed"),
+            "{text}"
+        );
+        assert_eq!(
+            fs::read_to_string(&conf).unwrap(),
+            "version = 2\n",
+            "{text}"
+        );
+        assert_eq!(listing(&dir), vec!["config.toml".to_string()], "{text}");
+    }
+}

@@ -252,7 +252,7 @@ fn plan(r: &Resolved, configure: bool) -> Result<Outcome> {
     let previous = if configure {
         None
     } else {
-        fsutil::read_optional(&fsutil::backup_path(&r.config))?
+        fsutil::read_optional(&fsutil::backup_path(&fsutil::real_path(&r.config)?))?
     };
     let previous = previous.as_deref();
     let out = match (r.engine, configure) {
@@ -295,14 +295,21 @@ fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
         )),
         Err(_) => None,
     };
-    let wopts = WriteOptions {
-        backup: true,
-        fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)),
-    };
     let mut changed = 0;
     for c in changes {
+        // A drop-in lives in a directory the engine reads wholesale (CRI-O reads every file of
+        // crio.conf.d): no `.bak` there, it would be read as configuration too. Drop-ins are
+        // ours; the main file keeps its backup.
+        let backup = r.drop_in.as_deref() != Some(c.path.as_path());
+        let wopts = WriteOptions {
+            backup,
+            fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)),
+        };
         let current = fsutil::read_optional(&c.path)?;
-        if current == c.content {
+        // Nothing to create: an empty main file when there was none (unconfigure with a drop-in).
+        let empty_new_file =
+            current.is_none() && c.content.as_deref().is_some_and(|t| t.trim().is_empty());
+        if current == c.content || empty_new_file {
             if v.debug {
                 eprintln!("nvidia-ctk: {}: unchanged", c.path.display());
             }
@@ -319,16 +326,27 @@ fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
         let what = match &c.content {
             Some(text) => match fsutil::write_atomic(&c.path, text.as_bytes(), &wopts)? {
                 Written::Created => "created",
-                Written::Replaced => "updated (previous content in .bak)",
+                Written::Replaced if backup => "updated (previous content in .bak)",
+                Written::Replaced => "updated",
                 Written::Unchanged => continue,
             },
             None => {
-                fsutil::remove_with_backup(&c.path, true)?;
-                "removed (previous content in .bak)"
+                fsutil::remove_with_backup(&c.path, backup)?;
+                if backup {
+                    "removed (previous content in .bak)"
+                } else {
+                    "removed"
+                }
             }
         };
         if !v.quiet {
-            eprintln!("nvidia-ctk: {}: {what}", c.path.display());
+            let real = fsutil::real_path(&c.path)?;
+            let link = if real != c.path {
+                format!(" (a symlink to {})", real.display())
+            } else {
+                String::new()
+            };
+            eprintln!("nvidia-ctk: {}{link}: {what}", c.path.display());
         }
     }
     if !v.quiet && !r.dry_run {
