@@ -381,7 +381,7 @@ impl Config {
     /// `modes.legacy.cuda-compat-mode = "disabled"` or `features.disable-cuda-compat-lib-hook`.
     /// Every other mode (`ldconfig`, upstream's `mount` and `hook`) does the same safe thing:
     /// an ld.so.conf.d entry, never a mount of a file from the image.
-    pub fn cuda_compat_enabled(&self) -> bool {
+    pub(crate) fn cuda_compat_enabled(&self) -> bool {
         self.runtime.modes.legacy.cuda_compat_mode != CudaCompatMode::Disabled
             && !self.features.disable_cuda_compat_lib_hook
     }

@@ -89,7 +89,7 @@ pub enum EditError {
 }
 
 /// The type of `key`, from the defaults; unknown keys and tables are refused by name.
-pub fn kind_of(key: &str) -> Result<Kind, EditError> {
+pub(crate) fn kind_of(key: &str) -> Result<Kind, EditError> {
     let schema = toml::Table::try_from(Config::default()).expect("the default config serializes");
     let unknown = || EditError::UnknownKey {
         key: key.to_string(),
@@ -115,7 +115,7 @@ pub fn kind_of(key: &str) -> Result<Kind, EditError> {
 }
 
 /// The TOML value of an assignment, typed like the key's default.
-pub fn typed_value(a: &Assignment, separator: &str) -> Result<Value, EditError> {
+pub(crate) fn typed_value(a: &Assignment, separator: &str) -> Result<Value, EditError> {
     let kind = kind_of(&a.key)?;
     match (kind, a.value.as_deref()) {
         (Kind::Bool, None) => Ok(Value::from(true)),

@@ -26,7 +26,7 @@ pub enum DevicesError {
     NotCharDevice { path: PathBuf },
 }
 
-pub fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
+pub(crate) fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
     use std::io::Read;
     let err = |source| DevicesError::Read {
         path: path.to_path_buf(),
@@ -43,7 +43,7 @@ pub fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
 
 /// The driver version from `/proc/driver/nvidia/version`
 /// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ...`).
-pub fn parse_driver_version(text: &str) -> Option<String> {
+pub(crate) fn parse_driver_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
     let after = line.split_once("Module")?.1;
     after
@@ -61,7 +61,7 @@ fn fields(text: &str) -> BTreeMap<&str, &str> {
 }
 
 /// One `gpus/<busid>/information` file → (model, uuid, bus id, minor).
-pub fn parse_gpu_information(text: &str) -> Option<(String, String, String, u32)> {
+pub(crate) fn parse_gpu_information(text: &str) -> Option<(String, String, String, u32)> {
     let f = fields(text);
     let model = f.get("Model")?.to_string();
     let uuid = f.get("GPU UUID")?.to_string();
@@ -72,7 +72,7 @@ pub fn parse_gpu_information(text: &str) -> Option<(String, String, String, u32)
 
 /// `params` with `ModifyDeviceFiles` forced to 0: what the container is shown, so that a
 /// CUDA program inside never tries to create device nodes.
-pub fn params_without_device_modification(text: &str) -> String {
+pub(crate) fn params_without_device_modification(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut seen = false;
     for line in text.lines() {
@@ -91,7 +91,7 @@ pub fn params_without_device_modification(text: &str) -> String {
 }
 
 /// `/proc/driver/nvidia-caps/mig-minors`: `gpu0/gi1/access 3`, `config 1`, … → name → minor.
-pub fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
+pub(crate) fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
     text.lines()
         .filter_map(|l| {
             let (name, minor) = l.trim().rsplit_once(' ')?;
@@ -101,7 +101,7 @@ pub fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
 }
 
 /// GPUs from `/proc/driver/nvidia/gpus/*/information`, indexed in PCI bus order (as NVML does).
-pub fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
+pub(crate) fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
     let dir = root.proc_path("driver/nvidia/gpus");
     let entries = std::fs::read_dir(&dir).map_err(|source| DevicesError::Read {
         path: dir.clone(),
@@ -138,7 +138,7 @@ pub fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
 }
 
 /// Stats a device node under the device root. `Ok(None)` if it does not exist.
-pub fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNode>, DevicesError> {
+pub(crate) fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNode>, DevicesError> {
     let host_path = root.dev_path(path);
     let meta = match std::fs::metadata(&host_path) {
         Ok(m) => m,

@@ -90,7 +90,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
 /// The driver's procfs files under `root.proc_root` (`None` without `driver/nvidia/version`),
 /// with the `gpus/<bus id>/` files of `gpus`. Also read by the CDI hook
 /// `disable-device-node-modification`.
-pub fn read_proc_driver(root: &DriverRoot, gpus: &[Gpu]) -> Option<ProcDriver> {
+pub(crate) fn read_proc_driver(root: &DriverRoot, gpus: &[Gpu]) -> Option<ProcDriver> {
     let read = |rel: &str| devices::read_proc_file(&root.proc_path(rel)).ok();
     let mut pd = ProcDriver {
         version: read("driver/nvidia/version")?,

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Library families per capability (upstream's lists; see docs/COMPAT.md).
-pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
+pub(crate) fn libraries_for(cap: Capability) -> &'static [&'static str] {
     match cap {
         Capability::Utility => &["libnvidia-ml", "libnvidia-cfg", "libnvidia-nscq"],
         Capability::Compute => &[
@@ -54,7 +54,7 @@ pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
 }
 
 /// Binaries per capability.
-pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
+pub(crate) fn binaries_for(cap: Capability) -> &'static [&'static str] {
     match cap {
         Capability::Utility => &[
             "nvidia-smi",
@@ -68,7 +68,7 @@ pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
 }
 
 /// IPC endpoints per capability (driver-root paths), mounted only if present.
-pub fn ipc_for(cap: Capability) -> &'static [&'static str] {
+pub(crate) fn ipc_for(cap: Capability) -> &'static [&'static str] {
     match cap {
         Capability::Utility => &[
             "/run/nvidia-persistenced/socket",
@@ -194,7 +194,7 @@ pub fn firmware(root: &DriverRoot, version: &str) -> Vec<DriverFile> {
 }
 
 /// IPC sockets and the MPS pipe dir that exist.
-pub fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
+pub(crate) fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
     Capability::ALL
         .into_iter()
         .flat_map(ipc_for)
@@ -212,7 +212,7 @@ pub fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
 }
 
 /// The `libnvidia-ml.so.1` to load NVML from: the ld cache's entry, else the usual lib dirs.
-pub fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Option<PathBuf> {
+pub(crate) fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Option<PathBuf> {
     let from_cache = cache
         .iter()
         .filter(|e| root.arch.matches_cache_flags(e.flags) && e.soname == "libnvidia-ml.so.1")

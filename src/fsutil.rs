@@ -107,7 +107,7 @@ pub enum Step {
 
 impl Step {
     /// Every step with its name (the value of the binaries' `NVCT_FAULT_AT`).
-    pub const NAMES: &'static [(&'static str, Step)] = &[
+    pub(crate) const NAMES: &'static [(&'static str, Step)] = &[
         ("temp-created", Step::TempCreated),
         ("temp-written", Step::TempWritten),
         ("temp-synced", Step::TempSynced),

@@ -33,21 +33,21 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Largest cache file [`read`] accepts (real caches are well under 1 MiB).
-pub const MAX_CACHE_SIZE: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_CACHE_SIZE: u64 = 64 * 1024 * 1024;
 
 /// Longest string (soname or path, without its NUL) accepted; glibc's `PATH_MAX`.
-pub const MAX_STRING_LEN: usize = 4096;
+pub(crate) const MAX_STRING_LEN: usize = 4096;
 
 /// `flags & FLAG_TYPE_MASK`: the library type.
-pub const FLAG_TYPE_MASK: i32 = 0x00ff;
+pub(crate) const FLAG_TYPE_MASK: i32 = 0x00ff;
 /// Library type of glibc (libc6) ELF libraries.
-pub const FLAG_ELF_LIBC6: i32 = 0x0003;
+pub(crate) const FLAG_ELF_LIBC6: i32 = 0x0003;
 /// `flags & FLAG_ARCH_MASK`: the architecture / ABI (glibc's `FLAG_REQUIRED_MASK`).
-pub const FLAG_ARCH_MASK: i32 = 0xff00;
+pub(crate) const FLAG_ARCH_MASK: i32 = 0xff00;
 /// Architecture bits of x86-64 64-bit libraries.
-pub const FLAG_X8664_LIB64: i32 = 0x0300;
+pub(crate) const FLAG_X8664_LIB64: i32 = 0x0300;
 /// Architecture bits of AArch64 64-bit libraries.
-pub const FLAG_AARCH64_LIB64: i32 = 0x0a00;
+pub(crate) const FLAG_AARCH64_LIB64: i32 = 0x0a00;
 
 const OLD_MAGIC: &[u8] = b"ld.so-1.7.0\0";
 const OLD_HEADER_LEN: usize = 16; // magic (12) + nlibs (4)
@@ -78,12 +78,12 @@ pub struct Entry {
 }
 
 /// Whether `flags` mark a 64-bit x86-64 glibc library (`0x0303`).
-pub fn is_x86_64(flags: i32) -> bool {
+pub(crate) fn is_x86_64(flags: i32) -> bool {
     flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_X8664_LIB64
 }
 
 /// Whether `flags` mark a 64-bit AArch64 glibc library (`0x0a03`).
-pub fn is_aarch64(flags: i32) -> bool {
+pub(crate) fn is_aarch64(flags: i32) -> bool {
     flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_AARCH64_LIB64
 }
 

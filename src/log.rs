@@ -44,7 +44,7 @@ impl Format {
 }
 
 /// One log line, formatted. `unix` is seconds since the epoch (UTC).
-pub fn format_line(format: Format, level: Level, msg: &str, unix: u64) -> String {
+pub(crate) fn format_line(format: Format, level: Level, msg: &str, unix: u64) -> String {
     let time = rfc3339(unix);
     match format {
         Format::Json => json!({"level": level.as_str(), "msg": msg, "time": time}).to_string(),
@@ -57,7 +57,7 @@ pub fn format_line(format: Format, level: Level, msg: &str, unix: u64) -> String
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch.
-pub fn rfc3339(unix: u64) -> String {
+pub(crate) fn rfc3339(unix: u64) -> String {
     let (days, secs) = (unix / 86_400, unix % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -119,7 +119,7 @@ impl Logger {
     }
 
     /// Adds a file to write to ("" and `/dev/null` mean none; an unopenable file is skipped).
-    pub fn add_file(&mut self, path: &Path) {
+    pub(crate) fn add_file(&mut self, path: &Path) {
         let unset = path.as_os_str().is_empty() || path == Path::new("/dev/null");
         if !unset && !self.files.iter().any(|(p, _)| p == path) {
             if let Some(f) = open_append(path) {
@@ -193,7 +193,7 @@ pub fn error_text<'a>(
 }
 
 /// `\n`, `\t`, `\r` and every other control character as an escape (`\u{1b}`).
-pub fn escape_controls(text: &str) -> String {
+pub(crate) fn escape_controls(text: &str) -> String {
     if !text.chars().any(char::is_control) {
         return text.to_string();
     }

@@ -10,6 +10,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// The `PATH` every hook entry we write carries in its explicit `env` (the shim's prestart
+/// hook, CDI specs' hooks, the hooks.d file), never the container's environment.
+pub const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// The CPU architecture whose libraries the driver provides (the host's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub enum Arch {
@@ -37,7 +41,7 @@ impl Arch {
 
     /// Whether an ld.so.cache entry with `flags` is a 64-bit glibc library of this
     /// architecture (x86-64 `0x0303`, AArch64 `0x0a03`).
-    pub fn matches_cache_flags(self, flags: i32) -> bool {
+    pub(crate) fn matches_cache_flags(self, flags: i32) -> bool {
         match self {
             Arch::X86_64 => ldcache::is_x86_64(flags),
             Arch::Aarch64 => ldcache::is_aarch64(flags),
@@ -46,7 +50,7 @@ impl Arch {
 
     /// Where driver libraries may be besides the dirs the ld cache names, most specific first:
     /// the multiarch dirs (Debian, Ubuntu), `lib64` (RHEL, Fedora, SUSE), `/usr/lib`.
-    pub fn lib_dirs(self) -> [String; 5] {
+    pub(crate) fn lib_dirs(self) -> [String; 5] {
         let t = self.multiarch();
         [
             format!("/usr/lib/{t}"),
@@ -59,7 +63,7 @@ impl Arch {
 
     /// The library directories an image may use, in the order the container's lib dir is
     /// chosen: its multiarch dir, `/usr/lib64`, `/usr/lib`.
-    pub fn image_lib_dirs(self) -> [String; 3] {
+    pub(crate) fn image_lib_dirs(self) -> [String; 3] {
         [
             format!("/usr/lib/{}", self.multiarch()),
             "/usr/lib64".into(),
@@ -105,7 +109,7 @@ impl Capability {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Capability> {
+    pub(crate) fn from_name(name: &str) -> Option<Capability> {
         Capability::ALL.into_iter().find(|c| c.name() == name)
     }
 

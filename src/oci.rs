@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Hook state larger than this is refused (a real one is a few hundred bytes).
-pub const MAX_STATE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_STATE_BYTES: u64 = 1 << 20;
 /// config.json larger than this is refused.
 pub const MAX_SPEC_BYTES: u64 = 16 << 20;
 
@@ -130,7 +130,7 @@ fn is_json_object(bytes: &[u8]) -> bool {
 }
 
 /// config.json's bytes (read from `path`) as a typed spec.
-pub fn parse_spec(bytes: &[u8], path: &Path) -> Result<Spec, OciError> {
+pub(crate) fn parse_spec(bytes: &[u8], path: &Path) -> Result<Spec, OciError> {
     let spec = serde_json::from_slice(bytes).map_err(|source| OciError::SpecParse {
         path: path.to_path_buf(),
         source,

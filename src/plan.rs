@@ -88,7 +88,7 @@ pub struct Plan {
 /// The one rule for `/proc/driver/nvidia` in a container, for both output paths: `params` with
 /// `ModifyDeviceFiles: 0`, `registry`, `version`, and the `gpus/<bus id>/` files of the GPUs
 /// in `bus_ids` only (the container's own GPUs).
-pub fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
+pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
     let mut files = vec![
         (
             PathBuf::from("params"),

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// Where volume-mount device lists live (upstream spelling).
-pub const VOLUME_MOUNT_DIR: &str = "/var/run/nvidia-container-devices";
+pub(crate) const VOLUME_MOUNT_DIR: &str = "/var/run/nvidia-container-devices";
 /// A device list longer than this is refused: no host has that many GPUs.
 pub const MAX_DEVICE_IDS: usize = 4096;
 
@@ -176,7 +176,7 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
 /// CUDA image that does not set it (when `legacy_default`), and nothing for an unprivileged
 /// container when `accept-nvidia-visible-devices-envvar-when-unprivileged = false` (with a
 /// note). The one reader of the variable, for the legacy request and the shim's CDI names.
-pub fn visible_devices_env<'a>(
+pub(crate) fn visible_devices_env<'a>(
     view: &'a ContainerView,
     config: &Config,
     legacy_default: bool,
@@ -202,7 +202,7 @@ pub fn visible_devices_env<'a>(
 
 /// The comma-separated entries of a device list, trimmed, empty ones dropped, at most
 /// [`MAX_DEVICE_IDS`].
-pub fn list_items<'a>(var: &str, value: &'a str) -> Result<Vec<&'a str>, RequestError> {
+pub(crate) fn list_items<'a>(var: &str, value: &'a str) -> Result<Vec<&'a str>, RequestError> {
     let items: Vec<&str> = value
         .split(',')
         .map(str::trim)

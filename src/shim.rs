@@ -38,11 +38,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// File name of the hook binary; a prestart hook with this file name is ours.
-pub const HOOK_NAME: &str = "nvidia-container-runtime-hook";
+pub(crate) const HOOK_NAME: &str = "nvidia-container-runtime-hook";
 /// File name of the CDI hook binary that `jit-cdi` specs reference.
-pub const CDI_HOOK_NAME: &str = "nvidia-cdi-hook";
-/// PATH given to the hook explicitly (runc starts hooks with an empty environment).
-pub const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const CDI_HOOK_NAME: &str = "nvidia-cdi-hook";
 
 /// runc's global flags that take a value (`--flag X` or `--flag=X`).
 const GLOBAL_VALUE_FLAGS: &[&str] = &["--root", "--log", "--log-format", "--criu", "--rootless"];
@@ -178,7 +176,7 @@ fn global_value(inv: &mut Invocation, flag: &str, value: Option<&String>) {
 }
 
 /// Finds a program: an absolute path is used as is (if it exists), a name through `which`.
-pub fn find_program(name: &str, which: &dyn Fn(&str) -> Option<PathBuf>) -> Option<PathBuf> {
+pub(crate) fn find_program(name: &str, which: &dyn Fn(&str) -> Option<PathBuf>) -> Option<PathBuf> {
     if name.is_empty() {
         return None;
     }
@@ -224,7 +222,7 @@ pub enum Action {
 
 /// The container's CDI request (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CdiRequest {
+pub(crate) struct CdiRequest {
     pub names: Vec<QualifiedName>,
     /// An annotation or a qualified name asked for CDI explicitly (what `auto` looks at).
     pub explicit: bool,
@@ -232,7 +230,7 @@ pub struct CdiRequest {
 
 /// Reads the CDI request from annotations and `NVIDIA_VISIBLE_DEVICES`. With `strict` false
 /// only `explicit` is computed (bare ids are not converted, so a legacy id can never fail here).
-pub fn cdi_request(
+pub(crate) fn cdi_request(
     view: &ContainerView,
     annotations: &BTreeMap<String, String>,
     config: &Config,
@@ -489,7 +487,7 @@ pub fn jit_spec(
 
 /// `runtime.nvidia.com/gpu=<id>`: the automatic kind, generated on the spot in every CDI mode
 /// (as upstream 1.18: no spec file names it).
-pub const AUTO_KIND: &str = "runtime.nvidia.com/gpu";
+pub(crate) const AUTO_KIND: &str = "runtime.nvidia.com/gpu";
 
 /// Splits requested names into those of [`AUTO_KIND`] and the rest, each in request order.
 pub fn split_auto_kind(names: &[QualifiedName]) -> (Vec<QualifiedName>, Vec<QualifiedName>) {
@@ -537,7 +535,7 @@ pub fn find_cdi_hook(
 
 /// The hook's explicit env: PATH, and the config file when the shim's came from the env var.
 pub fn hook_env(config_from_env: Option<&Path>) -> Vec<String> {
-    let mut env = vec![HOOK_PATH_ENV.to_string()];
+    let mut env = vec![crate::model::HOOK_PATH_ENV.to_string()];
     if let Some(p) = config_from_env {
         env.push(format!(
             "{}={}",

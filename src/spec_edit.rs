@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
 /// The OCI hook stages a CDI hook may name.
-pub const HOOK_STAGES: &[&str] = &[
+pub(crate) const HOOK_STAGES: &[&str] = &[
     "prestart",
     "createRuntime",
     "createContainer",
@@ -110,7 +110,7 @@ pub fn allow_devices(
 }
 
 /// Sets `KEY=VALUE` in `process.env` (replacing the same key in place).
-pub fn set_env(spec: &mut Value, entry: &str, path: &Path) -> Result<(), SpecEditError> {
+pub(crate) fn set_env(spec: &mut Value, entry: &str, path: &Path) -> Result<(), SpecEditError> {
     Editor { spec, path }.set_env(entry)
 }
 

@@ -9,13 +9,13 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-pub const RESOLVE_IN_ROOT: u64 = 0x10;
+pub(crate) const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+pub(crate) const RESOLVE_IN_ROOT: u64 = 0x10;
 
-pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
-pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
-pub const MOUNT_ATTR_NODEV: u64 = 0x4;
-pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 const OPEN_TREE_CLONE: u32 = 1;
 const AT_RECURSIVE: u32 = 0x8000;
@@ -56,7 +56,7 @@ struct CloneArgs {
     cgroup: u64,
 }
 
-pub fn cstring(path: &Path) -> io::Result<CString> {
+pub(crate) fn cstring(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
@@ -75,7 +75,7 @@ fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
 }
 
 /// openat2(2) relative to `dir`.
-pub fn openat2(
+pub(crate) fn openat2(
     dir: BorrowedFd,
     path: &Path,
     flags: i32,
@@ -101,7 +101,7 @@ pub fn openat2(
 }
 
 /// openat(2) relative to `dir` (used for single names, never for paths).
-pub fn openat(dir: BorrowedFd, name: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+pub(crate) fn openat(dir: BorrowedFd, name: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
     let c = cstring(name)?;
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
     owned(
@@ -110,13 +110,13 @@ pub fn openat(dir: BorrowedFd, name: &Path, flags: i32, mode: u32) -> io::Result
     )
 }
 
-pub fn mkdirat(dir: BorrowedFd, name: &Path, mode: u32) -> io::Result<()> {
+pub(crate) fn mkdirat(dir: BorrowedFd, name: &Path, mode: u32) -> io::Result<()> {
     let c = cstring(name)?;
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
     check(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) } as libc::c_long).map(drop)
 }
 
-pub fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
     // SAFETY: an all-zero `stat` is a valid value; the kernel fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid out-pointer.
@@ -124,7 +124,7 @@ pub fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
+pub(crate) fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
     // SAFETY: an all-zero `statfs` is a valid value; the kernel fills it.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid out-pointer.
@@ -134,7 +134,7 @@ pub fn fstatfs_type(fd: BorrowedFd) -> io::Result<i64> {
 
 /// A detached copy of the mount at `path` (open_tree(2) with OPEN_TREE_CLONE), with
 /// `set`/`clear` mount attributes applied before it is attached anywhere.
-pub fn clone_mount(path: &Path, set: u64, clear: u64) -> io::Result<OwnedFd> {
+pub(crate) fn clone_mount(path: &Path, set: u64, clear: u64) -> io::Result<OwnedFd> {
     let c = cstring(path)?;
     // SAFETY: `c` is valid for the call; flags are plain integers.
     let fd = owned(unsafe {
@@ -149,7 +149,7 @@ pub fn clone_mount(path: &Path, set: u64, clear: u64) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-pub fn set_mount_attr(mount: BorrowedFd, set: u64, clear: u64) -> io::Result<()> {
+pub(crate) fn set_mount_attr(mount: BorrowedFd, set: u64, clear: u64) -> io::Result<()> {
     let attr = MountAttr {
         attr_set: set,
         attr_clr: clear,
@@ -172,7 +172,7 @@ pub fn set_mount_attr(mount: BorrowedFd, set: u64, clear: u64) -> io::Result<()>
 }
 
 /// Attaches the detached mount `mount` onto the object `target` refers to (no path walk).
-pub fn move_mount(mount: BorrowedFd, target: BorrowedFd) -> io::Result<()> {
+pub(crate) fn move_mount(mount: BorrowedFd, target: BorrowedFd) -> io::Result<()> {
     let empty = c"";
     // SAFETY: both fds are valid for the call; empty paths with the *_EMPTY_PATH flags.
     check(unsafe {
@@ -189,7 +189,7 @@ pub fn move_mount(mount: BorrowedFd, target: BorrowedFd) -> io::Result<()> {
 }
 
 /// A new, detached tmpfs (fsopen/fsconfig/fsmount); returns the fd of its root.
-pub fn new_tmpfs(options: &[(&CStr, &CStr)]) -> io::Result<OwnedFd> {
+pub(crate) fn new_tmpfs(options: &[(&CStr, &CStr)]) -> io::Result<OwnedFd> {
     // SAFETY: constant C string; flags 0.
     let fs = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), 0u32) })?;
     for (k, v) in options {
@@ -221,7 +221,7 @@ pub fn new_tmpfs(options: &[(&CStr, &CStr)]) -> io::Result<OwnedFd> {
 }
 
 /// setns(2) into the namespace `ns` refers to.
-pub fn setns(ns: BorrowedFd, nstype: i32) -> io::Result<()> {
+pub(crate) fn setns(ns: BorrowedFd, nstype: i32) -> io::Result<()> {
     // SAFETY: plain syscall on a valid fd.
     check(unsafe { libc::setns(ns.as_raw_fd(), nstype) } as libc::c_long).map(drop)
 }
@@ -266,7 +266,7 @@ pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, O
 }
 
 /// Waits up to `timeout` for the process behind `pidfd` to exit; `Ok(false)` on timeout.
-pub fn wait_pidfd(pidfd: BorrowedFd, timeout: std::time::Duration) -> io::Result<bool> {
+pub(crate) fn wait_pidfd(pidfd: BorrowedFd, timeout: std::time::Duration) -> io::Result<bool> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -291,13 +291,13 @@ pub fn wait_pidfd(pidfd: BorrowedFd, timeout: std::time::Duration) -> io::Result
 }
 
 /// kill(pid, SIGKILL).
-pub fn kill_now(pid: libc::pid_t) {
+pub(crate) fn kill_now(pid: libc::pid_t) {
     // SAFETY: plain syscall; a pid that is gone only gives ESRCH.
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
 /// prctl(PR_SET_PDEATHSIG, SIGKILL): this process dies with its parent (thread).
-pub fn die_with_parent() -> io::Result<()> {
+pub(crate) fn die_with_parent() -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
     check(unsafe {
         libc::prctl(
@@ -312,7 +312,7 @@ pub fn die_with_parent() -> io::Result<()> {
 }
 
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): nothing exec'd later gains privileges.
-pub fn no_new_privs() -> io::Result<()> {
+pub(crate) fn no_new_privs() -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
     check(
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) }
@@ -334,7 +334,7 @@ pub fn limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> 
 /// Keeps only the capabilities `keep` (CAP_* numbers): every other one leaves the bounding set
 /// (so an exec cannot regain it), the ambient set is cleared, and effective, permitted and
 /// inheritable become `keep`.
-pub fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
+pub(crate) fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
     for cap in 0..64u32 {
         if keep.contains(&cap) {
             continue;
@@ -388,7 +388,7 @@ pub fn keep_only_caps(keep: &[u32]) -> io::Result<()> {
 }
 
 /// mount("none", path, "tmpfs", flags, data): a fresh tmpfs over `path`.
-pub fn mount_tmpfs(path: &CStr, data: &CStr) -> io::Result<()> {
+pub(crate) fn mount_tmpfs(path: &CStr, data: &CStr) -> io::Result<()> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     // SAFETY: valid C strings for the call.
     check(unsafe {
@@ -404,7 +404,7 @@ pub fn mount_tmpfs(path: &CStr, data: &CStr) -> io::Result<()> {
 }
 
 /// Whether this process has exactly one thread (`Threads:` of /proc/self/status).
-pub fn single_threaded() -> bool {
+pub(crate) fn single_threaded() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
             .any(|l| l.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1"))
@@ -434,7 +434,7 @@ pub fn wait(pid: libc::pid_t) -> io::Result<i32> {
 
 /// execveat(fd, "", argv, envp, AT_EMPTY_PATH): runs the program `fd` refers to. Only returns
 /// on error.
-pub fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error {
+pub(crate) fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error {
     let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
     a.push(std::ptr::null());
     let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
@@ -454,7 +454,7 @@ pub fn exec_fd(fd: BorrowedFd, argv: &[CString], envp: &[CString]) -> io::Error 
 }
 
 /// fchdir(dir): makes `dir` the working directory.
-pub fn fchdir(dir: BorrowedFd) -> io::Result<()> {
+pub(crate) fn fchdir(dir: BorrowedFd) -> io::Result<()> {
     // SAFETY: plain syscall on a valid fd.
     check(unsafe { libc::fchdir(dir.as_raw_fd()) } as libc::c_long).map(drop)
 }
@@ -464,7 +464,7 @@ pub fn fchdir(dir: BorrowedFd) -> io::Result<()> {
 /// namespace the working directory is the copy of the parent's in the new namespace, so a
 /// child that chroots this way is rooted in its own mounts (an fd opened before the clone
 /// would still be a mount of the namespace it left).
-pub fn chroot_cwd_checked(expected: BorrowedFd) -> io::Result<()> {
+pub(crate) fn chroot_cwd_checked(expected: BorrowedFd) -> io::Result<()> {
     // SAFETY: constant C strings.
     unsafe {
         check(libc::chroot(c".".as_ptr()) as libc::c_long)?;
@@ -483,7 +483,7 @@ pub fn chroot_cwd_checked(expected: BorrowedFd) -> io::Result<()> {
 
 /// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE): nothing done later in this mount namespace
 /// propagates anywhere.
-pub fn make_mounts_private() -> io::Result<()> {
+pub(crate) fn make_mounts_private() -> io::Result<()> {
     // SAFETY: constant strings, null data.
     check(unsafe {
         libc::mount(
@@ -498,19 +498,19 @@ pub fn make_mounts_private() -> io::Result<()> {
 }
 
 /// umount2(path, MNT_DETACH).
-pub fn detach(path: &CStr) -> io::Result<()> {
+pub(crate) fn detach(path: &CStr) -> io::Result<()> {
     // SAFETY: valid C string.
     check(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } as libc::c_long).map(drop)
 }
 
 /// Exits the (forked) process at once, without running Rust or libc atexit handlers.
-pub fn exit_now(code: i32) -> ! {
+pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and is async-signal-safe.
     unsafe { libc::_exit(code) }
 }
 
 /// symlinkat(2): creates the symlink `name` in `dir` with contents `target`.
-pub fn symlinkat(target: &Path, dir: BorrowedFd, name: &Path) -> io::Result<()> {
+pub(crate) fn symlinkat(target: &Path, dir: BorrowedFd, name: &Path) -> io::Result<()> {
     let t = cstring(target)?;
     let n = cstring(name)?;
     // SAFETY: both strings are valid NUL-terminated C strings for the duration of the call.
@@ -519,7 +519,7 @@ pub fn symlinkat(target: &Path, dir: BorrowedFd, name: &Path) -> io::Result<()> 
 }
 
 /// readlinkat(2) of the single name `name` in `dir`.
-pub fn readlinkat(dir: BorrowedFd, name: &Path) -> io::Result<std::path::PathBuf> {
+pub(crate) fn readlinkat(dir: BorrowedFd, name: &Path) -> io::Result<std::path::PathBuf> {
     let n = cstring(name)?;
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
     // SAFETY: `buf` is writable for `buf.len()` bytes; `n` is a valid C string.
@@ -538,7 +538,7 @@ pub fn readlinkat(dir: BorrowedFd, name: &Path) -> io::Result<std::path::PathBuf
 }
 
 /// The names in the directory `dir` refers to (opened for reading), without `.` and `..`.
-pub fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
+pub(crate) fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
     use std::os::unix::ffi::OsStringExt;
     // fdopendir takes ownership of its fd: give it a fresh one for this directory.
     let own = openat(dir, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
@@ -570,7 +570,7 @@ pub fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
 }
 
 /// flock(LOCK_EX) on `fd`, waiting for other holders (advisory; released when the fd closes).
-pub fn flock_exclusive(fd: BorrowedFd) -> io::Result<()> {
+pub(crate) fn flock_exclusive(fd: BorrowedFd) -> io::Result<()> {
     loop {
         // SAFETY: flock on a valid fd.
         match check(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } as libc::c_long) {
@@ -581,7 +581,7 @@ pub fn flock_exclusive(fd: BorrowedFd) -> io::Result<()> {
 }
 
 /// renameat(dir, from, dir, to): atomically replaces `to` in `dir`.
-pub fn renameat(dir: BorrowedFd, from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn renameat(dir: BorrowedFd, from: &Path, to: &Path) -> io::Result<()> {
     let (f, t) = (cstring(from)?, cstring(to)?);
     // SAFETY: valid C strings and a valid directory fd.
     check(
@@ -592,14 +592,14 @@ pub fn renameat(dir: BorrowedFd, from: &Path, to: &Path) -> io::Result<()> {
 }
 
 /// unlinkat(dir, name, 0): removes a file (not a directory) in `dir`.
-pub fn unlinkat(dir: BorrowedFd, name: &Path) -> io::Result<()> {
+pub(crate) fn unlinkat(dir: BorrowedFd, name: &Path) -> io::Result<()> {
     let n = cstring(name)?;
     // SAFETY: valid C string and fd.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) } as libc::c_long).map(drop)
 }
 
 /// The id of the mount `fd` is on (statx `STATX_MNT_ID`, the first field of mountinfo).
-pub fn mount_id(fd: BorrowedFd) -> io::Result<u64> {
+pub(crate) fn mount_id(fd: BorrowedFd) -> io::Result<u64> {
     // SAFETY: statx is plain old data; zeroed is a valid value.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: valid fd, empty C string with AT_EMPTY_PATH, a valid out-pointer.

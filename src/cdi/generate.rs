@@ -18,13 +18,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The host's procfs, which the CDI hook reads unless told otherwise.
-pub const DEFAULT_PROC_ROOT: &str = "/proc";
+pub(crate) const DEFAULT_PROC_ROOT: &str = "/proc";
 
 pub const DEFAULT_VENDOR: &str = "nvidia.com";
 pub const DEFAULT_CLASS: &str = "gpu";
 pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/nvidia-cdi-hook";
-/// The environment every hook we write runs with (never the container's).
-pub const HOOK_ENV_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// How a device is named in the spec (`--device-name-strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -249,7 +247,7 @@ fn hook(opts: &Options, args: Vec<String>) -> Hook {
         args: std::iter::once("nvidia-cdi-hook".to_string())
             .chain(args)
             .collect(),
-        env: vec![HOOK_ENV_PATH.into()],
+        env: vec![crate::model::HOOK_PATH_ENV.into()],
     }
 }
 

@@ -56,7 +56,7 @@ pub fn read_text(path: &Path) -> Result<String, String> {
 }
 
 /// Reads and checks one spec file; the error says why it cannot be used.
-pub fn read_spec(path: &Path) -> Result<super::Spec, String> {
+pub(crate) fn read_spec(path: &Path) -> Result<super::Spec, String> {
     let text = read_text(path)?;
     let doc = super::spec::parse_value(&text).map_err(|e| format!("not YAML or JSON: {e}"))?;
     if let Some(p) = validate::schema(&doc).first() {

@@ -79,20 +79,20 @@ fn check(
     Ok(())
 }
 
-pub fn validate_vendor(vendor: &str) -> Result<(), NameError> {
+pub(crate) fn validate_vendor(vendor: &str) -> Result<(), NameError> {
     check("vendor", vendor, "_-.", true)
 }
 
-pub fn validate_class(class: &str) -> Result<(), NameError> {
+pub(crate) fn validate_class(class: &str) -> Result<(), NameError> {
     check("class", class, "_-", true)
 }
 
-pub fn validate_device_name(name: &str) -> Result<(), NameError> {
+pub(crate) fn validate_device_name(name: &str) -> Result<(), NameError> {
     check("device name", name, "_.:-", false)
 }
 
 /// `vendor/class` → (vendor, class), both checked.
-pub fn parse_kind(kind: &str) -> Result<(&str, &str), NameError> {
+pub(crate) fn parse_kind(kind: &str) -> Result<(&str, &str), NameError> {
     let (vendor, class) = kind
         .split_once('/')
         .ok_or_else(|| NameError::NotAKind { value: kind.into() })?;

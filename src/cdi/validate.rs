@@ -15,7 +15,7 @@ use std::fmt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
 /// OCI hook stages a CDI hook may name.
-pub const HOOK_NAMES: &[&str] = &[
+pub(crate) const HOOK_NAMES: &[&str] = &[
     "prestart",
     "createRuntime",
     "createContainer",
@@ -295,7 +295,7 @@ fn version_tuple(v: &str) -> Vec<u64> {
 }
 
 /// Device names defined more than once (a `kind=name` would be ambiguous). Pure.
-pub fn duplicate_names(spec: &Spec) -> Vec<Problem> {
+pub(crate) fn duplicate_names(spec: &Spec) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, d) in spec.devices.iter().enumerate() {
         if let Some(first) = spec.devices[..i].iter().position(|e| e.name == d.name) {

@@ -15,17 +15,17 @@
 use super::spec::Spec;
 
 /// Every released CDI spec version, oldest first.
-pub const KNOWN: &[&str] = &[
+pub(crate) const KNOWN: &[&str] = &[
     "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "1.0.0",
     "1.1.0",
 ];
 
-pub fn is_known(version: &str) -> bool {
+pub(crate) fn is_known(version: &str) -> bool {
     KNOWN.contains(&version)
 }
 
 /// The lowest version that can express `spec`.
-pub fn minimum(spec: &Spec) -> &'static str {
+pub(crate) fn minimum(spec: &Spec) -> &'static str {
     let edits = std::iter::once(&spec.container_edits)
         .chain(spec.devices.iter().map(|d| &d.container_edits));
     let mut need = "0.3.0";

@@ -34,7 +34,7 @@ use std::time::Duration;
 pub const DEFAULT_LDCONFIG: &str = "/sbin/ldconfig";
 
 /// How long the host ldconfig may run on one container (it takes milliseconds on real images).
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 /// Its limits: address space, CPU seconds, size of a file it writes, open files.
 const LIMITS: [(libc::__rlimit_resource_t, u64); 4] = [
     (libc::RLIMIT_AS, 1 << 30),
@@ -187,7 +187,11 @@ pub fn static_elf(head: &[u8]) -> Result<(), &'static str> {
 /// ldconfig itself; skipped when the image's `/etc/ld.so.conf.d` cannot be written safely),
 /// makes sure `/etc/ld.so.conf` includes that directory when the image has
 /// none, then runs the host ldconfig isolated ([`run_isolated`]).
-pub fn refresh(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<(), LdconfigError> {
+pub(crate) fn refresh(
+    root: &Rootfs,
+    ldconfig: BorrowedFd,
+    dirs: &[PathBuf],
+) -> Result<(), LdconfigError> {
     if let Some(bad) = dirs.iter().find(|d| !is_clean_absolute(d)) {
         return Err(LdconfigError::BadDir { path: bad.clone() });
     }
@@ -208,7 +212,7 @@ pub fn refresh(root: &Rootfs, ldconfig: BorrowedFd, dirs: &[PathBuf]) -> Result<
 /// Runs `ldconfig DIR...` from the fd `ldconfig` (see [`open_host`]) with the rootfs as `/`.
 /// Must be called from inside the container's mount namespace (its /proc and /sys are the
 /// mounts detached in the child).
-pub fn run_isolated(
+pub(crate) fn run_isolated(
     root: &Rootfs,
     ldconfig: BorrowedFd,
     dirs: &[PathBuf],

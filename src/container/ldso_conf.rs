@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 /// Where CUDA images keep their forward-compatibility driver libraries.
-pub const CUDA_COMPAT_DIR: &str = "/usr/local/cuda/compat";
+pub(crate) const CUDA_COMPAT_DIR: &str = "/usr/local/cuda/compat";
 const LDSO_CONF: &str = "/etc/ld.so.conf";
 const LDSO_CONF_D: &str = "/etc/ld.so.conf.d";
 
@@ -35,7 +35,7 @@ pub enum LdsoConfError {
 
 /// `/etc/ld.so.conf` with `include /etc/ld.so.conf.d/*.conf`, created only if nothing is there
 /// (an image's own file, or link, is left alone).
-pub fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
+pub(crate) fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
     let dir = root.mkdir_all(Path::new("/etc"))?;
     let err = |source| LdsoConfError::Write {
         path: LDSO_CONF.into(),
@@ -60,7 +60,11 @@ pub fn ensure_ldso_conf(root: &Rootfs) -> Result<(), LdsoConfError> {
 /// symlink followed) and written, then renamed over the name. Nothing that was at the name is
 /// ever opened or written through: an image's symlink, hardlink (to a host file), FIFO or
 /// device there is replaced as a directory entry, and a directory there is refused.
-pub fn write_conf(root: &Rootfs, prefix: &str, text: &str) -> Result<PathBuf, LdsoConfError> {
+pub(crate) fn write_conf(
+    root: &Rootfs,
+    prefix: &str,
+    text: &str,
+) -> Result<PathBuf, LdsoConfError> {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let name = format!("{prefix}-{:08x}.conf", fnv1a(text.as_bytes()));
     let path = Path::new(LDSO_CONF_D).join(&name);

@@ -25,7 +25,7 @@ pub mod symlinks;
 /// Where the image keeps its libraries, probed through the gate in the container's mount
 /// namespace: its multiarch dir (`/usr/lib/x86_64-linux-gnu`, `/usr/lib/aarch64-linux-gnu`)
 /// if it has one, else `/usr/lib64`, else `/usr/lib`, else `/usr/lib64` (created).
-pub fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
+pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
     let dirs = arch.image_lib_dirs();
     let lib_dir = dirs
         .iter()

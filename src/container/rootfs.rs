@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// `/a/b`: absolute, no `.`/`..`, no trailing `/`, no NUL or newline. What a container path
 /// given on a hook's command line must look like.
-pub fn is_clean_absolute(p: &Path) -> bool {
+pub(crate) fn is_clean_absolute(p: &Path) -> bool {
     let bytes = p.as_os_str().as_bytes();
     let mut comps = p.components();
     bytes.len() > 1
@@ -114,7 +114,7 @@ impl Rootfs {
     }
 
     /// Resolves `path` as a directory, creating missing components (0755) one at a time.
-    pub fn mkdir_all(&self, path: &Path) -> Result<OwnedFd, RootfsError> {
+    pub(crate) fn mkdir_all(&self, path: &Path) -> Result<OwnedFd, RootfsError> {
         let rel = relative(path)?;
         let mut prefix = PathBuf::from("/");
         let mut dir = self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY)?;
@@ -183,7 +183,11 @@ impl Rootfs {
 
     /// Refuses a mount target whose mount propagates (`shared`): what is mounted there would
     /// appear on the host too and stay after the container is gone.
-    pub fn check_not_shared(&self, target: &OwnedFd, path: &Path) -> Result<(), RootfsError> {
+    pub(crate) fn check_not_shared(
+        &self,
+        target: &OwnedFd,
+        path: &Path,
+    ) -> Result<(), RootfsError> {
         let id = sys::mount_id(target.as_fd()).map_err(|source| RootfsError::Io {
             path: path.to_path_buf(),
             source,
@@ -273,7 +277,7 @@ pub mod fault {
     pub const MOVED: &str = ".nvct-fault-moved";
 
     /// Arms the swap of `container_path` for a symlink to `link_target`.
-    pub fn arm(container_path: PathBuf, link_target: PathBuf) {
+    pub(crate) fn arm(container_path: PathBuf, link_target: PathBuf) {
         let _ = SWAP.set((container_path, link_target));
     }
 

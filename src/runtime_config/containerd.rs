@@ -24,7 +24,7 @@ use super::{
 };
 
 /// `runtime_type` written when the copied entry has none.
-pub const RUNC_V2: &str = "io.containerd.runc.v2";
+pub(crate) const RUNC_V2: &str = "io.containerd.runc.v2";
 
 /// A containerd config version and where its CRI keys live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +144,7 @@ fn configure_doc(
 }
 
 /// The glob written into `imports` for a drop-in file.
-pub fn import_glob(drop_in: &Path) -> String {
+pub(crate) fn import_glob(drop_in: &Path) -> String {
     let dir = drop_in.parent().unwrap_or(Path::new("/"));
     format!("{}/*.toml", dir.display())
 }

@@ -11,9 +11,6 @@ use serde_json::json;
 /// Default location of the generated hook file.
 pub const DEFAULT_PATH: &str = "/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json";
 
-/// `PATH` given to the hook.
-pub const HOOK_ENV_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
 /// The hooks.d document for a hook binary at `hook_path`, pretty-printed with a trailing newline.
 pub fn render(hook_path: &str) -> String {
     let base = Path::new(hook_path)
@@ -24,7 +21,7 @@ pub fn render(hook_path: &str) -> String {
         "hook": {
             "path": hook_path,
             "args": [base, "prestart"],
-            "env": [HOOK_ENV_PATH],
+            "env": [crate::model::HOOK_PATH_ENV],
         },
         "when": {"always": true, "commands": [".*"]},
         "stages": ["prestart"],

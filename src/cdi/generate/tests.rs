@@ -105,7 +105,7 @@ fn two_gpus_default_options_whole_spec() {
         hook_name: "createContainer".into(),
         path: "/usr/bin/nvidia-cdi-hook".into(),
         args: args.iter().map(|s| s.to_string()).collect(),
-        env: vec![HOOK_ENV_PATH.into()],
+        env: vec![crate::model::HOOK_PATH_ENV.into()],
     };
     let dev = |name: &str, nodes: Vec<DeviceNode>| Device {
         name: name.into(),

@@ -18,12 +18,12 @@ const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 const BPF_PROG_QUERY: libc::c_int = 16;
 
 /// `BPF_PROG_TYPE_CGROUP_DEVICE`.
-pub const PROG_TYPE_CGROUP_DEVICE: u32 = 15;
+pub(crate) const PROG_TYPE_CGROUP_DEVICE: u32 = 15;
 /// `BPF_CGROUP_DEVICE` (enum bpf_attach_type).
-pub const ATTACH_CGROUP_DEVICE: u32 = 6;
+pub(crate) const ATTACH_CGROUP_DEVICE: u32 = 6;
 /// Attach flags (`BPF_F_ALLOW_OVERRIDE` is 1).
-pub const F_ALLOW_MULTI: u32 = 2;
-pub const F_REPLACE: u32 = 4;
+pub(crate) const F_ALLOW_MULTI: u32 = 2;
+pub(crate) const F_REPLACE: u32 = 4;
 /// The most programs one cgroup holds per attach type (`BPF_CGROUP_MAX_PROGS`).
 const MAX_PROGS: usize = 64;
 
@@ -139,13 +139,13 @@ fn owned(ret: libc::c_long) -> OwnedFd {
 
 /// The programs attached directly to a cgroup for `BPF_CGROUP_DEVICE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attached {
+pub(crate) struct Attached {
     /// The cgroup's attach flags for this type (0, 1 = `BPF_F_ALLOW_OVERRIDE`, or `F_ALLOW_MULTI`).
     pub attach_flags: u32,
     pub prog_ids: Vec<u32>,
 }
 
-pub fn query_device_progs(cgroup: BorrowedFd) -> io::Result<Attached> {
+pub(crate) fn query_device_progs(cgroup: BorrowedFd) -> io::Result<Attached> {
     let mut ids = vec![0u32; MAX_PROGS];
     loop {
         let mut attr = QueryAttr {
@@ -176,7 +176,7 @@ pub fn query_device_progs(cgroup: BorrowedFd) -> io::Result<Attached> {
     }
 }
 
-pub fn prog_fd_by_id(id: u32) -> io::Result<OwnedFd> {
+pub(crate) fn prog_fd_by_id(id: u32) -> io::Result<OwnedFd> {
     let mut attr = GetIdAttr {
         id,
         ..Default::default()
@@ -187,7 +187,7 @@ pub fn prog_fd_by_id(id: u32) -> io::Result<OwnedFd> {
 
 /// What we need to know about a loaded program.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProgInfo {
+pub(crate) struct ProgInfo {
     pub prog_type: u32,
     pub name: String,
     pub nr_map_ids: u32,
@@ -209,7 +209,7 @@ unsafe fn get_info(fd: BorrowedFd, info: &mut RawProgInfo) -> io::Result<()> {
     unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }.map(drop)
 }
 
-pub fn prog_info(fd: BorrowedFd) -> io::Result<ProgInfo> {
+pub(crate) fn prog_info(fd: BorrowedFd) -> io::Result<ProgInfo> {
     // First call: the lengths only (every pointer and length zero).
     let mut info = RawProgInfo::default();
     // SAFETY: every pointer in `info` is zero.
@@ -253,7 +253,11 @@ pub fn prog_info(fd: BorrowedFd) -> io::Result<ProgInfo> {
 
 /// Loads a `BPF_PROG_TYPE_CGROUP_DEVICE` program for `BPF_CGROUP_DEVICE`. With `log`, the
 /// verifier writes its level-1 log into that buffer (NUL-terminated, truncated to fit).
-pub fn load_device_prog(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> io::Result<OwnedFd> {
+pub(crate) fn load_device_prog(
+    insns: &[Insn],
+    name: &str,
+    log: Option<&mut [u8]>,
+) -> io::Result<OwnedFd> {
     let code = insn::to_bytes(insns);
     let license = c"Apache-2.0";
     let mut prog_name = [0u8; 16];
@@ -289,7 +293,7 @@ pub fn load_device_prog(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> i
 
 /// Attaches `prog` to `cgroup` for `BPF_CGROUP_DEVICE`. With `F_REPLACE` in `flags`, `replace`
 /// is the program it atomically takes the place of.
-pub fn attach_device_prog(
+pub(crate) fn attach_device_prog(
     cgroup: BorrowedFd,
     prog: BorrowedFd,
     flags: u32,

@@ -12,11 +12,11 @@
 //! program does not read before writing.
 
 /// `BPF_DEVCG_DEV_CHAR`.
-pub const DEV_CHAR: u32 = 2;
+pub(crate) const DEV_CHAR: u32 = 2;
 /// `BPF_DEVCG_ACC_READ`.
-pub const ACC_READ: u32 = 2;
+pub(crate) const ACC_READ: u32 = 2;
 /// `BPF_DEVCG_ACC_WRITE`.
-pub const ACC_WRITE: u32 = 4;
+pub(crate) const ACC_WRITE: u32 = 4;
 
 // Instruction classes, sizes, modes, operations (include/uapi/linux/bpf_common.h, bpf.h).
 const LD: u8 = 0x00;
@@ -42,13 +42,13 @@ const MAX_USER_REG: u8 = 10;
 
 /// An eBPF register number, R0..R10.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reg(pub u8);
-pub const R0: Reg = Reg(0);
-pub const R1: Reg = Reg(1);
-pub const R2: Reg = Reg(2);
-pub const R3: Reg = Reg(3);
-pub const R4: Reg = Reg(4);
-pub const R5: Reg = Reg(5);
+pub(crate) struct Reg(pub u8);
+pub(crate) const R0: Reg = Reg(0);
+pub(crate) const R1: Reg = Reg(1);
+pub(crate) const R2: Reg = Reg(2);
+pub(crate) const R3: Reg = Reg(3);
+pub(crate) const R4: Reg = Reg(4);
+pub(crate) const R5: Reg = Reg(5);
 
 /// One `struct bpf_insn { u8 code; u8 dst_reg:4, src_reg:4; s16 off; s32 imm; }`. `regs` is
 /// that second byte as the kernel lays it out on this machine (see [`Insn::dst`]).
@@ -61,7 +61,7 @@ pub struct Insn {
 }
 
 /// The size of one instruction in bytes.
-pub const INSN_SIZE: usize = 8;
+pub(crate) const INSN_SIZE: usize = 8;
 
 impl Insn {
     fn new(code: u8, dst: Reg, src: Reg, off: i16, imm: i32) -> Insn {
@@ -97,27 +97,27 @@ impl Insn {
     }
 
     /// `dst = *(u32 *)(src + off)`.
-    pub fn ldx_w(dst: Reg, src: Reg, off: i16) -> Insn {
+    pub(crate) fn ldx_w(dst: Reg, src: Reg, off: i16) -> Insn {
         Insn::new(LDX | MEM | W, dst, src, off, 0)
     }
 
     /// `dst = (u32)dst & imm` (upper half zeroed).
-    pub fn and32(dst: Reg, imm: i32) -> Insn {
+    pub(crate) fn and32(dst: Reg, imm: i32) -> Insn {
         Insn::new(ALU | AND | K, dst, R0, 0, imm)
     }
 
     /// `dst = (u32)dst >> imm`.
-    pub fn rsh32(dst: Reg, imm: i32) -> Insn {
+    pub(crate) fn rsh32(dst: Reg, imm: i32) -> Insn {
         Insn::new(ALU | RSH | K, dst, R0, 0, imm)
     }
 
     /// `dst = (u32)imm`.
-    pub fn mov32(dst: Reg, imm: i32) -> Insn {
+    pub(crate) fn mov32(dst: Reg, imm: i32) -> Insn {
         Insn::new(ALU | MOV | K, dst, R0, 0, imm)
     }
 
     /// `if (u32)dst != (u32)imm goto +off`.
-    pub fn jne32(dst: Reg, imm: u32, off: i16) -> Insn {
+    pub(crate) fn jne32(dst: Reg, imm: u32, off: i16) -> Insn {
         Insn::new(JMP32 | JNE | K, dst, R0, off, imm as i32)
     }
 
@@ -136,7 +136,7 @@ impl Insn {
         b
     }
 
-    pub fn from_bytes(b: [u8; INSN_SIZE]) -> Insn {
+    pub(crate) fn from_bytes(b: [u8; INSN_SIZE]) -> Insn {
         Insn {
             code: b[0],
             regs: b[1],
@@ -153,7 +153,7 @@ pub fn to_bytes(insns: &[Insn]) -> Vec<u8> {
 
 /// Splits the bytes of `xlated_prog_insns` into instructions; `None` if the length is not a
 /// multiple of 8.
-pub fn from_bytes(bytes: &[u8]) -> Option<Vec<Insn>> {
+pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Vec<Insn>> {
     if !bytes.len().is_multiple_of(INSN_SIZE) {
         return None;
     }
@@ -168,7 +168,7 @@ pub fn from_bytes(bytes: &[u8]) -> Option<Vec<Insn>> {
 /// Why a translated program cannot be loaded again as it is: the verifier rewrote something
 /// that is only valid inside the kernel (helper call addresses, map pointers, the blinding
 /// register).
-pub fn check_reloadable(insns: &[Insn]) -> Result<(), String> {
+pub(crate) fn check_reloadable(insns: &[Insn]) -> Result<(), String> {
     for (i, insn) in insns.iter().enumerate() {
         if insn.dst() > MAX_USER_REG || insn.src() > MAX_USER_REG {
             return Err(format!(

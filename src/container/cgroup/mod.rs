@@ -21,7 +21,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// What to do when the hook may not change the device cgroup.
-pub const WAYS_OUT: &str = "either set `nvidia-container-cli.no-cgroups = true` in \
+pub(crate) const WAYS_OUT: &str = "either set `nvidia-container-cli.no-cgroups = true` in \
     /etc/nvidia-container-runtime/config.toml (the container's spec must then allow the \
     devices itself), or use the CDI path: `nvidia-container-runtime` with `mode = \"cdi\"` or \
     `mode = \"jit-cdi\"`";
