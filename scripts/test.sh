@@ -17,11 +17,12 @@ cargo build --locked --bins --examples --all-features
 cargo rustc --locked --all-features --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static
 export NVCT_STATIC_CDI_HOOK="$PWD/target/static/debug/nvidia-cdi-hook"
 cargo test --locked --all-targets --all-features -- "$@"
-# The runc-based container tests (the prestart hook, and the shim's jit-cdi edits with our CDI
-# hooks under runc) and `docker run --gpus` through a real dockerd. containerd's `ctr run` (tests/shim*.rs) and podman (tests/cdi.rs) set CPU
+# The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
+# with our CDI hooks under runc) and `docker run --gpus` through a real dockerd. containerd's
+# `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman (tests/cdi.rs) set CPU
 # limits, and this machine's cpu controller is bound to its cgroup v1 hierarchy, so on the
 # simulated v2 host they cannot start any container (GPU or not): they run on v1 only.
-container_tests=(--test hook --test attacks --test race --test cdi_hooks --test docker)
+container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker)
 for host in v2 ubuntu; do
   echo "=== container tests on the simulated ${host} host"
   NVCT_TEST_HOST=$host cargo test --locked --all-features "${container_tests[@]}" -- "$@"

@@ -1,11 +1,11 @@
 //! The runtime shim end to end: the `create` rewrite of config.json with a fake low-level
-//! runtime that records its argv, pass-through of other commands, and a real containerd 1.6
-//! (`ctr run --runc-binary <shim>`) starting containers on the simulated 8-GPU host.
+//! runtime that records its argv, pass-through of other commands, and the edited bundles run
+//! under real runc on the simulated GPU host (on each kind of host, tests/common/hostkind.rs).
+//! The real containerd path is tests/shim_containerd.rs.
 
 mod common;
 
 use common::bundle::{self, out_text, Bundle, Image, HOOK};
-use common::containerd::start_containerd;
 use common::fakehost::FakeHost;
 use serde_json::{json, Map, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -297,94 +297,6 @@ fn create_rewrite_with_fake_runtime() {
 }
 
 #[test]
-fn containerd_ctr_run_with_shim() {
-    bundle::require_root();
-    bundle::require("runc");
-    bundle::require("containerd-shim-runc-v2");
-    let ctr = bundle::require("ctr");
-    let dir = tempfile::Builder::new()
-        .prefix("nvct-ctrd-")
-        .tempdir()
-        .unwrap();
-    let host = FakeHost::builder()
-        .gpus(8)
-        .build(&dir.path().join("host"))
-        .expect("fake host");
-    let shim_log = dir.path().join("shim.log");
-    let extra = format!(
-        "[nvidia-container-runtime]\ndebug = {:?}\n[nvidia-container-runtime-hook]\npath = {:?}\n",
-        shim_log.display().to_string(),
-        HOOK
-    );
-    let config = bundle::write_config(dir.path(), &host.driver_root(), &host.proc_root(), &extra);
-    let cd = start_containerd(dir.path(), &config);
-    let b = Bundle::new(dir.path(), Image::Busybox);
-    let rootfs = b.rootfs().display().to_string();
-
-    let run = |id: &str, gpu: bool| -> Output {
-        let mut cmd = Command::new(&ctr);
-        cmd.arg("-a")
-            .arg(&cd.sock)
-            .args(["run", "--rm", "--runc-binary", SHIM]);
-        if gpu {
-            cmd.args(["--env", "NVIDIA_VISIBLE_DEVICES=0"]);
-        }
-        // `ctr run --rootfs` has no image config, so the process gets no PATH: use absolute paths.
-        cmd.args([
-            "--rootfs",
-            &rootfs,
-            id,
-            "/bin/sh",
-            "-c",
-            "export PATH=/bin; ls /dev/nvidia* 2>/dev/null; echo done",
-        ]);
-        let before = bundle::host_mounts();
-        let out = cmd.stdin(Stdio::null()).output().expect("ctr run");
-        assert_eq!(before, bundle::host_mounts(), "host mount table changed");
-        out
-    };
-    let diag = |out: &Output| {
-        format!(
-            "{}\n--- containerd log\n{}\n--- shim log\n{}",
-            out_text(out),
-            std::fs::read_to_string(&cd.log).unwrap_or_default(),
-            std::fs::read_to_string(&shim_log).unwrap_or_default()
-        )
-    };
-
-    let id = format!("nvct-plain-{}", std::process::id());
-    let out = run(&id, false);
-    let text = diag(&out);
-    assert!(out.status.success(), "{text}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !stdout.contains("/dev/nvidia"),
-        "GPU nodes in a non-GPU container: {text}"
-    );
-    assert!(stdout.contains("done"), "{text}");
-    let id = format!("nvct-gpu-{}", std::process::id());
-    let out = run(&id, true);
-    let text = diag(&out);
-    assert!(out.status.success(), "{text}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
-    assert!(lines.contains(&"/dev/nvidia0"), "no /dev/nvidia0: {text}");
-    assert!(
-        !lines.contains(&"/dev/nvidia1"),
-        "/dev/nvidia1 is visible: {text}"
-    );
-    assert!(lines.contains(&"done"), "{text}");
-    assert!(
-        std::fs::read_to_string(&shim_log)
-            .unwrap_or_default()
-            .contains("added prestart hook"),
-        "{text}"
-    );
-
-    drop(cd);
-}
-
-#[test]
 fn crash_at_each_step_of_the_config_json_write() {
     // (step) — the shim aborts (SIGABRT, no cleanup) at that step of its config.json write:
     // config.json is always the old or the new content, never torn or empty, its mode is kept,
@@ -511,6 +423,22 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         serde_json::to_string_pretty(&b.spec).unwrap()
     );
     assert_eq!(b.spec["hooks"]["prestart"][0]["path"], json!(HOOK));
+    // The edited bundle under real runc (on each kind of host): GPU 2 opens as far as a host
+    // without a driver allows, another GPU's node is denied.
+    b.add_capability("CAP_MKNOD");
+    let run = b.run("cat /dev/nvidia2; mknod /dev/nvidia0 c 195 0 && cat /dev/nvidia0; true");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{}", out_text(&run));
+    assert!(
+        err.contains("can't open '/dev/nvidia2': No such device or address"),
+        "{}",
+        out_text(&run)
+    );
+    assert!(
+        err.contains("can't open '/dev/nvidia0': Operation not permitted"),
+        "{}",
+        out_text(&run)
+    );
 
     // no-cgroups: the hook only, no rules.
     let config = host_config(dir.path(), &host, &fake, "legacy", "");
