@@ -306,6 +306,14 @@ impl Config {
         Ok(config)
     }
 
+    /// Loads the file at `path`, with a warning for each key this version does not know (a
+    /// typo such as `roott` loads, but is named, with the closest known key).
+    pub fn load_checked(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+        let config = Config::load(path)?;
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        Ok((config, unknown_keys(&text, path)))
+    }
+
     /// Loads the file at `path`; a missing file means the defaults (upstream behaviour).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let read_err = |source| ConfigError::Read {
@@ -390,6 +398,77 @@ impl Config {
     pub fn host_ldconfig(&self) -> PathBuf {
         PathBuf::from(self.cli.ldconfig.trim_start_matches('@'))
     }
+}
+
+/// PURE: a warning for each key of `text` that this version does not know, naming the closest
+/// known key when one is near (edit distance at most 3). Keys of upstream's config that this
+/// version loads but ignores are known (docs/COMPAT.md lists them).
+pub fn unknown_keys(text: &str, path: &Path) -> Vec<String> {
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return vec![];
+    };
+    let known_doc: toml::Table = toml::Value::try_from(Config::default())
+        .ok()
+        .and_then(|v| v.as_table().cloned())
+        .unwrap_or_default();
+    let mut known = Vec::new();
+    key_paths(&known_doc, "", &mut known);
+    let mut given = Vec::new();
+    key_paths(&doc, "", &mut given);
+    given
+        .into_iter()
+        .filter(|k| !known.contains(k) && !known.iter().any(|kn| k.starts_with(&format!("{kn}."))))
+        .map(|k| {
+            let closest = known
+                .iter()
+                .map(|kn| (edit_distance(&k, kn), kn))
+                .min()
+                .filter(|(d, _)| *d <= 3);
+            match closest {
+                Some((_, kn)) => format!(
+                    "{}: unknown key {k} (ignored; did you mean {kn}?)",
+                    path.display()
+                ),
+                None => format!(
+                    "{}: unknown key {k} (ignored by this version)",
+                    path.display()
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Dotted paths of every non-table value in `table`.
+fn key_paths(table: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+    for (k, v) in table {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => key_paths(t, &path, out),
+            _ => out.push(path),
+        }
+    }
+}
+
+/// Levenshtein distance (keys are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 fn non_empty_or(value: &str, default: &str) -> PathBuf {
@@ -484,6 +563,25 @@ mod tests {
                 (got, _) => panic!("{name}: got {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn unknown_key_cases() {
+        let p = Path::new("/c.toml");
+        let cases: &[(&str, &str, &[&str])] = &[
+            ("none", "[nvidia-container-cli]\nroot = \"/\"\n", &[]),
+            ("typo with a near key", "[nvidia-container-cli]\nroott = \"/\"\n",
+                &["/c.toml: unknown key nvidia-container-cli.roott (ignored; did you mean nvidia-container-cli.root?)"]),
+            ("far from everything", "totally-new-feature = 1\n", &["/c.toml: unknown key totally-new-feature (ignored by this version)"]),
+            ("an upstream key we ignore is known", "[nvidia-container-cli]\nload-kmods = false\n", &[]),
+            ("a list value is one key", "[nvidia-container-runtime]\nruntimes = [\"runc\"]\n", &[]),
+            ("not TOML: the loader reports it", "[[[", &[]),
+        ];
+        for (name, text, want) in cases {
+            assert_eq!(unknown_keys(text, p), *want, "case {name}");
+        }
+        assert_eq!(edit_distance("roott", "root"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]

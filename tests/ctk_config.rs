@@ -252,3 +252,65 @@ fn missing_file_starts_from_the_defaults() {
         0o644
     );
 }
+
+#[test]
+fn typos_are_named_and_bad_values_refused() {
+    // An unknown key loads (a newer toolkit's file still works) but is named with the key it
+    // probably meant; a value the loader would refuse is refused by `--set` already, naming
+    // the key, and nothing is written; `-v` prints the version as upstream spells it.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("config.toml");
+    fs::write(
+        &conf,
+        "[nvidia-container-cli]\nroott = \"/run/nvidia/driver\"\n",
+    )
+    .unwrap();
+    let args = ["config", "--config-file", conf.to_str().unwrap()];
+    let out = ctk(&args, &conf);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown key nvidia-container-cli.roott (ignored; did you mean nvidia-container-cli.root?)"),
+        "{}",
+        ctx(&args, &out)
+    );
+    for (set, needle) in [
+        (
+            "nvidia-container-runtime.mode=bogus",
+            "unknown variant `bogus`",
+        ),
+        (
+            "nvidia-container-runtime.log-level=loud",
+            "unknown log level \"loud\"",
+        ),
+        (
+            "nvidia-container-runtime.modes.legacy.cuda-compat-mode=off",
+            "unknown variant `off`",
+        ),
+    ] {
+        let args = [
+            "config",
+            "--config-file",
+            conf.to_str().unwrap(),
+            "--set",
+            set,
+            "--in-place",
+        ];
+        let out = ctk(&args, &conf);
+        assert_eq!(out.status.code(), Some(1), "{set}: {}", ctx(&args, &out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{set}: {}",
+            ctx(&args, &out)
+        );
+        assert_eq!(
+            fs::read_to_string(&conf).unwrap(),
+            "[nvidia-container-cli]\nroott = \"/run/nvidia/driver\"\n"
+        );
+    }
+    let out = ctk(&["-v"], &conf);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("nvidia-ctk "),
+        "{}",
+        ctx(&["-v"], &out)
+    );
+}

@@ -310,6 +310,19 @@ fn command_line() {
             0,
             "nvidia-container-runtime-hook version",
         ),
+        ("-h", &["-h"], 0, "usage: nvidia-container-runtime-hook"),
+        (
+            "-help",
+            &["-help"],
+            0,
+            "usage: nvidia-container-runtime-hook",
+        ),
+        (
+            "--help",
+            &["--help"],
+            0,
+            "usage: nvidia-container-runtime-hook",
+        ),
     ];
     for (name, args, code, needle) in cases {
         let out = run(args);
@@ -421,15 +434,19 @@ fn rhel_layouts_of_host_and_image() {
 
 #[test]
 fn the_debug_log_says_why_a_container_was_refused() {
-    // nvidia-container-cli.debug: timestamped logrus lines, the request as a summary, and the
-    // reason of a refusal (not only runc's stderr).
+    // nvidia-container-cli.debug: timestamped logrus lines, a typo in the config named with the
+    // key it probably meant, the request as a summary, and the reason of a refusal (not only
+    // runc's stderr).
     let h = host();
     let log = h.dir.join("refusal.log");
     let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
         &config,
-        format!("{text}debug = {:?}\n", log.display().to_string()),
+        format!(
+            "{text}debug = {:?}\nno-cgroupz = false\n",
+            log.display().to_string()
+        ),
     )
     .unwrap();
     let mut b = Bundle::new(&h.dir, Image::Busybox);
@@ -447,6 +464,10 @@ fn the_debug_log_says_why_a_container_was_refused() {
         lines.contains("level=info msg=\"container ")
             && lines.contains("devices List([Index(42)])"),
         "{lines}"
+    );
+    assert!(
+        lines.contains("unknown key nvidia-container-cli.no-cgroupz (ignored; did you mean nvidia-container-cli.no-cgroups?)"),
+        "a typo in the config is named: {lines}"
     );
     let refusal = lines
         .lines()

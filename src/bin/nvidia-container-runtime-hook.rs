@@ -14,12 +14,13 @@ use nvct::request::{self, ContainerView};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: nvidia-container-runtime-hook [-config FILE] [-debug] [-version] prestart|poststart|poststop";
+const USAGE: &str = "usage: nvidia-container-runtime-hook [-config FILE] [-debug] [-version] [-h|-help] prestart|poststart|poststop";
 
 struct Args {
     config: Option<PathBuf>,
     debug: bool,
     version: bool,
+    help: bool,
     command: Option<String>,
 }
 
@@ -28,6 +29,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         config: None,
         debug: false,
         version: false,
+        help: false,
         command: None,
     };
     let mut args = args.peekable();
@@ -41,6 +43,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             (true, None) if flag == "debug" => out.debug = true,
             (true, None) if flag == "version" => out.version = true,
+            (true, None) if flag == "h" || flag == "help" => out.help = true,
             (true, _) => return Err(format!("unknown flag {arg}")),
             (false, _) if out.command.is_none() => out.command = Some(arg),
             (false, _) => return Err(format!("unexpected argument {arg}")),
@@ -60,6 +63,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     if args.version {
         println!(
             "nvidia-container-runtime-hook version {}",
@@ -100,8 +107,11 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
 
     let config_path =
         config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
-    let config = Config::load(&config_path)?;
+    let (config, warnings) = Config::load_checked(&config_path)?;
     let mut log = Logger::for_hook(&config.cli.debug, debug);
+    for w in &warnings {
+        log.warning(w);
+    }
     // Every refusal is logged with its reason, not only printed to runc.
     inject(&state, &spec, rootfs, &config, &mut log).inspect_err(|e| {
         log.error(&format!(

@@ -55,8 +55,11 @@ fn try_run(
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
     let config_path = config::default_path(|k| std::env::var(k).ok());
-    let config = Config::load(&config_path)?;
+    let (config, warnings) = Config::load_checked(&config_path)?;
     log.configure(&config.runtime);
+    for w in &warnings {
+        log.warning(w);
+    }
     log.debug(&format!("args {args:?}, config {}", config_path.display()));
 
     let runtime = shim::find_runtime(&config.runtime.runtimes, &which)?;

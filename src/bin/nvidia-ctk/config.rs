@@ -122,6 +122,9 @@ pub fn run(raw: ConfigArgs, v: Verbosity) -> Result<()> {
             sink,
         } => {
             let text = fsutil::read_optional(&config)?;
+            for w in config::unknown_keys(text.as_deref().unwrap_or_default(), &config) {
+                eprintln!("nvidia-ctk: warning: {w}");
+            }
             if text.is_none() && v.debug {
                 eprintln!(
                     "nvidia-ctk: {}: not found; starting from the default config",

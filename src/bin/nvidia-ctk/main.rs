@@ -11,8 +11,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "nvidia-ctk", version, about = "NVIDIA container toolkit CLI")]
+#[command(
+    name = "nvidia-ctk",
+    version,
+    disable_version_flag = true,
+    about = "NVIDIA container toolkit CLI"
+)]
 struct Cli {
+    /// Print the version (`-v`, as upstream spells it).
+    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
+    version: Option<bool>,
     /// Print what is being done, to stderr.
     #[arg(long, short = 'd', global = true)]
     debug: bool,
