@@ -103,10 +103,15 @@ pub(crate) fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
 /// GPUs from `/proc/driver/nvidia/gpus/*/information`, indexed in PCI bus order (as NVML does).
 pub(crate) fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
     let dir = root.proc_path("driver/nvidia/gpus");
-    let entries = std::fs::read_dir(&dir).map_err(|source| DevicesError::Read {
-        path: dir.clone(),
-        source,
-    })?;
+    // No `gpus/` at all: a loaded driver with no GPU bound to it (the caller decides whether
+    // that is an error).
+    let entries = match std::fs::read_dir(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        other => other.map_err(|source| DevicesError::Read {
+            path: dir.clone(),
+            source,
+        })?,
+    };
     let mut found = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| DevicesError::Read {

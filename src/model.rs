@@ -191,6 +191,23 @@ pub enum Devices {
     List(Vec<DeviceId>),
 }
 
+impl Devices {
+    /// `GPUs 0,2`, `all GPUs`, `no GPU (driver files only)`.
+    pub fn summary(&self) -> String {
+        match self {
+            Devices::None => "no GPU (driver files only)".into(),
+            Devices::All => "all GPUs".into(),
+            Devices::List(ids) => format!(
+                "GPUs {}",
+                ids.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+    }
+}
+
 // ---- what a host has
 
 /// One physical GPU as the host's driver reports it.

@@ -51,6 +51,23 @@ pub struct Request {
     pub cuda_compat: bool,
 }
 
+impl Request {
+    /// The request in plain words, as every log line says it: `GPUs 0,2; compute,utility`.
+    pub fn summary(&self) -> String {
+        let caps: Vec<&str> = self.capabilities.iter().map(|c| c.name()).collect();
+        let caps = if caps.is_empty() {
+            "no capabilities".to_string()
+        } else {
+            caps.join(",")
+        };
+        let mut out = format!("{}; {caps}", self.devices.summary());
+        if !self.requirements.is_empty() {
+            out += &format!("; requires {}", self.requirements.join(" and "));
+        }
+        out
+    }
+}
+
 /// The parts of config.json a request depends on.
 #[derive(Debug, Clone, Default)]
 pub struct ContainerView {
@@ -327,6 +344,49 @@ mod tests {
             mig_config: None,
             mig_monitor: None,
             cuda_compat: true,
+        }
+    }
+
+    #[test]
+    fn summary_cases() {
+        let ids = Devices::List;
+        let cases = [
+            (
+                "two GPUs",
+                req(
+                    ids(vec![DeviceId::Index(0), DeviceId::Index(2)]),
+                    &[Compute, Utility],
+                ),
+                "GPUs 0,2; compute,utility",
+            ),
+            ("all", req(Devices::All, &[Utility]), "all GPUs; utility"),
+            (
+                "none",
+                req(Devices::None, &[Utility]),
+                "no GPU (driver files only); utility",
+            ),
+            (
+                "uuid and MIG",
+                req(
+                    ids(vec![
+                        DeviceId::Uuid("GPU-1".into()),
+                        DeviceId::MigIndex(1, 0),
+                    ]),
+                    &[],
+                ),
+                "GPUs GPU-1,1:0; no capabilities",
+            ),
+            (
+                "requirements",
+                Request {
+                    requirements: vec!["cuda>=12.0".into()],
+                    ..req(Devices::All, &[Compute])
+                },
+                "all GPUs; compute; requires cuda>=12.0",
+            ),
+        ];
+        for (name, r, want) in cases {
+            assert_eq!(r.summary(), want, "case {name}");
         }
     }
 

@@ -88,16 +88,26 @@ pub(crate) fn openat2(
         mode: mode as u64,
         resolve,
     };
-    // SAFETY: `c` and `how` outlive the call; the kernel reads `size_of::<OpenHow>()` bytes.
-    owned(unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &how,
-            std::mem::size_of::<OpenHow>(),
-        )
-    })
+    // With RESOLVE_IN_ROOT the kernel answers EAGAIN when a mount or a rename anywhere on the
+    // system raced the lookup of a `..` (openat2(2)): on a busy node other containers are
+    // starting all the time, so retry; the lookup itself is still checked every time.
+    let mut tries = 0;
+    loop {
+        // SAFETY: `c` and `how` outlive the call; the kernel reads `size_of::<OpenHow>()` bytes.
+        let r = owned(unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                &how,
+                std::mem::size_of::<OpenHow>(),
+            )
+        });
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries < 64 => tries += 1,
+            other => return other,
+        }
+    }
 }
 
 /// openat(2) relative to `dir` (used for single names, never for paths).

@@ -772,3 +772,22 @@ fn podman_runs_the_spec_hooks() {
     assert!(stdout.contains("dlopen failed"), "{text}");
     assert!(!stdout.lines().any(|l| l == "CACHED"), "{text}");
 }
+
+#[test]
+fn generate_on_a_host_without_gpus_fails_and_writes_nothing() {
+    // The driver is loaded but no GPU is there: a spec would hold an `all` device without edits,
+    // which podman refuses ("unresolvable CDI devices"). Exit 1, a message, no file.
+    let h = host(0, false);
+    let out_file = unique("nogpu").with_extension("yaml");
+    let mut args: Vec<String> = vec!["cdi".into(), "generate".into()];
+    args.extend(root_args(&h));
+    args.extend(["--output".into(), out_file.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, _, stderr, text) = ctk(&args);
+    assert!(!ok, "{text}");
+    assert!(
+        stderr.contains("no NVIDIA GPUs found on this host"),
+        "{text}"
+    );
+    assert!(!out_file.exists(), "a spec was written: {text}");
+}

@@ -462,7 +462,7 @@ fn the_debug_log_says_why_a_container_was_refused() {
     );
     assert!(
         lines.contains("level=info msg=\"container ")
-            && lines.contains("devices List([Index(42)])"),
+            && lines.contains(": GPUs 42; compute,utility\""),
         "{lines}"
     );
     assert!(

@@ -146,17 +146,7 @@ fn inject(
         ));
         return Ok(());
     };
-    log.info(&format!(
-        "container {}: devices {:?}, capabilities {}, requirements {:?}",
-        state.id,
-        req.devices,
-        req.capabilities
-            .iter()
-            .map(|c| c.name())
-            .collect::<Vec<_>>()
-            .join(","),
-        req.requirements
-    ));
+    log.info(&format!("container {}: {}", state.id, req.summary()));
 
     let root = config.driver();
     let inv = discover::discover(&root)?;

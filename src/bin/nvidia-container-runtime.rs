@@ -114,12 +114,12 @@ fn create(
                 log.info(&format!("{}: our hook is already there", path.display()));
                 return Ok(());
             }
-            let mut done = format!("added prestart hook {}", hook.display());
+            let req = shim::legacy_request(&bytes, &path, config)?
+                .context("legacy mode without a GPU request")?;
+            let mut done = format!("{}: added prestart hook {}", req.summary(), hook.display());
             if !config.cli.no_cgroups {
                 // The device rules of what the hook will inject, in the spec too. When the
                 // host cannot be planned for, the hook says why at prestart; only warn here.
-                let req = shim::legacy_request(&bytes, &path, config)?
-                    .context("legacy mode without a GPU request")?;
                 let root = config.driver();
                 let layout = nvct::plan::Layout { lib_dir: None };
                 let planned = discover::discover(&root)

@@ -177,7 +177,7 @@ impl FakeHost {
 }
 
 impl FakeHostBuilder {
-    /// Number of GPUs, 1 to 64.
+    /// Number of GPUs, 0 (a node whose GPUs are gone: driver loaded, no device) to 64.
     pub fn gpus(mut self, count: u32) -> Self {
         self.gpus = count;
         self
@@ -201,9 +201,9 @@ impl FakeHostBuilder {
 
     /// Creates the host in `dir` (which may exist; it should be empty).
     pub fn build(self, dir: &Path) -> io::Result<FakeHost> {
-        if !(1..=64).contains(&self.gpus) {
+        if !(0..=64).contains(&self.gpus) {
             return Err(invalid(format!(
-                "FakeHost supports 1 to 64 GPUs, not {}",
+                "FakeHost supports 0 to 64 GPUs, not {}",
                 self.gpus
             )));
         }
