@@ -16,7 +16,7 @@ use crate::container::rootfs::{Rootfs, Target};
 use crate::container::{self, cgroup, ldconfig, ldso_conf, proc_mask, symlinks};
 use crate::discover::Inventory;
 use crate::model::Arch;
-use crate::plan::{self, Layout, PlanError};
+use crate::plan::{self, Plan};
 use crate::request::Request;
 use crate::sys;
 use std::io::{self, Read, Write};
@@ -36,8 +36,6 @@ pub enum ApplyError {
     Ldconfig(#[from] crate::container::ldconfig::LdconfigError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
     #[error("in the container's mount namespace: {0}")]
     Child(String),
     #[error(
@@ -93,8 +91,14 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
     }
 }
 
-pub fn apply(req: &Request, inv: &Inventory, target: &ContainerTarget) -> Result<(), ApplyError> {
-    let plan = plan::plan(req, inv, &Layout { lib_dir: None })?;
+/// `plan` is [`plan::plan`] of `req` and `inv` with the layout unknown (what the caller logs);
+/// the child plans again with the layout it probes in the container.
+pub fn apply(
+    req: &Request,
+    inv: &Inventory,
+    plan: &Plan,
+    target: &ContainerTarget,
+) -> Result<(), ApplyError> {
     let mut prepared = Vec::new();
     let node_flags = (
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,

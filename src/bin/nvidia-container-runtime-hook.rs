@@ -172,6 +172,6 @@ fn inject(
         no_cgroups: config.cli.no_cgroups,
         arch: root.arch,
     };
-    apply::apply(&req, &inv, &target)?;
+    apply::apply(&req, &inv, &plan, &target)?;
     Ok(())
 }
