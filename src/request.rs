@@ -170,6 +170,8 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     let privileged_only = |var: &str| -> Result<Option<Devices>, RequestError> {
         match view.get_checked(var)? {
             None => Ok(None),
+            // Empty asks for nothing, privileged or not (upstream).
+            Some(v) if v.trim().is_empty() => Ok(None),
             Some(_) if !view.privileged => Err(RequestError::NeedsPrivilege { var: var.into() }),
             Some(v) => parse_devices(var, v),
         }
@@ -189,7 +191,8 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     })
 }
 
-/// `NVIDIA_VISIBLE_DEVICES` as the toolkit may read it: NUL bytes refused, `all` for a legacy
+/// `NVIDIA_VISIBLE_DEVICES` (or a `swarm-resource` variable) as the toolkit may read it: NUL
+/// bytes refused, `all` for a legacy
 /// CUDA image that does not set it (when `legacy_default`), and nothing for an unprivileged
 /// container when `accept-nvidia-visible-devices-envvar-when-unprivileged = false` (with a
 /// note). The one reader of the variable, for the legacy request and the shim's CDI names.
@@ -199,7 +202,21 @@ pub(crate) fn visible_devices_env<'a>(
     legacy_default: bool,
     notes: &mut Vec<String>,
 ) -> Result<Option<&'a str>, RequestError> {
-    let value = match view.get_checked("NVIDIA_VISIBLE_DEVICES")? {
+    // `swarm-resource`: Docker Swarm's generic-resource variables (comma-separated names) are
+    // read instead of NVIDIA_VISIBLE_DEVICES when the container has one of them (upstream).
+    let mut from_swarm = None;
+    for name in config
+        .swarm_resource
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        if let Some(v) = view.get_checked(name)? {
+            from_swarm = Some(v);
+            break;
+        }
+    }
+    let value = match from_swarm.or(view.get_checked("NVIDIA_VISIBLE_DEVICES")?) {
         None if legacy_default => Some("all"),
         other => other,
     };
@@ -283,11 +300,15 @@ fn parse_capabilities(
     legacy_cuda_image: bool,
     config: &Config,
 ) -> Result<BTreeSet<Capability>, RequestError> {
-    let supported: BTreeSet<&str> = config
+    let mut supported: BTreeSet<&str> = config
         .supported_driver_capabilities
         .split(',')
         .map(str::trim)
         .collect();
+    if supported.contains("all") {
+        // `supported-driver-capabilities = "all"` means every capability (upstream).
+        supported.extend(Capability::ALL.iter().map(|c| c.name()));
+    }
     let value = match value.map(str::trim) {
         None | Some("") if legacy_cuda_image => "all",
         None | Some("") => "utility,compute",
@@ -345,6 +366,60 @@ mod tests {
             mig_monitor: None,
             cuda_compat: true,
         }
+    }
+
+    #[test]
+    fn upstream_config_spellings() {
+        let all_supported = Config {
+            supported_driver_capabilities: "all".into(),
+            ..Config::default()
+        };
+        let r = resolve(
+            &view(&[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_DRIVER_CAPABILITIES=video,utility",
+            ]),
+            &all_supported,
+        )
+        .unwrap();
+        assert_eq!(
+            r.request.unwrap().capabilities,
+            [Utility, Video].into(),
+            "supported-driver-capabilities = all"
+        );
+        let r = resolve(
+            &view(&[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_MIG_CONFIG_DEVICES=",
+                "NVIDIA_MIG_MONITOR_DEVICES= ",
+            ]),
+            &Config::default(),
+        );
+        assert_eq!(
+            r.unwrap().request.unwrap().mig_config,
+            None,
+            "empty MIG values in an unprivileged container ask for nothing"
+        );
+        let swarm = Config {
+            swarm_resource: "DOCKER_RESOURCE_GPU,DOCKER_RESOURCE_GPU2".into(),
+            ..Config::default()
+        };
+        let r = resolve(
+            &view(&["NVIDIA_VISIBLE_DEVICES=0", "DOCKER_RESOURCE_GPU2=3"]),
+            &swarm,
+        )
+        .unwrap();
+        assert_eq!(
+            r.request.unwrap().devices,
+            Devices::List(vec![DeviceId::Index(3)]),
+            "swarm-resource wins over NVIDIA_VISIBLE_DEVICES"
+        );
+        let r = resolve(&view(&["NVIDIA_VISIBLE_DEVICES=0"]), &swarm).unwrap();
+        assert_eq!(
+            r.request.unwrap().devices,
+            Devices::List(vec![DeviceId::Index(0)]),
+            "no swarm variable: NVIDIA_VISIBLE_DEVICES"
+        );
     }
 
     #[test]
