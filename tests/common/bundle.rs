@@ -194,7 +194,26 @@ impl Bundle {
         )
         .unwrap();
         let (out_path, err_path) = (self.dir.join("runc.stdout"), self.dir.join("runc.stderr"));
-        let mut child = hostkind::command(require("runc"))
+        // Its own pid namespace (everything it starts dies with it) and, on cgroup v1, its own
+        // memory cgroup (512 MiB for runc, our hooks and what they run), so that a start that
+        // hangs or floods cannot hang or starve the suite.
+        let memcg = Path::new("/sys/fs/cgroup/memory").join(format!("nvct-{}", self.id));
+        let memcg = (hostkind::kind() == hostkind::HostKind::V1
+            && std::fs::create_dir(&memcg).is_ok())
+        .then(|| {
+            std::fs::write(memcg.join("memory.limit_in_bytes"), "536870912").unwrap();
+            memcg
+        });
+        let enter = match &memcg {
+            Some(cg) => format!("echo $$ > {}/cgroup.procs && ", cg.display()),
+            None => String::new(),
+        };
+        let mut child = hostkind::command("sh")
+            .arg("-c")
+            .arg(format!(
+                "{enter}exec unshare -p -f --kill-child --mount-proc \"$0\" \"$@\""
+            ))
+            .arg(require("runc"))
             .args(["run", &self.id])
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -217,6 +236,9 @@ impl Bundle {
         let _ = hostkind::command("runc")
             .args(["delete", "-f", &self.id])
             .output();
+        if let Some(cg) = memcg {
+            let _ = std::fs::remove_dir(cg);
+        }
         let status = status?;
         Some(Output {
             status,
