@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The demo: builds the tools, creates a simulated 8-GPU host in a temp dir, and starts a real
 # busybox container under runc with NVIDIA_VISIBLE_DEVICES=0,2 through the prestart hook, then
-# shows what the container sees.
+# shows what the container sees and a short summary of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo build --locked --bins --examples
+echo "== building (cargo build, quiet)"
+cargo build --locked --quiet --bins --examples
 top=$PWD
 work=$(mktemp -d /tmp/nvct-demo.XXXXXX)
 trap 'runc delete -f nvct-demo >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
@@ -44,4 +45,15 @@ spec["hooks"] = {"prestart": [{"path": hook, "args": ["nvidia-container-runtime-
 json.dump(spec, open(path, "w"), indent=2)
 PY
 echo "== runc run with NVIDIA_VISIBLE_DEVICES=0,2"
-(cd "$work/bundle" && runc run nvct-demo)
+(cd "$work/bundle" && runc run nvct-demo) 2>&1 | tee "$work/out.txt"
+
+# What the container saw, in one paragraph.
+seen=$(grep -E '^c' "$work/out.txt" | grep -oE '/dev/nvidia[0-9]+$' | sort -u | tr '\n' ' ')
+libs=$(grep -cE '^lib.*\.so\.[0-9.]+$' "$work/out.txt" || true)
+echo
+echo "== summary"
+echo "GPU device nodes in the container: ${seen:-none}"
+echo "driver library files mounted read-only: $libs"
+grep -q "ModifyDeviceFiles: 0" "$work/out.txt" && echo "/proc/driver/nvidia masked: ModifyDeviceFiles: 0"
+grep -q "nvidia0': No such device or address" "$work/out.txt" && echo "GPU 0: allowed by the device cgroup (ENXIO: no real driver behind it)"
+grep -q "nvidia1': Operation not permitted" "$work/out.txt" && echo "GPU 1: denied by the device cgroup even after mknod (EPERM)"
