@@ -251,11 +251,28 @@ fn write_atomic_as(
         f.sync_all().map_err(io_err(path, "fsync the temp file"))?;
         fault(Step::TempSynced, &tmp);
         // The backup only once the new content is safely written: a write that fails (read-only
-        // fs, not root) leaves no `.bak` behind.
+        // fs, not root) leaves no `.bak` behind; one whose rename fails (an immutable file) puts
+        // the previous `.bak` back.
+        let mut previous_bak = None;
         if let (Some(old), true, Some(m)) = (&old, opts.backup, &meta) {
+            let bak = backup_path(path);
+            previous_bak = Some((fs::read(&bak).ok(), fs::metadata(&bak).ok()));
             write_backup(path, old, m)?;
         }
-        fs::rename(&tmp, path).map_err(io_err(path, "rename the temp file over it"))
+        let renamed = fs::rename(&tmp, path).map_err(io_err(path, "rename the temp file over it"));
+        if let (Err(_), Some((before, before_meta))) = (&renamed, previous_bak) {
+            let bak = backup_path(path);
+            match (before, before_meta) {
+                (Some(b), Some(m)) => drop(write_atomic_as(
+                    &bak,
+                    &b,
+                    &WriteOptions::default(),
+                    Some(&m),
+                )),
+                _ => drop(fs::remove_file(&bak)),
+            }
+        }
+        renamed
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

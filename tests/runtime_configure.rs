@@ -1060,9 +1060,10 @@ fn symlinks_drop_ins_and_failed_writes() {
     }
     assert_eq!((listing(&confd), listing(&etc)), (before_confd, before_etc));
 
-    // Failed writes: not root, and a read-only file system. Exit 1, the user's file named with
-    // what to do, the file unchanged, no backup and no temp file left.
-    let cases: [(&str, &str, &str); 2] = [
+    // Failed writes: not root, a read-only file system, an immutable file. Exit 1, the user's
+    // file named with what to do, the file unchanged, no new backup (an earlier one kept as it
+    // was) and no temp file left.
+    let cases: [(&str, &str, &str); 3] = [
         (
             "not root",
             "setpriv --reuid=65534 --regid=65534 --clear-groups",
@@ -1073,13 +1074,33 @@ fn symlinks_drop_ins_and_failed_writes() {
             "RO",
             "the file system is read-only",
         ),
+        ("immutable file with a backup", "IMMUTABLE", "chattr -i"),
     ];
     for (name, how, want) in cases {
         let dir = tmp.path().join(name.replace(' ', "-"));
         fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("config.toml");
         fs::write(&conf, "version = 2\n").unwrap();
-        let script = if how == "RO" {
+        if how == "IMMUTABLE" {
+            // An earlier backup is there: it must be the same after the failed write.
+            fs::write(dir.join("config.toml.bak"), "earlier backup\n").unwrap();
+            let st = Command::new("chattr")
+                .arg("+i")
+                .arg(&conf)
+                .status()
+                .expect("chattr (e2fsprogs)");
+            assert!(
+                st.success(),
+                "chattr +i {} failed: the test needs a file system with attributes (ext4, xfs) under the temp dir",
+                conf.display()
+            );
+        }
+        let script = if how == "IMMUTABLE" {
+            format!(
+                "exec {BIN} runtime configure --runtime=containerd --config {}",
+                conf.display()
+            )
+        } else if how == "RO" {
             format!(
                 "mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec {BIN} runtime configure --runtime=containerd --config {c}",
                 d = dir.display(),
@@ -1109,6 +1130,20 @@ fn symlinks_drop_ins_and_failed_writes() {
             "version = 2\n",
             "{text}"
         );
-        assert_eq!(listing(&dir), vec!["config.toml".to_string()], "{text}");
+        if how == "IMMUTABLE" {
+            let _ = Command::new("chattr").arg("-i").arg(&conf).status();
+            assert_eq!(
+                fs::read_to_string(dir.join("config.toml.bak")).unwrap(),
+                "earlier backup\n",
+                "{text}"
+            );
+            assert_eq!(
+                listing(&dir),
+                vec!["config.toml".to_string(), "config.toml.bak".to_string()],
+                "{text}"
+            );
+        } else {
+            assert_eq!(listing(&dir), vec!["config.toml".to_string()], "{text}");
+        }
     }
 }
