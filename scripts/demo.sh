@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The demo: builds the tools, creates a simulated 8-GPU host in a temp dir, and starts a real
 # busybox container under runc with NVIDIA_VISIBLE_DEVICES=0,2 through the prestart hook, then
-# shows what the container sees and a short summary of it.
+# shows what the container sees and a short summary of it; then registers the runtime with
+# `nvidia-ctk runtime configure` (a scratch daemon.json) and starts the same request through
+# the runtime shim, as an engine would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -9,7 +11,7 @@ echo "== building (cargo build, quiet)"
 cargo build --locked --quiet --bins --examples
 top=$PWD
 work=$(mktemp -d /tmp/nvct-demo.XXXXXX)
-trap 'runc delete -f nvct-demo >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap 'runc delete -f nvct-demo >/dev/null 2>&1 || true; runc delete -f nvct-demo-shim >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 echo "== simulated GPU host in $work/host"
 "$top/target/debug/examples/fake_host" --gpus 8 "$work/host"
@@ -57,3 +59,35 @@ echo "driver library files mounted read-only: $libs"
 grep -q "ModifyDeviceFiles: 0" "$work/out.txt" && echo "/proc/driver/nvidia masked: ModifyDeviceFiles: 0"
 grep -q "nvidia0': No such device or address" "$work/out.txt" && echo "GPU 0: allowed by the device cgroup (ENXIO: no real driver behind it)"
 grep -q "nvidia1': Operation not permitted" "$work/out.txt" && echo "GPU 1: denied by the device cgroup even after mknod (EPERM)"
+
+# The same request through the runtime shim, as an engine runs it: `nvidia-ctk runtime
+# configure` registers the runtime (here in a scratch daemon.json), and the shim's `create`
+# adds the hook and the device rules before runc starts the container.
+echo
+echo "== nvidia-ctk runtime configure --runtime=docker (a scratch daemon.json)"
+"$top/target/debug/nvidia-ctk" runtime configure --runtime=docker --config "$work/daemon.json" \
+  --nvidia-runtime-path "$top/target/debug/nvidia-container-runtime" -q
+cat "$work/daemon.json"
+cat >> "$work/config.toml" <<TOML
+[nvidia-container-runtime]
+mode = "legacy"
+runtimes = ["runc"]
+[nvidia-container-runtime-hook]
+path = "$top/target/debug/nvidia-container-runtime-hook"
+TOML
+python3 - "$work/bundle/config.json" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec.pop("hooks", None)  # the shim adds it
+spec["process"]["args"] = ["sh", "-c", "ls /dev/nvidia*; cat /dev/nvidia1 2>&1; true"]
+json.dump(spec, open(sys.argv[1], "w"), indent=2)
+PY
+echo "== nvidia-container-runtime create + runc start (legacy mode)"
+NVIDIA_CTK_CONFIG_FILE_PATH="$work/config.toml" "$top/target/debug/nvidia-container-runtime" \
+  create --bundle "$work/bundle" nvct-demo-shim > "$work/shim-out.txt" 2>&1
+runc start nvct-demo-shim
+while [ "$(runc state nvct-demo-shim 2>/dev/null | sed -n 's/.*"status": "\([a-z]*\)".*/\1/p')" != stopped ]; do sleep 0.05; done
+runc delete nvct-demo-shim
+cat "$work/shim-out.txt"
+rules=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len([r for r in d["linux"]["resources"]["devices"] if r.get("allow")]))' "$work/bundle/config.json")
+echo "== the shim wrote the prestart hook and $rules device rules into config.json"

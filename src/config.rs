@@ -415,7 +415,17 @@ pub fn unknown_keys(text: &str, path: &Path) -> Vec<String> {
     key_paths(&known_doc, "", &mut known);
     let mut given = Vec::new();
     key_paths(&doc, "", &mut given);
-    given
+    let mut notes: Vec<String> = IGNORED_KEYS
+        .iter()
+        .filter(|k| given.iter().any(|g| g == *k) && lookup(&doc, k) != lookup(&known_doc, k))
+        .map(|k| {
+            format!(
+                "{}: {k} is accepted but has no effect in this toolkit (docs/COMPAT.md)",
+                path.display()
+            )
+        })
+        .collect();
+    let unknown = given
         .into_iter()
         .filter(|k| !known.contains(k) && !known.iter().any(|kn| k.starts_with(&format!("{kn}."))))
         .map(|k| {
@@ -434,8 +444,32 @@ pub fn unknown_keys(text: &str, path: &Path) -> Vec<String> {
                     path.display()
                 ),
             }
-        })
-        .collect()
+        });
+    notes.extend(unknown);
+    notes
+}
+
+/// Keys of upstream's config that load but do nothing here (docs/COMPAT.md's table).
+const IGNORED_KEYS: &[&str] = &[
+    "nvidia-container-cli.path",
+    "nvidia-container-cli.environment",
+    "nvidia-container-cli.ldcache",
+    "nvidia-container-cli.load-kmods",
+    "nvidia-container-cli.user",
+    "nvidia-container-runtime-hook.skip-mode-detection",
+    "nvidia-ctk.path",
+    "features.allow-cuda-compat-libs-from-container",
+    "features.ignore-imex-channel-requests",
+];
+
+/// The value at a dotted key path.
+fn lookup<'t>(table: &'t toml::Table, key: &str) -> Option<&'t toml::Value> {
+    let mut parts = key.split('.');
+    let mut v = table.get(parts.next()?)?;
+    for p in parts {
+        v = v.as_table()?.get(p)?;
+    }
+    Some(v)
 }
 
 /// Dotted paths of every non-table value in `table`.
@@ -573,7 +607,9 @@ mod tests {
             ("typo with a near key", "[nvidia-container-cli]\nroott = \"/\"\n",
                 &["/c.toml: unknown key nvidia-container-cli.roott (ignored; did you mean nvidia-container-cli.root?)"]),
             ("far from everything", "totally-new-feature = 1\n", &["/c.toml: unknown key totally-new-feature (ignored by this version)"]),
-            ("an upstream key we ignore is known", "[nvidia-container-cli]\nload-kmods = false\n", &[]),
+            ("an upstream key we ignore, at its default", "[nvidia-container-cli]\nload-kmods = true\n", &[]),
+            ("an upstream key we ignore, set", "[nvidia-container-cli]\nload-kmods = false\n",
+                &["/c.toml: nvidia-container-cli.load-kmods is accepted but has no effect in this toolkit (docs/COMPAT.md)"]),
             ("a list value is one key", "[nvidia-container-runtime]\nruntimes = [\"runc\"]\n", &[]),
             ("not TOML: the loader reports it", "[[[", &[]),
         ];

@@ -197,17 +197,18 @@ fn write_backup(path: &Path, old: &[u8], original: &fs::Metadata) -> Result<(), 
         &backup_path(path),
         old,
         &WriteOptions::default(),
-        Some(original),
+        Some((original, path)),
     )
     .map(drop)
 }
 
-/// [`write_atomic`], with the mode and owner of `like` instead of the existing file's.
+/// [`write_atomic`], with the mode, owner and extended attributes (ACLs) of `like` (its
+/// metadata and path) instead of the existing file's.
 fn write_atomic_as(
     path: &Path,
     content: &[u8],
     opts: &WriteOptions<'_>,
-    like: Option<&fs::Metadata>,
+    like: Option<(&fs::Metadata, &Path)>,
 ) -> Result<Written, FsError> {
     let old = match fs::read(path) {
         Ok(b) => Some(b),
@@ -220,7 +221,7 @@ fn write_atomic_as(
     let dir = parent(path);
     fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
     let meta = match (&old, like) {
-        (_, Some(like)) => Some(like.clone()),
+        (_, Some((like, _))) => Some(like.clone()),
         (Some(_), None) => Some(fs::metadata(path).map_err(io_err(path, "stat"))?),
         (None, None) => None,
     };
@@ -248,6 +249,10 @@ fn write_atomic_as(
         }
         f.set_permissions(fs::Permissions::from_mode(mode))
             .map_err(io_err(path, "chmod the temp file"))?;
+        let attrs_from = like.map(|(_, p)| p).or(old.as_ref().map(|_| path));
+        if let Some(src) = attrs_from {
+            crate::sys::copy_xattrs(src, std::os::fd::AsFd::as_fd(&f));
+        }
         f.sync_all().map_err(io_err(path, "fsync the temp file"))?;
         fault(Step::TempSynced, &tmp);
         // The backup only once the new content is safely written: a write that fails (read-only
@@ -267,7 +272,7 @@ fn write_atomic_as(
                     &bak,
                     &b,
                     &WriteOptions::default(),
-                    Some(&m),
+                    Some((&m, &bak)),
                 )),
                 _ => drop(fs::remove_file(&bak)),
             }
@@ -448,6 +453,58 @@ mod tests {
                 "case {name}: removal's backup"
             );
         }
+    }
+
+    #[test]
+    fn extended_attributes_follow_the_file_and_its_backup() {
+        // ACLs and labels are extended attributes; a `user.` one stands for them here.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("daemon.json");
+        fs::write(&p, "{}").unwrap();
+        let set = |path: &Path| {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: valid C strings and a 5-byte value.
+            unsafe {
+                libc::setxattr(
+                    c.as_ptr(),
+                    c"user.nvct-test".as_ptr(),
+                    b"kept!".as_ptr().cast(),
+                    5,
+                    0,
+                )
+            }
+        };
+        assert_eq!(
+            set(&p),
+            0,
+            "this file system keeps user xattrs: {}",
+            io::Error::last_os_error()
+        );
+        let get = |path: &Path| -> Option<Vec<u8>> {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            let mut buf = [0u8; 16];
+            // SAFETY: valid C strings and a 16-byte buffer.
+            let n = unsafe {
+                libc::getxattr(
+                    c.as_ptr(),
+                    c"user.nvct-test".as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            (n >= 0).then(|| buf[..n as usize].to_vec())
+        };
+        let opts = WriteOptions {
+            backup: true,
+            fault: None,
+        };
+        write_atomic(&p, b"{\"a\": 1}", &opts).unwrap();
+        assert_eq!(get(&p).as_deref(), Some(&b"kept!"[..]), "the new file");
+        assert_eq!(
+            get(&backup_path(&p)).as_deref(),
+            Some(&b"kept!"[..]),
+            "its backup"
+        );
     }
 
     #[test]

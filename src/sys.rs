@@ -629,3 +629,56 @@ pub(crate) fn mount_id(fd: BorrowedFd) -> io::Result<u64> {
     }
     Ok(st.stx_mnt_id)
 }
+
+/// Copies every extended attribute of the file at `from` (ACLs are `system.posix_acl_*`,
+/// SELinux labels `security.selinux`) onto the open file `to`. Best effort: an attribute the
+/// target file system or our privileges refuse is skipped (never more access than the
+/// original: a missing ACL entry only takes access away).
+pub(crate) fn copy_xattrs(from: &Path, to: BorrowedFd) {
+    let Ok(src) = cstring(from) else { return };
+    // SAFETY: valid C string; a null buffer of size 0 asks for the size.
+    let len = unsafe { libc::llistxattr(src.as_ptr(), std::ptr::null_mut(), 0) };
+    if len <= 0 {
+        return;
+    }
+    let mut names = vec![0u8; len as usize];
+    // SAFETY: the buffer has `names.len()` bytes.
+    let len = unsafe { libc::llistxattr(src.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if len <= 0 {
+        return;
+    }
+    names.truncate(len as usize);
+    for name in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let Ok(name) = CString::new(name) else {
+            continue;
+        };
+        // SAFETY: valid C strings; size query first.
+        let size = unsafe { libc::lgetxattr(src.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+        if size < 0 {
+            continue;
+        }
+        let mut value = vec![0u8; size as usize];
+        // SAFETY: the buffer has `value.len()` bytes.
+        let size = unsafe {
+            libc::lgetxattr(
+                src.as_ptr(),
+                name.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        if size < 0 {
+            continue;
+        }
+        // SAFETY: valid fd, C string and a buffer of `size` bytes.
+        unsafe {
+            libc::fsetxattr(
+                to.as_raw_fd(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                size as usize,
+                0,
+            )
+        };
+    }
+}
