@@ -1,7 +1,10 @@
-//! Thin, safe wrappers over the privileged Linux calls the project makes: openat2, the new
-//! mount API (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3,
-//! execveat. This is the only module besides `nvml.rs` with `unsafe`. No policy here: callers
-//! decide what to mount where (`apply.rs`) and which paths are allowed (`rootfs.rs`).
+//! Thin wrappers over the privileged Linux calls the project makes: openat2, the new mount API
+//! (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3, execveat,
+//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs. Safe functions, except
+//! [`fork`] and [`fork_into_new_namespaces`], whose callers must keep the child's rules.
+//! Private to the crate. `unsafe` lives here, in `nvml.rs` and in `container/cgroup/bpf.rs`.
+//! No policy here: callers decide what to mount where (`apply.rs`, `container/`) and which
+//! paths are allowed (`container/rootfs.rs`).
 
 use std::ffi::{CStr, CString};
 use std::io;
