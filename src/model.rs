@@ -31,6 +31,14 @@ impl Arch {
         }
     }
 
+    /// What `NVIDIA_REQUIRE_*`'s `arch=` may call it: the kernel's name, then Go's.
+    pub fn names(self) -> [&'static str; 2] {
+        match self {
+            Arch::X86_64 => ["x86_64", "amd64"],
+            Arch::Aarch64 => ["aarch64", "arm64"],
+        }
+    }
+
     /// The Debian/Ubuntu multiarch tuple (`/usr/lib/<tuple>`).
     pub fn multiarch(self) -> &'static str {
         match self {

@@ -5,6 +5,7 @@
 use crate::devices::{self, DeviceNode};
 use crate::discover::{Gpu, Inventory, ProcDriver};
 use crate::driver::{self, FileKind};
+use crate::model::Arch;
 use crate::request::{Capability, DeviceId, Devices, Request};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -20,7 +21,10 @@ pub enum PlanError {
     MissingNode(String),
     #[error("MIG capability {0:?} is not in /proc/driver/nvidia-caps/mig-minors")]
     MissingMigCap(String),
-    #[error("requirement {expr:?} is not met by this host ({facts})")]
+    #[error(
+        "requirement {expr:?} is not met by this host ({facts}); run the container on a host \
+             that meets it, or set NVIDIA_DISABLE_REQUIRE=true in the container to skip the check"
+    )]
     Unsatisfied { expr: String, facts: String },
     #[error("cannot parse requirement {0:?} (expected terms like cuda>=12.0 or driver>=470, comma = and, space = or)")]
     BadRequirement(String),
@@ -324,6 +328,17 @@ fn check_requirement(
         for term in alternative.split(',').filter(|t| !t.is_empty()) {
             let (key, op, want) =
                 parse_term(term).ok_or_else(|| PlanError::BadRequirement(expr.into()))?;
+            if key == "arch" {
+                // The host's architecture, in the kernel's and Go's spellings.
+                let names = Arch::host().names();
+                let is = names.iter().any(|n| n.eq_ignore_ascii_case(want));
+                all &= match op {
+                    "=" | "==" => is,
+                    "!=" => !is,
+                    _ => return Err(PlanError::BadRequirement(expr.into())),
+                };
+                continue;
+            }
             let have = match key {
                 "cuda" => inv.cuda_version.as_deref(),
                 "driver" => Some(inv.driver_version.as_str()),
@@ -342,9 +357,10 @@ fn check_requirement(
         Ok(())
     } else {
         let facts = format!(
-            "driver {}, cuda {}",
+            "driver {}, cuda {}, arch {}",
             inv.driver_version,
-            inv.cuda_version.as_deref().unwrap_or("unknown")
+            inv.cuda_version.as_deref().unwrap_or("unknown"),
+            Arch::host().names()[0]
         );
         Err(PlanError::Unsatisfied {
             expr: expr.into(),

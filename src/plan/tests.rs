@@ -254,7 +254,29 @@ fn missing_control_node_is_an_error() {
 fn requirement_cases() {
     let inv = inventory();
     let brand = "requirement term \"brand=tesla\" not evaluated: brand is not known on this host";
+    let [host_arch, go_arch] = crate::model::Arch::host().names();
+    let facts = format!("driver 550.54.15, cuda 12.4, arch {host_arch}");
+    let (arch_is, arch_go, arch_not_ppc) = (
+        format!("arch={host_arch}"),
+        format!("arch={go_arch},cuda>=12.0"),
+        "arch!=ppc64le".to_string(),
+    );
     let cases: Vec<(&str, Result<Vec<&str>, PlanError>)> = vec![
+        (&arch_is, Ok(vec![])),
+        (&arch_go, Ok(vec![])),
+        (&arch_not_ppc, Ok(vec![])),
+        (
+            "arch=ppc64le",
+            Err(PlanError::Unsatisfied {
+                expr: "arch=ppc64le".into(),
+                facts: facts.clone(),
+            }),
+        ),
+        ("arch=ppc64le driver>=470", Ok(vec![])),
+        (
+            "arch>=x86_64",
+            Err(PlanError::BadRequirement("arch>=x86_64".into())),
+        ),
         ("cuda>=12.0", Ok(vec![])),
         ("cuda>=12.4.0", Ok(vec![])),
         ("driver>=470,driver<600", Ok(vec![])),
@@ -265,7 +287,7 @@ fn requirement_cases() {
             "cuda>=13.0",
             Err(PlanError::Unsatisfied {
                 expr: "cuda>=13.0".into(),
-                facts: "driver 550.54.15, cuda 12.4".into(),
+                facts: facts.clone(),
             }),
         ),
         ("cuda~12", Err(PlanError::BadRequirement("cuda~12".into()))),
