@@ -419,6 +419,14 @@ pub extern "C" fn nvmlDeviceGetUUID(
     })
 }
 
+/// `NVML_BRAND_TESLA`: every simulated GPU is a data-centre part.
+const BRAND_TESLA: c_uint = 2;
+
+#[no_mangle]
+pub extern "C" fn nvmlDeviceGetBrand(device: Device, brand: *mut c_uint) -> NvmlReturn {
+    with_device(device, move |_, _| put(brand, BRAND_TESLA))
+}
+
 #[no_mangle]
 pub extern "C" fn nvmlDeviceGetName(
     device: Device,

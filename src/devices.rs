@@ -131,6 +131,7 @@ pub(crate) fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError
             uuid,
             bus_id,
             model,
+            brand: String::new(),
             mig_enabled: false,
             migs: vec![],
         });

@@ -35,6 +35,7 @@ pub fn gpu(index: u32, mig: bool) -> Gpu {
         uuid: format!("GPU-{index}"),
         bus_id: format!("0000:0{index}:00.0"),
         model: "NVIDIA H100".into(),
+        brand: "tesla".into(),
         mig_enabled: mig,
         migs: if mig {
             vec![MigDevice {

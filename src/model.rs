@@ -231,6 +231,9 @@ pub struct Gpu {
     pub bus_id: String,
     /// Product name, e.g. `NVIDIA H100 80GB HBM3`.
     pub model: String,
+    /// NVML's brand, lowercase (`tesla`, `geforce`, `quadro`, `nvidia`, ...); empty when not
+    /// known (GPUs read from `/proc/driver/nvidia`).
+    pub brand: String,
     /// Whether MIG mode is currently enabled.
     pub mig_enabled: bool,
     /// MIG devices of this GPU (empty unless `mig_enabled`).

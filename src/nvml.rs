@@ -124,6 +124,11 @@ fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, Nvm
         uuid: device.uuid().map_err(query("UUID"))?,
         bus_id,
         model: device.name().map_err(query("name"))?,
+        // Not every driver answers for every part: unknown is "", the requirement not checked.
+        brand: device
+            .brand()
+            .map(|b| format!("{b:?}").to_lowercase())
+            .unwrap_or_default(),
         mig_enabled,
         migs,
     })

@@ -113,10 +113,11 @@ pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
 
 pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, PlanError> {
     let mut notes = Vec::new();
-    for expr in &req.requirements {
-        check_requirement(expr, inv, &mut notes)?;
-    }
     let selected = select(&req.devices, inv)?;
+    let brands: Vec<&str> = selected.iter().map(|(g, _)| g.brand.as_str()).collect();
+    for expr in &req.requirements {
+        check_requirement(expr, inv, &brands, &mut notes)?;
+    }
     let caps = &req.capabilities;
 
     let mut wanted: Vec<(String, bool)> = vec![("/dev/nvidiactl".into(), true)];
@@ -315,11 +316,13 @@ fn mig_cap_node(inv: &Inventory, name: &str) -> Result<String, PlanError> {
 }
 
 /// `NVIDIA_REQUIRE_*`: space-separated alternatives, each a comma-separated conjunction of
-/// `key op version` terms. `cuda` and `driver` are checked when known; `arch` and `brand`
-/// are not known to this discovery yet and are noted, not enforced.
+/// `key op version` terms. `cuda` and `driver` are checked when known, `arch` against the
+/// host, `brand` against every GPU the container gets (noted, not enforced, when the brand is
+/// not known or no GPU is selected).
 fn check_requirement(
     expr: &str,
     inv: &Inventory,
+    brands: &[&str],
     notes: &mut Vec<String>,
 ) -> Result<(), PlanError> {
     let mut any = false;
@@ -328,6 +331,16 @@ fn check_requirement(
         for term in alternative.split(',').filter(|t| !t.is_empty()) {
             let (key, op, want) =
                 parse_term(term).ok_or_else(|| PlanError::BadRequirement(expr.into()))?;
+            if key == "brand" && !brands.is_empty() && brands.iter().all(|b| !b.is_empty()) {
+                // Every GPU the container gets must be of that brand (or none, for `!=`).
+                let is = |b: &&str| b.eq_ignore_ascii_case(want);
+                all &= match op {
+                    "=" | "==" => brands.iter().all(is),
+                    "!=" => !brands.iter().any(is),
+                    _ => return Err(PlanError::BadRequirement(expr.into())),
+                };
+                continue;
+            }
             if key == "arch" {
                 // The host's architecture, in the kernel's and Go's spellings.
                 let names = Arch::host().names();
@@ -356,12 +369,15 @@ fn check_requirement(
     if any {
         Ok(())
     } else {
-        let facts = format!(
+        let mut facts = format!(
             "driver {}, cuda {}, arch {}",
             inv.driver_version,
             inv.cuda_version.as_deref().unwrap_or("unknown"),
             Arch::host().names()[0]
         );
+        if !brands.is_empty() {
+            facts += &format!(", brand {}", brands.join(","));
+        }
         Err(PlanError::Unsatisfied {
             expr: expr.into(),
             facts,

@@ -884,8 +884,8 @@ fn env_cases() {
             &[gpu0, "NVIDIA_REQUIRE_CUDA=cuda>=99.0"],
             Box::leak(
                 format!(
-                    "requirement \"cuda>=99.0\" is not met by this host (driver 550.54.15, cuda 12.4, arch {}); \
-                     run the container on a host that meets it, or set NVIDIA_DISABLE_REQUIRE=true",
+                    "requirement \"cuda>=99.0\" is not met by this host (driver 550.54.15, cuda 12.4, arch {}, \
+                     brand tesla); run the container on a host that meets it, or set NVIDIA_DISABLE_REQUIRE=true",
                     std::env::consts::ARCH
                 )
                 .into_boxed_str(),

@@ -466,3 +466,58 @@ fn each_library_layout_whole_plan() {
         assert_eq!(got, want, "case {name}");
     }
 }
+
+#[test]
+fn brand_requirements_hold_for_every_gpu_the_container_gets() {
+    let inv = inventory(); // every GPU of the fixture is a "tesla"
+    let [host_arch, _] = crate::model::Arch::host().names();
+    let cases: Vec<(&str, Devices, Result<Vec<&str>, PlanError>)> = vec![
+        (
+            "brand=tesla",
+            Devices::List(vec![DeviceId::Index(0), DeviceId::Index(2)]),
+            Ok(vec![]),
+        ),
+        ("brand=Tesla", Devices::All, Ok(vec![])),
+        (
+            "brand!=geforce",
+            Devices::List(vec![DeviceId::Index(0)]),
+            Ok(vec![]),
+        ),
+        (
+            "brand=geforce brand=tesla",
+            Devices::List(vec![DeviceId::Index(0)]),
+            Ok(vec![]),
+        ),
+        (
+            "brand=geforce",
+            Devices::List(vec![DeviceId::Index(0), DeviceId::Index(2)]),
+            Err(PlanError::Unsatisfied {
+                expr: "brand=geforce".into(),
+                facts: format!("driver 550.54.15, cuda 12.4, arch {host_arch}, brand tesla,tesla"),
+            }),
+        ),
+        (
+            "brand>tesla",
+            Devices::List(vec![DeviceId::Index(0)]),
+            Err(PlanError::BadRequirement("brand>tesla".into())),
+        ),
+        (
+            "brand=geforce",
+            Devices::None,
+            Ok(vec![
+                "requirement term \"brand=geforce\" not evaluated: brand is not known on this host",
+            ]),
+        ),
+    ];
+    for (expr, devices, want) in cases {
+        let req = Request {
+            requirements: vec![expr.into()],
+            ..request(devices.clone(), &[Capability::Utility])
+        };
+        assert_eq!(
+            plan(&req, &inv, &layout()).map(|p| p.notes),
+            want.map(|v| v.into_iter().map(String::from).collect::<Vec<_>>()),
+            "requirement {expr} for {devices:?}"
+        );
+    }
+}

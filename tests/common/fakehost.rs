@@ -308,6 +308,7 @@ fn gpu(index: u32, mig_enabled: bool) -> Gpu {
         uuid: format!("GPU-{}", uuid_body(u64::from(index))),
         bus_id: format!("0000:{:02x}:00.0", pci_bus(index)),
         model: MODEL.to_owned(),
+        brand: "tesla".to_owned(),
         mig_enabled,
         migs,
     }
