@@ -307,31 +307,21 @@ impl Config {
     }
 
     /// Loads the file at `path`, with a warning for each key this version does not know (a
-    /// typo such as `roott` loads, but is named, with the closest known key).
+    /// typo such as `roott` loads, but is named, with the closest known key). The file is read
+    /// once.
     pub fn load_checked(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
-        let config = Config::load(path)?;
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        Ok((config, unknown_keys(&text, path)))
+        match read_text(path)? {
+            None => Ok((Config::default(), Vec::new())),
+            Some(text) => Ok((Config::parse(&text, path)?, unknown_keys(&text, path))),
+        }
     }
 
     /// Loads the file at `path`; a missing file means the defaults (upstream behaviour).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let read_err = |source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-            Err(e) => return Err(read_err(e)),
-        };
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(ConfigError::TooLarge {
-                path: path.to_path_buf(),
-            });
+        match read_text(path)? {
+            None => Ok(Config::default()),
+            Some(text) => Config::parse(&text, path),
         }
-        let text = std::fs::read_to_string(path).map_err(read_err)?;
-        Config::parse(&text, path)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -398,6 +388,25 @@ impl Config {
     pub fn host_ldconfig(&self) -> PathBuf {
         PathBuf::from(self.cli.ldconfig.trim_start_matches('@'))
     }
+}
+
+/// The config file's text, `None` when it does not exist; larger than 1 MiB is refused.
+fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
+    let read_err = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    std::fs::read_to_string(path).map(Some).map_err(read_err)
 }
 
 /// PURE: a warning for each key of `text` that this version does not know, naming the closest

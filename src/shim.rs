@@ -212,8 +212,9 @@ pub fn find_hook(
 pub enum Action {
     /// Not a GPU container: config.json is not touched.
     PassThrough,
-    /// Add our prestart hook.
-    Legacy,
+    /// Add our prestart hook, for this request (what the hook will inject: the shim writes its
+    /// device rules into the spec too).
+    Legacy(Box<request::Request>),
     /// Apply the edits of these devices from the specs of `spec-dirs`.
     Cdi(Vec<QualifiedName>),
     /// Apply edits generated now for these devices.
@@ -328,11 +329,9 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(if resolved.request.is_some() {
-            Action::Legacy
-        } else {
-            Action::PassThrough
-        })
+        Ok(resolved
+            .request
+            .map_or(Action::PassThrough, |r| Action::Legacy(Box::new(r))))
     };
     let strict = || cdi_request(&view, &annotations, config, true, path);
     let names = |names: Vec<QualifiedName>| Some(names).filter(|n| !n.is_empty());
@@ -350,27 +349,6 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
             Ok(names(env_only.names).map_or(Action::PassThrough, Action::JitCdi))
         }
     }
-}
-
-/// The legacy request of the container described by config.json (`bytes`, read from `path`),
-/// when [`decide`] said [`Action::Legacy`]: what the prestart hook will inject, so that the shim
-/// can write its device rules into the spec.
-pub fn legacy_request(
-    bytes: &[u8],
-    path: &Path,
-    config: &Config,
-) -> Result<Option<request::Request>, ShimError> {
-    let spec: Spec = oci::parse_spec(bytes, path)?;
-    let view = ContainerView {
-        env: oci::env(&spec),
-        mounts: oci::mounts(&spec),
-        privileged: oci::is_privileged(&spec),
-    };
-    let resolved = request::resolve(&view, config).map_err(|source| ShimError::Request {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(resolved.request)
 }
 
 /// `cdi` mode: the edits of `names` from `specs` (read from `searched`), applied to `doc`,
@@ -880,6 +858,19 @@ mod tests {
     fn decide_cases() {
         use Action::*;
         let gpu0 = "NVIDIA_VISIBLE_DEVICES=0";
+        // Legacy carries the request the prestart hook will serve (unprivileged, default config).
+        let legacy = |env: Vec<&str>| {
+            let view = ContainerView {
+                env: env.iter().map(|e| e.to_string()).collect(),
+                ..ContainerView::default()
+            };
+            Legacy(Box::new(
+                request::resolve(&view, &Config::default())
+                    .unwrap()
+                    .request
+                    .unwrap(),
+            ))
+        };
         let ann = [
             ("cdi.k8s.io/b", "nvidia.com/gpu=1"),
             ("cdi.k8s.io/a", "nvidia.com/gpu=0, example.com/x=y"),
@@ -894,8 +885,8 @@ mod tests {
         );
         let cases: Vec<Case> = vec![
             ("auto, nothing", Mode::Auto, vec![], vec![], Ok(PassThrough)),
-            ("auto, index is legacy", Mode::Auto, vec![gpu0], vec![], Ok(Legacy)),
-            ("auto, legacy cuda image", Mode::Auto, vec!["CUDA_VERSION=11.8.0"], vec![], Ok(Legacy)),
+            ("auto, index is legacy", Mode::Auto, vec![gpu0], vec![], Ok(legacy(vec![gpu0]))),
+            ("auto, legacy cuda image", Mode::Auto, vec!["CUDA_VERSION=11.8.0"], vec![], Ok(legacy(vec!["CUDA_VERSION=11.8.0"]))),
             (
                 "auto, qualified env is cdi, bare ids get the default kind",
                 Mode::Auto,

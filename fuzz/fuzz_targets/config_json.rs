@@ -1,10 +1,9 @@
 //! A container's `config.json` as the runtime shim and the prestart hook read it:
 //! `shim::decide` (every runtime mode, which runs `oci` + `request::resolve` + the CDI
-//! request), `shim::legacy_request`, `oci::rootfs_path` / `env` / `mounts` / `is_privileged`,
+//! request), `oci::rootfs_path` / `env` / `mounts` / `is_privileged`,
 //! and the edits the shim writes back: `shim::add_hook` and `shim::inject` (`spec_edit::apply`).
 //! Properties: no panic; the modes agree with each other (`auto` decides as `legacy` does
-//! unless it picks `cdi`; `cdi` and `jit-cdi` never pick the prestart hook; a document legacy
-//! passes through gives `legacy_request` nothing, a legacy one a request); `add_hook` is
+//! unless it picks `cdi`; `cdi` and `jit-cdi` never pick the prestart hook); `add_hook` is
 //! idempotent (a second call changes nothing); an edited document still serializes, reparses
 //! to the same value, and — when the input was a valid OCI spec — is still a valid OCI spec
 //! (if it had a `process`).
@@ -43,12 +42,7 @@ fuzz_target!(|data: &[u8]| {
         (Err(_), _) | (_, Err(_)) => {}
     }
     for other in [&cdi, &jit] {
-        assert!(!matches!(other, Ok(Action::Legacy)), "a CDI mode picked the prestart hook: {other:?}");
-    }
-    let legacy_config = Config { runtime: RuntimeConfig { mode: Mode::Legacy, ..RuntimeConfig::default() }, ..Config::default() };
-    if let Ok(action) = &legacy {
-        let request = shim::legacy_request(data, path, &legacy_config);
-        assert_eq!(matches!(request, Ok(Some(_))), *action == Action::Legacy, "legacy_request disagrees with decide: {request:?}");
+        assert!(!matches!(other, Ok(Action::Legacy(_))), "a CDI mode picked the prestart hook: {other:?}");
     }
 
     let typed = serde_json::from_slice::<Spec>(data);

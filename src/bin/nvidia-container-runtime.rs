@@ -107,15 +107,13 @@ fn create(
         })?;
     let done = match action {
         shim::Action::PassThrough => unreachable!("returned above"),
-        shim::Action::Legacy => {
+        shim::Action::Legacy(req) => {
             let hook = shim::find_hook(config, &which)?;
             let env = shim::hook_env(from_env.map(|_| config_path));
             if !shim::add_hook(&mut spec, &hook, &env, &path)? {
                 log.info(&format!("{}: our hook is already there", path.display()));
                 return Ok(());
             }
-            let req = shim::legacy_request(&bytes, &path, config)?
-                .context("legacy mode without a GPU request")?;
             let mut done = format!("{}: added prestart hook {}", req.summary(), hook.display());
             if !config.cli.no_cgroups {
                 // The device rules of what the hook will inject, in the spec too. When the
