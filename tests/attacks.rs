@@ -27,15 +27,7 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
-        let dir = tempfile::Builder::new()
-            .prefix("nvct-attack-")
-            .tempdir()
-            .unwrap()
-            .keep();
-        let host = FakeHost::builder()
-            .gpus(2)
-            .build(&dir.join("host"))
-            .expect("fake host");
+        let (dir, host) = bundle::scratch_host("nvct-attack-", 2);
         // A live persistenced socket, so that both paths mount /run/nvidia-persistenced/socket.
         let sock = host.driver_root().join("run/nvidia-persistenced/socket");
         std::fs::create_dir_all(sock.parent().unwrap()).unwrap();

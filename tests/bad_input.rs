@@ -27,7 +27,6 @@
 mod common;
 
 use common::bundle::{self, out_text, Bundle, Image, CTK, HOOK};
-use common::fakehost::FakeHost;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -60,8 +59,7 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         let runc = bundle::require("runc");
-        let dir = tempfile::Builder::new().prefix("nvct-bad-").tempdir().unwrap().keep();
-        let host = FakeHost::builder().gpus(2).build(&dir.join("host")).expect("fake host");
+        let (dir, host) = bundle::scratch_host("nvct-bad-", 2);
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         let volume_config = bundle::write_config(
             &dir,
@@ -1449,15 +1447,7 @@ fn ld_cache_cases() {
     let _serial = serial();
     bundle::require_root();
     bundle::require("runc");
-    let dir = tempfile::Builder::new()
-        .prefix("nvct-bad-ldcache-")
-        .tempdir()
-        .unwrap()
-        .keep();
-    let host = FakeHost::builder()
-        .gpus(2)
-        .build(&dir.join("host"))
-        .expect("fake host");
+    let (dir, host) = bundle::scratch_host("nvct-bad-ldcache-", 2);
     let log = dir.join("hook.log");
     let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
     // The last table of the file is [nvidia-container-cli]: its debug log.

@@ -23,15 +23,7 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
-        let dir = tempfile::Builder::new()
-            .prefix("nvct-cdihook-")
-            .tempdir()
-            .unwrap()
-            .keep();
-        let host = FakeHost::builder()
-            .gpus(2)
-            .build(&dir.join("host"))
-            .expect("fake host (run `cargo build --examples` first)");
+        let (dir, host) = bundle::scratch_host("nvct-cdihook-", 2);
         Host { host, dir }
     })
 }

@@ -24,15 +24,7 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
-        let dir = tempfile::Builder::new()
-            .prefix("nvct-hook-")
-            .tempdir()
-            .unwrap()
-            .keep();
-        let host = FakeHost::builder()
-            .gpus(8)
-            .build(&dir.join("host"))
-            .expect("fake host");
+        let (dir, host) = bundle::scratch_host("nvct-hook-", 8);
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         Host { host, dir, config }
     })

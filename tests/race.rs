@@ -10,7 +10,6 @@
 mod common;
 
 use common::bundle::{self, Bundle, Image};
-use common::fakehost::FakeHost;
 use serde_json::json;
 use std::path::Path;
 
@@ -21,15 +20,7 @@ const LIB: &str = "/usr/lib64/libnvidia-ml.so.550.54.15";
 fn swapped_mount_target_never_reaches_the_host() {
     bundle::require_root();
     bundle::require("runc");
-    let dir = tempfile::Builder::new()
-        .prefix("nvct-race-")
-        .tempdir()
-        .unwrap()
-        .keep();
-    let host = FakeHost::builder()
-        .gpus(2)
-        .build(&dir.join("host"))
-        .expect("fake host");
+    let (dir, host) = bundle::scratch_host("nvct-race-", 2);
     let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
     // (name, container path swapped, whether the image already has a regular file there)
     let cases: &[(&str, &str, bool)] = &[

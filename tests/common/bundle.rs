@@ -267,6 +267,24 @@ pub fn processes_rooted_at(dir: &Path) -> Vec<u32> {
     out
 }
 
+/// A simulated GPU host with `gpus` GPUs in a new temp dir named `<prefix>…` that outlives the
+/// test (container tests inspect it after failures): (the dir, the host under `dir/host`).
+pub fn scratch_host(prefix: &str, gpus: u32) -> (PathBuf, super::fakehost::FakeHost) {
+    require_root();
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .unwrap()
+        .keep();
+    let host = super::fakehost::FakeHost::builder()
+        .gpus(gpus)
+        .build(&dir.join("host"))
+        .unwrap_or_else(|e| {
+            panic!("building the simulated host (run `cargo build --examples` first): {e}")
+        });
+    (dir, host)
+}
+
 /// A finished command's status, stdout and stderr, for assertion messages.
 pub fn out_text(out: &Output) -> String {
     format!(
