@@ -22,7 +22,7 @@ cargo test --locked --all-targets --all-features -- "$@"
 # `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman (tests/cdi.rs) set CPU
 # limits, and this machine's cpu controller is bound to its cgroup v1 hierarchy, so on the
 # simulated v2 host they cannot start any container (GPU or not): they run on v1 only.
-container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker)
+container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input)
 for host in v2 ubuntu; do
   echo "=== container tests on the simulated ${host} host"
   NVCT_TEST_HOST=$host cargo test --locked --all-features "${container_tests[@]}" -- "$@"

@@ -2,9 +2,25 @@
 //! builder of `Inventory` values for whole-value tests of the planner, the CDI generator and
 //! the fuzz targets. Plain literals, no I/O.
 
-use crate::model::{DeviceNode, DriverFile, FileKind, Gpu, Inventory, MigDevice, ProcDriver};
+use crate::model::{
+    Capability, DeviceNode, Devices, DriverFile, FileKind, Gpu, Inventory, MigDevice, ProcDriver,
+};
+use crate::request::Request;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// A request for `devices` with `caps`, no requirements, forward compat allowed (the default
+/// config's request).
+pub fn request(devices: Devices, caps: &[Capability]) -> Request {
+    Request {
+        devices,
+        capabilities: caps.iter().copied().collect(),
+        requirements: vec![],
+        mig_config: None,
+        mig_monitor: None,
+        cuda_compat: true,
+    }
+}
 
 /// A device node at `path` in the container, `/host<path>` on the host.
 pub fn node(path: &str, major: u32, minor: u32) -> DeviceNode {

@@ -357,16 +357,7 @@ mod tests {
         }
     }
 
-    fn req(devices: Devices, caps: &[Capability]) -> Request {
-        Request {
-            devices,
-            capabilities: caps.iter().copied().collect(),
-            requirements: vec![],
-            mig_config: None,
-            mig_monitor: None,
-            cuda_compat: true,
-        }
-    }
+    use crate::fixtures::request as req;
 
     #[test]
     fn upstream_config_spellings() {

@@ -2,21 +2,10 @@
 
 use super::*;
 
-use crate::fixtures::{file, inventory_in, node};
+use crate::fixtures::{file, inventory_in, node, request};
 
 fn inventory() -> Inventory {
     inventory_in("/usr/lib/x86_64-linux-gnu")
-}
-
-fn request(devices: Devices, caps: &[Capability]) -> Request {
-    Request {
-        devices,
-        capabilities: caps.iter().copied().collect(),
-        requirements: vec![],
-        mig_config: None,
-        mig_monitor: None,
-        cuda_compat: true,
-    }
 }
 
 fn layout() -> Layout {
