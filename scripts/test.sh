@@ -16,7 +16,20 @@ cargo build --locked --bins --examples --all-features
 # LD_PRELOAD; a static binary has no loader to obey it): tests/attacks.rs checks that build.
 cargo rustc --locked --all-features --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static
 export NVCT_STATIC_CDI_HOOK="$PWD/target/static/debug/nvidia-cdi-hook"
-cargo test --locked --all-targets --all-features -- "$@"
+# Tests leave their scratch dirs (simulated hosts, bundles, daemons' state) for inspection when
+# they fail. Each phase gets its own TMPDIR under one dir per run; a phase that passes has its
+# dir removed, so a run needs disk for one phase's scratch, not the whole suite's.
+suite_tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvct-suite.XXXXXX")
+chmod 0755 "$suite_tmp" # some tests run our tools as an unprivileged user
+echo "test scratch dirs under $suite_tmp ($(df -h --output=avail "$suite_tmp" | tail -1 | tr -d ' ') free)"
+phase() {
+  local name=$1
+  shift
+  mkdir -m 1777 "$suite_tmp/$name" # like /tmp
+  TMPDIR="$suite_tmp/$name" "$@"
+  rm -rf --one-file-system "${suite_tmp:?}/$name" || echo "warning: could not remove $suite_tmp/$name"
+}
+phase all cargo test --locked --all-targets --all-features -- "$@"
 # The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
 # with our CDI hooks under runc) and `docker run --gpus` through a real dockerd. containerd's
 # `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman (tests/cdi.rs) set CPU
@@ -25,5 +38,6 @@ cargo test --locked --all-targets --all-features -- "$@"
 container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input)
 for host in v2 ubuntu; do
   echo "=== container tests on the simulated ${host} host"
-  NVCT_TEST_HOST=$host cargo test --locked --all-features "${container_tests[@]}" -- "$@"
+  phase "$host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"
 done
+rmdir "$suite_tmp"
