@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# Release binaries for a real GPU host, into target/dist/: the prestart hook, the runtime shim
-# and nvidia-ctk (dynamically linked: they load the driver's libnvidia-ml.so.1), and
-# nvidia-cdi-hook statically linked, so that a CDI hook entry without an `env` (older specs,
-# hand-written hooks.d files), which runc runs with the container's environment, cannot make
-# the loader pull the image's LD_PRELOAD / LD_AUDIT / LD_LIBRARY_PATH libraries into it.
+# Release binaries for a real GPU host, as an install tree under target/dist/ (copy it to / or
+# package it):
+#   usr/bin/nvidia-cdi-hook                  statically linked
+#   usr/bin/nvidia-container-runtime-hook    statically linked front
+#   usr/bin/nvidia-ctk                       statically linked front
+#   usr/bin/nvidia-container-runtime         the runtime shim (dynamic; started by the engine)
+#   usr/libexec/nvct/nvidia-container-runtime-hook, usr/libexec/nvct/nvidia-ctk
+#                                            the dynamic programs the fronts exec with a clean
+#                                            environment (they load the driver's libnvidia-ml)
+# A hook entry without `env` (older CDI specs, hand-written hooks.d files) is run by runc with
+# the container's environment; a static binary has no loader to obey the image's LD_PRELOAD /
+# LD_AUDIT / LD_LIBRARY_PATH (docs/SECURITY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --locked --release --bins
-cargo rustc --locked --release --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static
-mkdir -p target/dist
-for b in nvidia-container-runtime-hook nvidia-container-runtime nvidia-ctk; do
-  install -m 0755 "target/release/$b" target/dist/
+for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
+  cargo rustc --locked --release --target-dir target/static --bin "$b" -- -C target-feature=+crt-static
 done
-install -m 0755 target/static/release/nvidia-cdi-hook target/dist/
-echo "target/dist: $(ls target/dist | tr '\n' ' ')"
+rm -rf target/dist
+mkdir -p target/dist/usr/bin target/dist/usr/libexec/nvct
+for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
+  install -m 0755 "target/static/release/$b" target/dist/usr/bin/
+done
+install -m 0755 target/release/nvidia-container-runtime target/dist/usr/bin/
+for b in nvidia-container-runtime-hook nvidia-ctk; do
+  install -m 0755 "target/release/$b" target/dist/usr/libexec/nvct/
+done
+(cd target/dist && find . -type f | sort)

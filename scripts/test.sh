@@ -12,10 +12,18 @@ cargo clippy --locked --all-targets --all-features -- -D warnings
 # --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
 # it is never part of a default or release build.
 cargo build --locked --bins --examples --all-features
-# The shipped nvidia-cdi-hook is statically linked (an env-less hook entry gets the image's
-# LD_PRELOAD; a static binary has no loader to obey it): tests/attacks.rs checks that build.
-cargo rustc --locked --all-features --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static
-export NVCT_STATIC_CDI_HOOK="$PWD/target/static/debug/nvidia-cdi-hook"
+# The installed hook binaries are statically linked (an env-less hook entry gets the image's
+# LD_PRELOAD; a static binary has no loader to obey it): nvidia-cdi-hook whole, the prestart
+# hook and nvidia-ctk as fronts that exec the dynamic build from ../libexec/nvct/ (the layout
+# scripts/build-release.sh ships). tests/attacks.rs runs them from NVCT_STATIC_BIN_DIR.
+for bin in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
+  cargo rustc --locked --all-features --target-dir target/static --bin "$bin" -- -C target-feature=+crt-static
+done
+mkdir -p target/static/libexec/nvct
+for bin in nvidia-container-runtime-hook nvidia-ctk; do
+  ln -sfn "$PWD/target/debug/$bin" "target/static/libexec/nvct/$bin"
+done
+export NVCT_STATIC_BIN_DIR="$PWD/target/static/debug"
 # Tests leave their scratch dirs (simulated hosts, bundles, daemons' state) for inspection when
 # they fail. Each phase gets its own TMPDIR under one dir per run; a phase that passes has its
 # dir removed, so a run needs disk for one phase's scratch, not the whole suite's.

@@ -1,13 +1,52 @@
 //! What every hook binary (the prestart hook, `nvidia-cdi-hook`, `nvidia-ctk hook`) does first:
-//! drop the dynamic loader's variables from its own environment, so that nothing it starts
-//! inherits them (a hook is started by the runtime, sometimes with the container's
-//! environment), and, in test builds with the `fault-injection` feature only, arm the rootfs
-//! check-then-use swap from `NVCT_FAULT_SWAP_PATH` / `NVCT_FAULT_SWAP_TARGET`.
+//! drop the loader's and glibc's file-loading variables from its own environment, so that
+//! nothing it starts inherits them (a hook is started by the runtime, sometimes with the
+//! container's environment), and, in test builds with the `fault-injection` feature only, arm
+//! the rootfs check-then-use swap from `NVCT_FAULT_SWAP_PATH` / `NVCT_FAULT_SWAP_TARGET`.
+//!
+//! Also the static front (`exec_worker`): the installed `nvidia-container-runtime-hook` and
+//! `nvidia-ctk` are statically linked builds whose only job is to clean the environment and
+//! exec the dynamically linked program (it loads the driver's libnvidia-ml.so.1) from
+//! `<prefix>/libexec/nvct/`. A static binary has no loader, so an entry without `env` that runc
+//! runs with the image's `LD_PRELOAD` cannot load anything into it, and the worker starts with
+//! a clean environment.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+/// The variables that make glibc load files named by the caller: the loader's own (`LD_*`) and
+/// the ones glibc ignores in setuid programs for the same reason.
+fn unsafe_var(name: &[u8]) -> bool {
+    const GLIBC_UNSECURE: &[&[u8]] = &[
+        b"GCONV_PATH",
+        b"GETCONF_DIR",
+        b"GLIBC_TUNABLES",
+        b"HOSTALIASES",
+        b"LOCALDOMAIN",
+        b"LOCPATH",
+        b"MALLOC_ARENA_MAX",
+        b"MALLOC_ARENA_TEST",
+        b"MALLOC_MMAP_MAX_",
+        b"MALLOC_MMAP_THRESHOLD_",
+        b"MALLOC_PERTURB_",
+        b"MALLOC_TOP_PAD_",
+        b"MALLOC_TRACE",
+        b"MALLOC_TRIM_THRESHOLD_",
+        b"NIS_PATH",
+        b"NLSPATH",
+        b"RESOLV_HOST_CONF",
+        b"RES_OPTIONS",
+        b"TMPDIR",
+        b"TZDIR",
+    ];
+    name.starts_with(b"LD_") || GLIBC_UNSECURE.contains(&name)
+}
 
 /// Call at the top of `main`, before any thread exists.
 pub fn start_hook() {
     for (k, _) in std::env::vars_os() {
-        if k.as_encoded_bytes().starts_with(b"LD_") || k == "GCONV_PATH" {
+        if unsafe_var(k.as_encoded_bytes()) {
             std::env::remove_var(k);
         }
     }
@@ -17,5 +56,87 @@ pub fn start_hook() {
         std::env::var_os("NVCT_FAULT_SWAP_TARGET"),
     ) {
         crate::container::rootfs::fault::arm(p.into(), t.into());
+    }
+}
+
+/// Where the front `exe` (`<prefix>/bin/<name>`) finds its worker:
+/// `<prefix>/libexec/nvct/<name>`.
+pub fn worker_path(exe: &Path, name: &str) -> PathBuf {
+    let bin_dir = exe.parent().unwrap_or(Path::new("/"));
+    let prefix = bin_dir.parent().unwrap_or(Path::new("/"));
+    prefix.join("libexec/nvct").join(name)
+}
+
+/// The static front's whole `main`: clean the environment, then exec the worker named `name`
+/// with the same arguments (argv[0] included) and stdin/stdout/stderr. Never returns: if the
+/// worker cannot be started, prints why and exits 1.
+pub fn exec_worker(name: &str) -> ! {
+    start_hook();
+    let exe = match std::fs::read_link("/proc/self/exe") {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{name}: error: /proc/self/exe: {e} (is /proc mounted?)");
+            std::process::exit(1)
+        }
+    };
+    let worker = worker_path(&exe, name);
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_else(|| OsString::from(name));
+    let e = std::process::Command::new(&worker)
+        .arg0(argv0)
+        .args(args)
+        .exec();
+    eprintln!(
+        "{name}: error: {}: cannot start the driver-facing program: {e} ({} is the statically \
+         linked front of an install that also has {}; reinstall the package, or install both \
+         from scripts/build-release.sh's target/dist)",
+        worker.display(),
+        exe.display(),
+        worker.display()
+    );
+    std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_var_cases() {
+        let cases: &[(&str, bool)] = &[
+            ("LD_PRELOAD", true),
+            ("LD_AUDIT", true),
+            ("LD_LIBRARY_PATH", true),
+            ("GCONV_PATH", true),
+            ("GLIBC_TUNABLES", true),
+            ("LOCPATH", true),
+            ("NVIDIA_VISIBLE_DEVICES", false),
+            ("PATH", false),
+            ("OLD_PRELOAD", false),
+        ];
+        for (name, want) in cases {
+            assert_eq!(unsafe_var(name.as_bytes()), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn worker_path_cases() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "package",
+                "/usr/bin/nvidia-ctk",
+                "/usr/libexec/nvct/nvidia-ctk",
+            ),
+            (
+                "local prefix",
+                "/usr/local/bin/nvidia-container-runtime-hook",
+                "/usr/local/libexec/nvct/nvidia-container-runtime-hook",
+            ),
+            ("at the root", "/nvidia-ctk", "/libexec/nvct/nvidia-ctk"),
+        ];
+        for (case, exe, want) in cases {
+            let name = Path::new(exe).file_name().unwrap().to_str().unwrap();
+            assert_eq!(worker_path(Path::new(exe), name), Path::new(want), "{case}");
+        }
     }
 }

@@ -1240,12 +1240,14 @@ fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
     assert_eq!(snapshot(&vol), before, "{context}");
 }
 
-/// The statically linked `nvidia-cdi-hook` that scripts/test.sh builds (and
-/// scripts/build-release.sh ships): `NVCT_STATIC_CDI_HOOK`.
-fn static_cdi_hook() -> PathBuf {
-    let path = std::env::var_os("NVCT_STATIC_CDI_HOOK")
+/// The statically linked build of `name` that scripts/test.sh builds into `NVCT_STATIC_BIN_DIR`
+/// (and scripts/build-release.sh ships): `nvidia-cdi-hook` whole; the prestart hook and
+/// `nvidia-ctk` as fronts that exec the dynamic build from `../libexec/nvct/`.
+fn static_bin(name: &str) -> PathBuf {
+    let dir = std::env::var_os("NVCT_STATIC_BIN_DIR")
         .map(PathBuf::from)
-        .expect("NVCT_STATIC_CDI_HOOK is not set: run the suite with scripts/test.sh, which builds the static nvidia-cdi-hook");
+        .expect("NVCT_STATIC_BIN_DIR is not set: run the suite with scripts/test.sh, which builds the static hook binaries");
+    let path = dir.join(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(
         nvct::container::ldconfig::static_elf(&bytes),
@@ -1257,60 +1259,94 @@ fn static_cdi_hook() -> PathBuf {
 }
 
 #[test]
-fn env_less_cdi_hook_entries_never_load_the_image_library() {
-    // CDI specs and hooks.d files written by older toolkits, or by hand, run the CDI hook
-    // without an `env`: runc then gives it the container's environment, LD_PRELOAD included,
-    // and a dynamically linked hook loads the image's library as root on the host before
-    // main (NVIDIAScape). The shipped nvidia-cdi-hook is static: the loader variables do
-    // nothing. Control: the dynamically linked build of the same hook does load it, so the
-    // test sees the attack when it works.
+fn env_less_hook_entries_never_load_the_image_library() {
+    // CDI specs and hooks.d files written by older toolkits, or by hand, run our binaries
+    // without an `env`: runc then gives a createContainer hook the container's environment,
+    // LD_PRELOAD included, and a dynamically linked binary loads the image's library as root
+    // on the host before main (NVIDIAScape). The shipped binaries are static (the prestart
+    // hook and nvidia-ctk as fronts that clean the environment and exec the dynamic program):
+    // the loader variables do nothing. Control: the dynamically linked build of each does load
+    // it, so the test sees the attack when it works.
     let h = host();
     let work = h.dir.join("env-less");
     std::fs::create_dir_all(&work).unwrap();
-    let static_hook = static_cdi_hook();
-    for (hook, must_load) in [
-        (static_hook.clone(), false),
-        (PathBuf::from(bundle::CDI_HOOK), true),
-    ] {
-        let canary = work.join(format!("canary-{must_load}"));
-        let mut b = Bundle::new(&h.dir, Image::Glibc);
-        let evil_dir = b.rootfs().join("usr/lib/evil");
-        std::fs::create_dir_all(&evil_dir).unwrap();
-        let src = work.join(format!("evil-{must_load}.c"));
-        std::fs::write(
-            &src,
-            EVIL_C.replace("CANARY", &canary.display().to_string()),
-        )
-        .unwrap();
-        let gcc = std::process::Command::new(bundle::require("gcc"))
-            .args(["-shared", "-fPIC", "-o"])
-            .arg(evil_dir.join("libevil.so"))
-            .arg(&src)
-            .output()
+    let ldcache: &[&str] = &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"];
+    let ctk_ldcache: &[&str] = &[
+        "hook",
+        "update-ldcache",
+        "--folder",
+        "/usr/lib/x86_64-linux-gnu",
+    ];
+    // (case, binary, dynamic build, args, what a run of the static build ends with)
+    let cases: &[(&str, &str, &str, &[&str], Result<(), &str>)] = &[
+        (
+            "nvidia-cdi-hook",
+            "nvidia-cdi-hook",
+            bundle::CDI_HOOK,
+            ldcache,
+            Ok(()),
+        ),
+        (
+            "nvidia-ctk hook",
+            "nvidia-ctk",
+            bundle::CTK,
+            ctk_ldcache,
+            Ok(()),
+        ),
+        (
+            "prestart hook at createContainer",
+            "nvidia-container-runtime-hook",
+            bundle::HOOK,
+            &["prestart"],
+            Err("registered at another stage than prestart"),
+        ),
+    ];
+    for (case, name, dynamic, args, want) in cases {
+        for (hook, must_load) in [(static_bin(name), false), (PathBuf::from(dynamic), true)] {
+            let tag = format!("{}-{must_load}", name);
+            let canary = work.join(format!("canary-{tag}"));
+            let mut b = Bundle::new(&h.dir, Image::Glibc);
+            let evil_dir = b.rootfs().join("usr/lib/evil");
+            std::fs::create_dir_all(&evil_dir).unwrap();
+            let src = work.join(format!("evil-{tag}.c"));
+            std::fs::write(
+                &src,
+                EVIL_C.replace("CANARY", &canary.display().to_string()),
+            )
             .unwrap();
-        assert!(
-            gcc.status.success(),
-            "gcc: {}",
-            String::from_utf8_lossy(&gcc.stderr)
-        );
-        b.env(&format!(
-            "LD_PRELOAD={}",
-            evil_dir.join("libevil.so").display()
-        ));
-        b.add_hook(
-            "createContainer",
-            hook.to_str().unwrap(),
-            &["update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"],
-        );
-        b.spec["hooks"]["createContainer"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("env");
-        let out = b.run("true");
-        let context = format!("hook {} : {}", hook.display(), bundle::out_text(&out));
-        assert_eq!(canary.exists(), must_load, "{context}");
-        if !must_load {
-            assert!(out.status.success(), "{context}");
+            let gcc = std::process::Command::new(bundle::require("gcc"))
+                .args(["-shared", "-fPIC", "-o"])
+                .arg(evil_dir.join("libevil.so"))
+                .arg(&src)
+                .output()
+                .unwrap();
+            assert!(
+                gcc.status.success(),
+                "gcc: {}",
+                String::from_utf8_lossy(&gcc.stderr)
+            );
+            b.env(&format!(
+                "LD_PRELOAD={}",
+                evil_dir.join("libevil.so").display()
+            ));
+            b.env("NVIDIA_VISIBLE_DEVICES=0");
+            b.add_hook("createContainer", hook.to_str().unwrap(), args);
+            b.spec["hooks"]["createContainer"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("env");
+            let out = b.run("true");
+            let context = format!("{case}: {} : {}", hook.display(), bundle::out_text(&out));
+            assert_eq!(canary.exists(), must_load, "{context}");
+            if !must_load {
+                match want {
+                    Ok(()) => assert!(out.status.success(), "{context}"),
+                    Err(msg) => {
+                        assert!(!out.status.success(), "{context}");
+                        assert!(out_has(&out, msg), "{context}");
+                    }
+                }
+            }
         }
     }
 }

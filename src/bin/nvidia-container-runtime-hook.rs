@@ -53,6 +53,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    // The statically linked build is the installed front (nvct::process::exec_worker).
+    if cfg!(target_feature = "crt-static") {
+        nvct::process::exec_worker("nvidia-container-runtime-hook");
+    }
     // Hooks are hostile-input programs: never let the container's loader variables reach
     // anything we start.
     nvct::process::start_hook();

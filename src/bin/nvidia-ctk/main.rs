@@ -51,6 +51,10 @@ pub struct Verbosity {
 }
 
 fn main() -> ExitCode {
+    // The statically linked build is the installed front (nvct::process::exec_worker).
+    if cfg!(target_feature = "crt-static") {
+        nvct::process::exec_worker("nvidia-ctk");
+    }
     let cli = Cli::parse();
     let v = Verbosity {
         debug: cli.debug,
