@@ -436,6 +436,339 @@ fn flags_cases() {
     }
 }
 
+/// `cdi generate` with `env` set and `args` (after `cdi generate`), every other `NVIDIA_CTK_*`
+/// variable of this process removed: (success, stdout, stderr, context).
+fn generate_with_env(env: &[(&str, String)], args: &[String]) -> (bool, String, String, String) {
+    let mut cmd = Command::new(CTK);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NVIDIA_CTK_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(["cdi", "generate"])
+        .args(args)
+        .envs(env.iter().cloned());
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {CTK}: {e}"));
+    let text = out_text(&cmd, &out);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+        text,
+    )
+}
+
+/// The variables nvidia-cdi-refresh.service and its env file set (upstream's names) act as their
+/// flags; the flag on the command line wins; an empty variable is unset; lists are
+/// comma-separated.
+#[test]
+fn environment_variables_cases() {
+    let h = host(2, false);
+    let s = |p: &Path| p.display().to_string();
+    let (driver, proc) = (s(&h.driver_root()), s(&h.proc_root()));
+    // A dev root of its own (its dev/ a link to the host's): the spec's node paths show which
+    // root was used.
+    let dev_root = unique("devroot");
+    std::fs::create_dir_all(&dev_root).unwrap();
+    std::os::unix::fs::symlink(h.dev_root().join("dev"), dev_root.join("dev")).unwrap();
+    let dev_root = s(&dev_root);
+    let (u0, u1) = (h.gpus()[0].uuid.as_str(), h.gpus()[1].uuid.as_str());
+
+    // What a case looks at in the spec text.
+    fn names(text: &str) -> Value {
+        parse(text)["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].clone())
+            .collect()
+    }
+    fn kind(text: &str) -> Value {
+        parse(text)["kind"].clone()
+    }
+    fn hooks(text: &str) -> Value {
+        let doc = parse(text);
+        let hooks = doc["containerEdits"]["hooks"].as_array().cloned();
+        hooks
+            .unwrap_or_default()
+            .iter()
+            .map(|h| json!([h["path"], h["args"][1]]))
+            .collect()
+    }
+    fn ldcache_args(text: &str) -> Value {
+        let doc = parse(text);
+        let hooks = doc["containerEdits"]["hooks"].as_array().unwrap().clone();
+        hooks
+            .into_iter()
+            .find(|h| h["args"][1] == "update-ldcache")
+            .map(|h| h["args"].clone())
+            .unwrap_or_default()
+    }
+    fn node_path(text: &str) -> Value {
+        parse(text)["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"].clone()
+    }
+    fn format(text: &str) -> Value {
+        json!(if text.starts_with("---\n") {
+            "yaml"
+        } else if serde_json::from_str::<Value>(text).is_ok() {
+            "json"
+        } else {
+            "neither"
+        })
+    }
+    const HOOK: &str = "/usr/bin/nvidia-cdi-hook";
+    let all_hooks = |path: &str| {
+        json!([
+            [path, "create-symlinks"],
+            [path, "disable-device-node-modification"],
+            [path, "enable-cuda-compat"],
+            [path, "update-ldcache"]
+        ])
+    };
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let ldcache = |ldconfig: &str| {
+        json!([
+            "nvidia-cdi-hook",
+            "update-ldcache",
+            "--ldconfig-path",
+            ldconfig,
+            "--folder",
+            lib
+        ])
+    };
+    let node = |root: &str| json!(format!("{root}/dev/nvidia0"));
+    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<&str>, fn(&str) -> Value, Value)> = vec![
+        (
+            "device ids",
+            vec![("NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS", "1")],
+            vec![],
+            names,
+            json!(["1", u1, "all"]),
+        ),
+        (
+            "device ids: the flag wins",
+            vec![("NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS", "1")],
+            vec!["--device-id", "0"],
+            names,
+            json!(["0", u0, "all"]),
+        ),
+        (
+            "device ids: an empty variable is unset",
+            vec![("NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS", "")],
+            vec![],
+            names,
+            json!(["0", u0, "1", u1, "all"]),
+        ),
+        (
+            "name strategies, a comma list",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES",
+                "type-index,uuid",
+            )],
+            vec![],
+            names,
+            json!(["gpu0", u0, "gpu1", u1, "all"]),
+        ),
+        (
+            "name strategies: the flag wins",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES",
+                "type-index,uuid",
+            )],
+            vec!["--device-name-strategy", "index"],
+            names,
+            json!(["0", "1", "all"]),
+        ),
+        (
+            "vendor and class",
+            vec![
+                ("NVIDIA_CTK_CDI_GENERATE_VENDOR", "example.com"),
+                ("NVIDIA_CTK_CDI_GENERATE_CLASS", "acc"),
+            ],
+            vec![],
+            kind,
+            json!("example.com/acc"),
+        ),
+        (
+            "vendor and class: the flag wins",
+            vec![
+                ("NVIDIA_CTK_CDI_GENERATE_VENDOR", "example.com"),
+                ("NVIDIA_CTK_CDI_GENERATE_CLASS", "acc"),
+            ],
+            vec!["--class", "other"],
+            kind,
+            json!("example.com/other"),
+        ),
+        (
+            "hook path",
+            vec![("NVIDIA_CTK_CDI_HOOK_PATH", "/opt/nvct/nvidia-cdi-hook")],
+            vec![],
+            hooks,
+            all_hooks("/opt/nvct/nvidia-cdi-hook"),
+        ),
+        (
+            "hook path: the flag wins",
+            vec![("NVIDIA_CTK_CDI_HOOK_PATH", "/opt/nvct/nvidia-cdi-hook")],
+            vec!["--nvidia-cdi-hook-path", HOOK],
+            hooks,
+            all_hooks(HOOK),
+        ),
+        (
+            "disabled hooks, a comma list",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS",
+                "create-symlinks,enable-cuda-compat",
+            )],
+            vec![],
+            hooks,
+            json!([
+                [HOOK, "disable-device-node-modification"],
+                [HOOK, "update-ldcache"]
+            ]),
+        ),
+        (
+            "disabled hooks: the flag wins",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS",
+                "create-symlinks,enable-cuda-compat",
+            )],
+            vec!["--disable-hook", "all"],
+            hooks,
+            json!([]),
+        ),
+        (
+            "ldconfig path",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_LDCONFIG_PATH",
+                "/sbin/ldconfig.env",
+            )],
+            vec![],
+            ldcache_args,
+            ldcache("/sbin/ldconfig.env"),
+        ),
+        (
+            "ldconfig path: the flag wins",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_LDCONFIG_PATH",
+                "/sbin/ldconfig.env",
+            )],
+            vec!["--ldconfig-path", "/sbin/ldconfig.flag"],
+            ldcache_args,
+            ldcache("/sbin/ldconfig.flag"),
+        ),
+        (
+            "driver root",
+            vec![("NVIDIA_CTK_DRIVER_ROOT", &driver)],
+            vec![],
+            node_path,
+            node(&driver),
+        ),
+        (
+            "driver root: the flag wins",
+            vec![("NVIDIA_CTK_DRIVER_ROOT", "/nonexistent-driver-root")],
+            vec!["--driver-root", &driver],
+            node_path,
+            node(&driver),
+        ),
+        (
+            "dev root",
+            vec![("NVIDIA_CTK_DEV_ROOT", &dev_root)],
+            vec!["--driver-root", &driver],
+            node_path,
+            node(&dev_root),
+        ),
+        (
+            "dev root: the flag wins",
+            vec![("NVIDIA_CTK_DEV_ROOT", "/nonexistent-dev-root")],
+            vec!["--driver-root", &driver, "--dev-root", &dev_root],
+            node_path,
+            node(&dev_root),
+        ),
+        (
+            "format",
+            vec![("NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT", "json")],
+            vec![],
+            format,
+            json!("json"),
+        ),
+        (
+            "format: the flag wins",
+            vec![("NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT", "json")],
+            vec!["--format", "yaml"],
+            format,
+            json!("yaml"),
+        ),
+    ];
+    for (case, env, flags, look, want) in cases {
+        let env: Vec<(&str, String)> = env.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+        let mut args: Vec<String> = vec!["--proc-root".into(), proc.clone()];
+        if !env.iter().any(|(k, _)| *k == "NVIDIA_CTK_DRIVER_ROOT")
+            && !flags.contains(&"--driver-root")
+        {
+            args.extend(["--driver-root".into(), driver.clone()]);
+        }
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let (ok, stdout, _, text) = generate_with_env(&env, &args);
+        assert!(ok, "case {case}: {text}");
+        assert_eq!(look(&stdout), want, "case {case}: {text}");
+    }
+
+    // The output file: the unit's variable, and the flag over it.
+    let base = || -> Vec<String> {
+        vec![
+            "--driver-root".into(),
+            driver.clone(),
+            "--proc-root".into(),
+            proc.clone(),
+        ]
+    };
+    let (from_env, from_flag) = (unique("env-out").with_extension("json"), unique("flag-out"));
+    let env = [("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", s(&from_env))];
+    let (ok, stdout, _, text) = generate_with_env(&env, &base());
+    assert!(
+        ok && stdout.is_empty(),
+        "output variable: the spec goes to the file: {text}"
+    );
+    let written = std::fs::read_to_string(&from_env)
+        .unwrap_or_else(|e| panic!("output variable: {}: {e}: {text}", from_env.display()));
+    assert_eq!(
+        format(&written),
+        json!("json"),
+        "output variable: format from its extension"
+    );
+    let mut args = base();
+    args.extend(["--output".into(), s(&from_flag)]);
+    let env = [("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", s(&unique("unused")))];
+    let (ok, _, _, text) = generate_with_env(&env, &args);
+    assert!(ok, "output: the flag wins: {text}");
+    assert!(from_flag.exists(), "output: the flag wins: {text}");
+    assert!(
+        !Path::new(&env[0].1).exists(),
+        "output: the variable's file was written: {text}"
+    );
+
+    // A bad value from a variable names the variable.
+    for (case, var, value) in [
+        (
+            "strategy",
+            "NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES",
+            "index,name",
+        ),
+        ("hook", "NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS", "nope"),
+        ("device id", "NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS", "gpu0"),
+        ("format", "NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT", "toml"),
+    ] {
+        let (ok, _, stderr, text) = generate_with_env(&[(var, value.to_string())], &base());
+        assert!(!ok, "case {case}: {text}");
+        assert!(
+            stderr.contains(var),
+            "case {case}: the message names {var}: {text}"
+        );
+    }
+}
+
 #[test]
 fn list_prints_every_device_and_names_broken_files() {
     let h = host(8, false);

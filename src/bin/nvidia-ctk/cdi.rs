@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use nvct::cdi::{self, list, validate, Format, HookKind, NameStrategy, Options};
 use nvct::fsutil::{self, WriteOptions};
 use nvct::request::{DeviceId, Devices};
@@ -31,50 +31,77 @@ enum CdiCommand {
     Validate(ValidateArgs),
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum FormatArg {
-    Yaml,
-    Json,
-}
-
-/// `cdi generate` flags exactly as typed.
+/// `cdi generate` flags exactly as typed. Each also reads upstream's environment variable (what
+/// the nvidia-cdi-refresh unit and its env file set); a flag on the command line wins over its
+/// variable, and an empty variable counts as unset. List variables are comma-separated.
 #[derive(Args, Debug)]
 struct GenerateArgs {
-    /// File to write; stdout when empty.
-    #[arg(long, default_value = "")]
+    /// File to write (atomically, mode 0644); stdout when empty.
+    #[arg(long, env = "NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", default_value = "")]
     output: String,
     /// yaml or json; default: from the --output extension, else yaml.
-    #[arg(long, value_enum)]
-    format: Option<FormatArg>,
+    #[arg(long, env = "NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT")]
+    format: Option<String>,
     /// Where the driver's files are (`/`, or `/run/nvidia/driver` with a containerised driver).
-    #[arg(long, default_value = "/")]
-    driver_root: PathBuf,
+    #[arg(long, env = "NVIDIA_CTK_DRIVER_ROOT", default_value = "/")]
+    driver_root: String,
     /// Where `dev/nvidia*` are; default: the driver root.
-    #[arg(long)]
-    dev_root: Option<PathBuf>,
+    #[arg(long, env = "NVIDIA_CTK_DEV_ROOT")]
+    dev_root: Option<String>,
     /// procfs to read `driver/nvidia` and `devices` from.
     #[arg(long, default_value = "/proc")]
     proc_root: PathBuf,
-    /// index, uuid or type-index (repeatable; default: index and uuid).
-    #[arg(long = "device-name-strategy")]
+    /// index, uuid or type-index (repeatable, or a comma list; default: index and uuid).
+    #[arg(
+        long = "device-name-strategy",
+        env = "NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES",
+        value_delimiter = ','
+    )]
     device_name_strategy: Vec<String>,
-    #[arg(long, default_value = cdi::generate::DEFAULT_VENDOR)]
+    /// The vendor half of the spec's kind (`vendor/class`).
+    #[arg(
+        long,
+        alias = "cdi-vendor",
+        env = "NVIDIA_CTK_CDI_GENERATE_VENDOR",
+        default_value = cdi::generate::DEFAULT_VENDOR
+    )]
     vendor: String,
-    #[arg(long, default_value = cdi::generate::DEFAULT_CLASS)]
+    /// The class half of the spec's kind (`vendor/class`).
+    #[arg(
+        long,
+        alias = "cdi-class",
+        env = "NVIDIA_CTK_CDI_GENERATE_CLASS",
+        default_value = cdi::generate::DEFAULT_CLASS
+    )]
     class: String,
     /// The nvidia-cdi-hook the spec's hooks run.
-    #[arg(long, default_value = cdi::generate::DEFAULT_HOOK_PATH)]
+    #[arg(
+        long,
+        alias = "nvidia-ctk-path",
+        env = "NVIDIA_CTK_CDI_HOOK_PATH",
+        default_value = cdi::generate::DEFAULT_HOOK_PATH
+    )]
     nvidia_cdi_hook_path: String,
     /// ldconfig for the update-ldcache hook (passed as --ldconfig-path when given).
-    #[arg(long)]
+    #[arg(long, env = "NVIDIA_CTK_CDI_GENERATE_LDCONFIG_PATH")]
     ldconfig_path: Option<String>,
     /// A hook to leave out: create-symlinks, update-ldcache, disable-device-node-modification,
-    /// enable-cuda-compat or all (repeatable).
-    #[arg(long = "disable-hook")]
+    /// enable-cuda-compat or all (repeatable, or a comma list).
+    #[arg(
+        long = "disable-hook",
+        alias = "disable-hooks",
+        env = "NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS",
+        value_delimiter = ','
+    )]
     disable_hook: Vec<String>,
     /// Devices to include: all, or ids (index, i:j, GPU-/MIG- uuid, PCI bus id); repeatable,
     /// comma lists accepted.
-    #[arg(long = "device-id")]
+    #[arg(
+        long = "device-id",
+        aliases = ["device-ids", "device", "devices"],
+        env = "NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS",
+        value_delimiter = ','
+    )]
     device_id: Vec<String>,
 }
 
@@ -105,42 +132,43 @@ struct Generate {
 
 fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let output = (!raw.output.is_empty()).then(|| PathBuf::from(&raw.output));
-    let format = match (raw.format, &output) {
-        (Some(FormatArg::Yaml), _) => Format::Yaml,
-        (Some(FormatArg::Json), _) => Format::Json,
+    let format = match (raw.format.as_deref().filter(|f| !f.is_empty()), &output) {
+        (Some("yaml"), _) => Format::Yaml,
+        (Some("json"), _) => Format::Json,
+        (Some(other), _) => bail!(
+            "--format {other:?} (or NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT): expected yaml or json"
+        ),
         (None, Some(p)) => Format::from_path(p).unwrap_or(Format::Yaml),
         (None, None) => Format::Yaml,
     };
     let mut strategies = Vec::new();
-    for s in &raw.device_name_strategy {
+    for s in nonempty(&raw.device_name_strategy) {
         strategies.push(NameStrategy::parse(s).with_context(|| {
-            format!("--device-name-strategy {s:?}: expected index, uuid or type-index")
+            format!(
+                "--device-name-strategy {s:?} (or NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES): \
+                 expected index, uuid or type-index"
+            )
         })?);
     }
     if strategies.is_empty() {
         strategies = Options::default().strategies;
     }
     let mut disabled_hooks = BTreeSet::new();
-    for h in &raw.disable_hook {
+    for h in nonempty(&raw.disable_hook) {
         if h == "all" {
             disabled_hooks.extend(HookKind::ALL);
         } else {
             let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
             disabled_hooks.insert(HookKind::parse(h).with_context(|| {
                 format!(
-                    "--disable-hook {h:?}: expected all or one of {}",
+                    "--disable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS): expected \
+                     all or one of {}",
                     names.join(", ")
                 )
             })?);
         }
     }
-    let ids: Vec<&str> = raw
-        .device_id
-        .iter()
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let ids: Vec<&str> = nonempty(&raw.device_id).collect();
     let devices = if ids.is_empty() || ids.contains(&"all") {
         Devices::All
     } else {
@@ -148,7 +176,10 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             .iter()
             .map(|s| {
                 DeviceId::parse(s).with_context(|| {
-                    format!("--device-id {s:?}: not an index, i:j, UUID or PCI bus id")
+                    format!(
+                        "--device-id {s:?} (or NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS): not an \
+                         index, i:j, UUID or PCI bus id"
+                    )
                 })
             })
             .collect();
@@ -158,10 +189,13 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let absolute = |p: PathBuf, flag: &str| {
         std::path::absolute(&p).with_context(|| format!("{flag} {}", p.display()))
     };
-    let driver_root = absolute(raw.driver_root, "--driver-root")?;
-    let dev_root = match raw.dev_root {
-        Some(d) => absolute(d, "--dev-root")?,
-        None => driver_root.clone(),
+    let driver_root = match raw.driver_root.as_str() {
+        "" => PathBuf::from("/"),
+        d => absolute(d.into(), "--driver-root")?,
+    };
+    let dev_root = match raw.dev_root.as_deref() {
+        None | Some("") => driver_root.clone(),
+        Some(d) => absolute(d.into(), "--dev-root")?,
     };
     let proc_root = absolute(raw.proc_root, "--proc-root")?;
     Ok(Generate {
@@ -169,10 +203,10 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         format,
         root: DriverRoot::new(driver_root, dev_root, proc_root.clone()),
         opts: Options {
-            vendor: raw.vendor,
-            class: raw.class,
+            vendor: or_default(raw.vendor, cdi::generate::DEFAULT_VENDOR),
+            class: or_default(raw.class, cdi::generate::DEFAULT_CLASS),
             strategies,
-            hook_path: raw.nvidia_cdi_hook_path,
+            hook_path: or_default(raw.nvidia_cdi_hook_path, cdi::generate::DEFAULT_HOOK_PATH),
             ldconfig_path: raw.ldconfig_path.filter(|p| !p.is_empty()),
             proc_root,
             disabled_hooks,
@@ -213,6 +247,21 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The items of a list flag or variable, trimmed, without empty ones (`a,,b`, a trailing comma,
+/// an empty variable).
+fn nonempty(items: &[String]) -> impl Iterator<Item = &str> {
+    items.iter().map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+/// `value`, or `default` when it is empty (an empty variable of the env file).
+fn or_default(value: String, default: &str) -> String {
+    if value.is_empty() {
+        default.to_owned()
+    } else {
+        value
+    }
 }
 
 /// A spec is public data: 0644 even when it replaces a file with another mode.
