@@ -3,6 +3,7 @@
 
 mod cdi;
 mod config;
+mod docs;
 mod hook;
 mod runtime;
 
@@ -41,6 +42,9 @@ enum Command {
     Hook(hook::HookArgs),
     /// Generate, list and validate CDI specs.
     Cdi(cdi::CdiArgs),
+    /// Write the man pages and shell completions (for packages).
+    #[command(hide = true)]
+    GenerateDocs(docs::DocsArgs),
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
             hook::run(args, "nvidia-ctk hook")
         }
         Command::Cdi(args) => cdi::run(args, v),
+        Command::GenerateDocs(args) => docs::run(args, v),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

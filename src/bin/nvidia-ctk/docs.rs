@@ -1,0 +1,85 @@
+//! `nvidia-ctk generate-docs --output DIR` (hidden): the man pages and shell completions of
+//! `nvidia-ctk`, generated from its clap definitions (`Cli::command()`, so a subcommand added to
+//! main.rs gets its page and its completions without a change here). scripts/package.sh runs it
+//! from the freshly built binary and installs what it writes:
+//!
+//! ```text
+//! DIR/man1/nvidia-ctk.1                 the command and its subcommands
+//! DIR/man1/nvidia-ctk-<sub>[-<sub>].1   one page per visible subcommand, recursively
+//! DIR/completions/nvidia-ctk.bash       bash
+//! DIR/completions/_nvidia-ctk           zsh
+//! DIR/completions/nvidia-ctk.fish       fish
+//! ```
+//!
+//! Hidden subcommands (this one) get no page. Each file is written atomically.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory};
+use clap_complete::{Generator, Shell};
+use nvct::fsutil::{self, WriteOptions};
+
+use crate::Verbosity;
+
+#[derive(Args, Debug)]
+pub struct DocsArgs {
+    /// Directory to write man1/ and completions/ into (created when missing).
+    #[arg(long)]
+    output: PathBuf,
+}
+
+/// The name users type, and the one the completions register for.
+const BIN: &str = "nvidia-ctk";
+
+pub fn run(args: DocsArgs, v: Verbosity) -> Result<()> {
+    let mut cmd = crate::Cli::command()
+        .bin_name(BIN)
+        .disable_help_subcommand(true);
+    // Sets each subcommand's display name (`nvidia-ctk-runtime-configure`): the page's title
+    // and file name.
+    cmd.build();
+    let mut written = Vec::new();
+    let man1 = args.output.join("man1");
+    man_pages(&cmd, &man1, &mut written)?;
+    let completions = args.output.join("completions");
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        let mut text = Vec::new();
+        clap_complete::generate(shell, &mut cmd.clone(), BIN, &mut text);
+        let path = completions.join(shell.file_name(BIN));
+        write(&path, &text)?;
+        written.push(path);
+    }
+    if !v.quiet {
+        for p in &written {
+            eprintln!("nvidia-ctk: wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// The page of `cmd`, then those of its visible subcommands, depth first.
+fn man_pages(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> Result<()> {
+    let man = clap_mangen::Man::new(cmd.clone())
+        .source(concat!(
+            "nvidia-container-toolkit ",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .manual("NVIDIA container toolkit");
+    let mut text = Vec::new();
+    man.render(&mut text)
+        .with_context(|| format!("rendering the man page of {}", cmd.get_name()))?;
+    let path = dir.join(man.get_filename());
+    write(&path, &text)?;
+    written.push(path);
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        man_pages(sub, dir, written)?;
+    }
+    Ok(())
+}
+
+fn write(path: &Path, content: &[u8]) -> Result<()> {
+    fsutil::write_atomic(path, content, &WriteOptions::default())
+        .with_context(|| format!("writing {} (pass a writable --output)", path.display()))?;
+    Ok(())
+}
