@@ -17,7 +17,7 @@
 //! {"driver_version": "550.54.15", "cuda_version": 12040,
 //!  "gpus": [{"uuid": "GPU-…", "name": "NVIDIA H100 80GB HBM3", "minor": 0,
 //!            "bus_id": "00000000:3B:00.0", "pci_device_id": 590352606,
-//!            "memory_total": 85520809984, "mig_enabled": true,
+//!            "memory_total": 85520809984, "persistence_mode": true, "mig_enabled": true,
 //!            "migs": [{"gi": 1, "ci": 0, "uuid": "MIG-…"}]}]}
 //! ```
 //!
@@ -64,6 +64,8 @@ struct GpuConfig {
     bus_id: String,
     pci_device_id: c_uint,
     memory_total: c_ulonglong,
+    #[serde(default)]
+    persistence_mode: bool,
     #[serde(default)]
     mig_enabled: bool,
     #[serde(default)]
@@ -446,6 +448,15 @@ pub extern "C" fn nvmlDeviceGetName(
 pub extern "C" fn nvmlDeviceGetMinorNumber(device: Device, minor: *mut c_uint) -> NvmlReturn {
     with_device(device, move |s, handle| match handle {
         Handle::Gpu(i) => put(minor, s.config.gpus[i].minor),
+        Handle::Mig(..) => ERROR_NOT_SUPPORTED,
+    })
+}
+
+/// `nvmlEnableState_t`: 0 disabled, 1 enabled (`persistence_mode` of the GPU).
+#[no_mangle]
+pub extern "C" fn nvmlDeviceGetPersistenceMode(device: Device, mode: *mut c_uint) -> NvmlReturn {
+    with_device(device, move |s, handle| match handle {
+        Handle::Gpu(i) => put(mode, c_uint::from(s.config.gpus[i].persistence_mode)),
         Handle::Mig(..) => ERROR_NOT_SUPPORTED,
     })
 }

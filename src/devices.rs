@@ -101,7 +101,7 @@ pub(crate) fn parse_mig_minors(text: &str) -> BTreeMap<String, u32> {
 }
 
 /// GPUs from `/proc/driver/nvidia/gpus/*/information`, indexed in PCI bus order (as NVML does).
-pub(crate) fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
+pub fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
     let dir = root.proc_path("driver/nvidia/gpus");
     // No `gpus/` at all: a loaded driver with no GPU bound to it (the caller decides whether
     // that is an error).
@@ -132,6 +132,8 @@ pub(crate) fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError
             bus_id,
             model,
             brand: String::new(),
+            memory_mib: 0,
+            persistence_mode: None,
             mig_enabled: false,
             migs: vec![],
         });

@@ -52,6 +52,8 @@ pub fn gpu(index: u32, mig: bool) -> Gpu {
         bus_id: format!("0000:0{index}:00.0"),
         model: "NVIDIA H100".into(),
         brand: "tesla".into(),
+        memory_mib: 81559,
+        persistence_mode: Some(true),
         mig_enabled: mig,
         migs: if mig {
             vec![MigDevice {

@@ -14,10 +14,12 @@ pub mod config_edit;
 pub mod container;
 pub mod devices;
 pub mod discover;
+pub mod doctor;
 pub mod driver;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod fsutil;
+pub mod labels;
 pub mod ldcache;
 pub mod log;
 pub mod model;
@@ -31,3 +33,4 @@ pub mod runtime_config;
 pub mod shim;
 pub mod spec_edit;
 mod sys;
+pub mod system;

@@ -234,6 +234,11 @@ pub struct Gpu {
     /// NVML's brand, lowercase (`tesla`, `geforce`, `quadro`, `nvidia`, ...); empty when not
     /// known (GPUs read from `/proc/driver/nvidia`).
     pub brand: String,
+    /// Total memory in MiB, as NVML reports it; 0 when not known (GPUs read from
+    /// `/proc/driver/nvidia`).
+    pub memory_mib: u64,
+    /// Persistence mode, when NVML told us.
+    pub persistence_mode: Option<bool>,
     /// Whether MIG mode is currently enabled.
     pub mig_enabled: bool,
     /// MIG devices of this GPU (empty unless `mig_enabled`).

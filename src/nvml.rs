@@ -129,6 +129,11 @@ fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, Nvm
             .brand()
             .map(|b| format!("{b:?}").to_lowercase())
             .unwrap_or_default(),
+        memory_mib: device
+            .memory_info()
+            .map(|m| m.total / (1024 * 1024))
+            .unwrap_or(0),
+        persistence_mode: device.is_in_persistent_mode().ok(),
         mig_enabled,
         migs,
     })

@@ -38,12 +38,12 @@ impl DriverRoot {
     }
 
     /// The host path of a device node path (`/dev/nvidia0`).
-    pub(crate) fn dev_path(&self, path: impl AsRef<Path>) -> PathBuf {
+    pub fn dev_path(&self, path: impl AsRef<Path>) -> PathBuf {
         under(&self.dev_root, path.as_ref())
     }
 
     /// The host path of a procfs-relative path (`driver/nvidia/version`).
-    pub(crate) fn proc_path(&self, path: impl AsRef<Path>) -> PathBuf {
+    pub fn proc_path(&self, path: impl AsRef<Path>) -> PathBuf {
         under(&self.proc_root, path.as_ref())
     }
 

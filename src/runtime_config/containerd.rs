@@ -20,7 +20,8 @@ use toml_edit::{value, Array, DocumentMut, Item, Table, Value};
 
 use super::{
     entry_table_like, has_key, options_table, parse_toml, prepare_copy, prune_empty, restore_value,
-    set_value, str_at, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
+    set_value, str_at, table_at, table_at_create, table_at_mut, Change, Error, Options, Outcome,
+    Source,
 };
 
 /// `runtime_type` written when the copied entry has none.
@@ -141,6 +142,24 @@ fn configure_doc(
         set_value(t, "enable_cdi", Value::from(true));
     }
     Ok(())
+}
+
+/// How `src` (a config file, or `containerd config dump` output) registers runtime `name`.
+pub fn status(src: Source<'_>, name: &str) -> Result<super::Registration, Error> {
+    let doc = parse_toml(&src)?;
+    let v = version(&doc, src.path)?;
+    let root = doc.as_table();
+    let entry = table_at(root, &v.runtimes()).and_then(|t| t.get(name)?.as_table_like());
+    let option = |key: &str| entry?.get("options")?.as_table_like()?.get(key).cloned();
+    let runtime_path = option("BinaryName")
+        .or_else(|| option("Runtime"))
+        .and_then(|i| i.as_str().map(str::to_string))
+        .or_else(|| entry.map(|_| "runc".to_string()));
+    Ok(super::Registration {
+        is_default: str_at(root, &v.containerd(), "default_runtime_name") == Some(name),
+        systemd_cgroup: option("SystemdCgroup").and_then(|i| i.as_bool()),
+        runtime_path,
+    })
 }
 
 /// The glob written into `imports` for a drop-in file.

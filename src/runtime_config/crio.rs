@@ -12,7 +12,7 @@ use toml_edit::{DocumentMut, Item, Table, Value};
 
 use super::{
     entry_table_like, has_key, parse_toml, prepare_copy, prune_empty, restore_value, set_value,
-    str_at, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
+    str_at, table_at, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
 };
 
 const RUNTIME: [&str; 2] = ["crio", "runtime"];
@@ -71,6 +71,26 @@ fn configure_doc(
         table_at_mut(root, &RUNTIME).map(|t| t.remove("default_runtime"));
     }
     Ok(())
+}
+
+/// How `src` (a config file or drop-in, or `crio status config` output) registers runtime
+/// `name`. CRI-O's own default cgroup manager is systemd.
+pub fn status(src: Source<'_>, name: &str) -> Result<super::Registration, Error> {
+    let doc = parse_toml(&src)?;
+    let root = doc.as_table();
+    let runtime_path = table_at(root, &RUNTIMES)
+        .and_then(|t| t.get(name)?.as_table_like())
+        .map(|e| {
+            e.get("runtime_path")
+                .and_then(|i| i.as_str())
+                .unwrap_or("")
+                .to_string()
+        });
+    Ok(super::Registration {
+        runtime_path,
+        is_default: str_at(root, &RUNTIME, "default_runtime") == Some(name),
+        systemd_cgroup: str_at(root, &RUNTIME, "cgroup_manager").map(|m| m == "systemd"),
+    })
 }
 
 /// Configure CRI-O. `base` supplies the runtime to copy (the file itself, or `crio status config`

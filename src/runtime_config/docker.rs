@@ -86,6 +86,31 @@ fn finish(src: &Source<'_>, before: &Map<String, Value>, after: &Map<String, Val
     }
 }
 
+/// How `src` (`daemon.json`) registers runtime `name`.
+pub fn status(src: Source<'_>, name: &str) -> Result<super::Registration, Error> {
+    let m = parse(&src)?;
+    let runtime_path = m.get("runtimes").and_then(|r| r.get(name)).map(|e| {
+        e.get("path")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    });
+    let systemd_cgroup = m
+        .get("exec-opts")
+        .and_then(Value::as_array)
+        .and_then(|opts| {
+            opts.iter()
+                .filter_map(Value::as_str)
+                .find_map(|o| o.strip_prefix("native.cgroupdriver="))
+        })
+        .map(|d| d == "systemd");
+    Ok(super::Registration {
+        runtime_path,
+        is_default: m.get("default-runtime").and_then(Value::as_str) == Some(name),
+        systemd_cgroup,
+    })
+}
+
 /// Configure docker: `runtimes.<name> = {"args": [], "path": ...}`, `default-runtime` when set
 /// as default (removed when it names us and we are not), `features.cdi = true` with CDI.
 pub fn configure(src: Source<'_>, opts: &Options) -> Result<Outcome, Error> {

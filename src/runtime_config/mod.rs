@@ -94,6 +94,20 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
+/// How an engine's config registers a runtime (read by `nvidia-ctk doctor` through the same
+/// parsers `configure` uses).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registration {
+    /// The binary the runtime entry runs; `None` when there is no entry of that name.
+    pub runtime_path: Option<String>,
+    /// Whether the entry is the engine's default runtime.
+    pub is_default: bool,
+    /// Whether the engine puts containers in systemd-managed cgroups (containerd's runc
+    /// `SystemdCgroup`, docker's `native.cgroupdriver=systemd`, CRI-O's `cgroup_manager`).
+    /// `None` when the config does not say and the engine's own default applies.
+    pub systemd_cgroup: Option<bool>,
+}
+
 /// Errors of the document transforms; each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -309,6 +309,8 @@ fn gpu(index: u32, mig_enabled: bool) -> Gpu {
         bus_id: format!("0000:{:02x}:00.0", pci_bus(index)),
         model: MODEL.to_owned(),
         brand: "tesla".to_owned(),
+        memory_mib: MEMORY_TOTAL / (1024 * 1024),
+        persistence_mode: Some(true),
         mig_enabled,
         migs,
     }
@@ -653,6 +655,7 @@ fn nvml_config_json(host: &FakeHost) -> String {
                 "bus_id": format!("00000000:{:02X}:00.0", pci_bus(g.index)),
                 "pci_device_id": PCI_DEVICE_ID,
                 "memory_total": MEMORY_TOTAL,
+                "persistence_mode": g.persistence_mode == Some(true),
                 "mig_enabled": g.mig_enabled,
                 "migs": g.migs.iter().map(|m| serde_json::json!({"gi": m.gi, "ci": m.ci, "uuid": m.uuid})).collect::<Vec<_>>(),
             })

@@ -4,12 +4,15 @@
 mod cdi;
 mod config;
 mod docs;
+mod doctor;
 mod hook;
+mod info;
 mod runtime;
+mod system;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +45,13 @@ enum Command {
     Hook(hook::HookArgs),
     /// Generate, list and validate CDI specs.
     Cdi(cdi::CdiArgs),
+    /// Set up the host's NVIDIA device nodes and /dev/char links.
+    System(system::SystemArgs),
+    /// Show the driver, the GPUs and what a container gets.
+    Info(info::InfoArgs),
+    /// Check this GPU node: one line per check (ok / warn / fail) with the fix; exit 0, 1
+    /// (warnings) or 2 (a failure).
+    Doctor(doctor::DoctorArgs),
     /// Write the man pages and shell completions (for packages).
     #[command(hide = true)]
     GenerateDocs(docs::DocsArgs),
@@ -59,7 +69,11 @@ fn main() -> ExitCode {
     if cfg!(target_feature = "crt-static") {
         nvct::process::exec_worker("nvidia-ctk");
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let v = Verbosity {
         debug: cli.debug,
         quiet: cli.quiet,
@@ -72,6 +86,16 @@ fn main() -> ExitCode {
             hook::run(args, "nvidia-ctk hook")
         }
         Command::Cdi(args) => cdi::run(args, v),
+        Command::System(args) => system::run(args, v),
+        Command::Info(args) => info::run(args, v),
+        Command::Doctor(args) => match doctor::run(args, v, &matches) {
+            Ok(code) => return code,
+            // 1 means "warnings" for doctor: its own errors are failures.
+            Err(e) => {
+                eprintln!("nvidia-ctk: error: {}", nvct::log::error_text(e.chain()));
+                return ExitCode::from(2);
+            }
+        },
         Command::GenerateDocs(args) => docs::run(args, v),
     };
     match result {

@@ -12,7 +12,7 @@ pub mod bpf;
 pub mod insn;
 mod locate;
 mod v1;
-mod v2;
+pub(crate) mod v2;
 
 pub use locate::{locate, Hierarchy, LocateError};
 

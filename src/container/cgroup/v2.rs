@@ -32,6 +32,16 @@ const LOG_SIZE: usize = 1 << 20;
 /// How much of the log ends up in the error (its end says why).
 const LOG_TAIL: usize = 4096;
 
+/// Whether this process can read the device programs of cgroup `dir` (what [`allow`] needs
+/// first), for `nvidia-ctk doctor`.
+pub(crate) fn can_query(dir: &Path) -> io::Result<()> {
+    let cgroup = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)?;
+    bpf::query_device_progs(cgroup.as_fd()).map(|_| ())
+}
+
 pub(super) fn allow(dir: &Path, rules: &[CgroupRule]) -> Result<(), CgroupError> {
     let cgroup = std::fs::OpenOptions::new()
         .read(true)

@@ -1,0 +1,171 @@
+//! `nvidia-ctk system create-device-nodes|create-dev-char-symlinks`: flags as upstream, the
+//! work in `nvct::system` (what should exist, and the writers that create what is missing).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use nvct::root::DriverRoot;
+use nvct::system::{self, Done};
+
+use crate::Verbosity;
+
+#[derive(Args, Debug)]
+pub struct SystemArgs {
+    #[command(subcommand)]
+    command: SystemCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum SystemCommand {
+    /// Create the NVIDIA control device nodes (nvidiactl, nvidia-modeset, nvidia-uvm,
+    /// nvidia-uvm-tools) from the majors in /proc/devices.
+    CreateDeviceNodes(NodesArgs),
+    /// Create /dev/char/MAJ:MIN links to every NVIDIA device node (systemd resolves a
+    /// container's device rules through them).
+    CreateDevCharSymlinks(LinksArgs),
+}
+
+#[derive(Args, Debug)]
+struct NodesArgs {
+    /// Where `dev/` is.
+    #[arg(long, default_value = "/", env = "NVIDIA_CTK_DEV_ROOT")]
+    dev_root: PathBuf,
+    /// Create the control device nodes.
+    #[arg(long)]
+    control_devices: bool,
+    /// Load the NVIDIA kernel modules first (`modprobe`).
+    #[arg(long)]
+    load_kernel_modules: bool,
+    /// Ours: the procfs to read `devices` from.
+    #[arg(long, default_value = "/proc")]
+    proc_root: PathBuf,
+    /// Print what would be created.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Args, Debug)]
+struct LinksArgs {
+    /// The directory of the links (under the device root).
+    #[arg(long, default_value = "/dev/char")]
+    dev_char_path: PathBuf,
+    /// Accepted as upstream; the nodes are looked for under --dev-root.
+    #[arg(long, default_value = "/", env = "NVIDIA_CTK_DRIVER_ROOT")]
+    driver_root: PathBuf,
+    /// Where `dev/` is; default: the driver root.
+    #[arg(long, env = "NVIDIA_CTK_DEV_ROOT")]
+    dev_root: Option<PathBuf>,
+    /// Also link the nodes the driver will create (control nodes, one per GPU in
+    /// /proc/driver/nvidia/gpus) even where they do not exist yet.
+    #[arg(long)]
+    create_all: bool,
+    /// Create the control device nodes first.
+    #[arg(long)]
+    create_device_nodes: bool,
+    /// Load the NVIDIA kernel modules first (`modprobe`).
+    #[arg(long)]
+    load_kernel_modules: bool,
+    /// Not supported: run this command from the nvidia-cdi-refresh.path unit or a udev rule.
+    #[arg(long, hide = true)]
+    watch: bool,
+    /// Ours: the procfs to read `devices` and `driver/nvidia` from.
+    #[arg(long, default_value = "/proc")]
+    proc_root: PathBuf,
+    /// Print what would be created.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn run(args: SystemArgs, v: Verbosity) -> Result<()> {
+    match args.command {
+        SystemCommand::CreateDeviceNodes(a) => create_device_nodes(a, v),
+        SystemCommand::CreateDevCharSymlinks(a) => create_links(a, v),
+    }
+}
+
+fn load_modules() -> Result<()> {
+    for module in ["nvidia", "nvidia-uvm", "nvidia-modeset"] {
+        let status = std::process::Command::new("modprobe")
+            .arg(module)
+            .status()
+            .context("cannot run modprobe (is kmod installed?)")?;
+        if !status.success() {
+            bail!("`modprobe {module}` failed ({status}): is the NVIDIA driver installed for this kernel?");
+        }
+    }
+    Ok(())
+}
+
+fn report(done: &[Done], v: Verbosity) {
+    if !v.quiet && done.iter().all(|d| matches!(d, Done::Present(_))) {
+        println!("nothing to create: all {} present", done.len());
+    }
+    for d in done {
+        match d {
+            Done::Created(p) if !v.quiet => println!("created {}", p.display()),
+            Done::WouldCreate(p) => println!("would create {}", p.display()),
+            Done::Present(p) if v.debug => eprintln!("present: {}", p.display()),
+            _ => {}
+        }
+    }
+}
+
+fn create_device_nodes(a: NodesArgs, v: Verbosity) -> Result<()> {
+    if !a.control_devices {
+        if !v.quiet {
+            eprintln!("nvidia-ctk: nothing to do: give --control-devices to create the control device nodes");
+        }
+        return Ok(());
+    }
+    if a.load_kernel_modules && !a.dry_run {
+        load_modules()?;
+    }
+    let root = DriverRoot::new("/", &a.dev_root, &a.proc_root);
+    let majors = system::read_majors(&root)?;
+    let nodes = system::control_nodes(&majors, &root.proc_path("devices"))?;
+    let done = system::create_nodes(&root, &nodes, a.dry_run)?;
+    report(&done, v);
+    Ok(())
+}
+
+fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
+    if a.watch {
+        bail!("--watch is not supported: run `nvidia-ctk system create-dev-char-symlinks --create-all` from the nvidia-cdi-refresh.path unit or a udev rule when the driver changes");
+    }
+    if a.dev_char_path != std::path::Path::new("/dev/char") {
+        bail!(
+            "--dev-char-path {}: only /dev/char (under --dev-root) is supported: systemd looks for the links there",
+            a.dev_char_path.display()
+        );
+    }
+    if a.load_kernel_modules && !a.dry_run {
+        load_modules()?;
+    }
+    let dev_root = a.dev_root.clone().unwrap_or_else(|| a.driver_root.clone());
+    let root = DriverRoot::new(&a.driver_root, &dev_root, &a.proc_root);
+    let mut nodes = system::present_nodes(&root);
+    if a.create_all || a.create_device_nodes {
+        let majors = system::read_majors(&root)?;
+        let proc_devices = root.proc_path("devices");
+        let mut wanted = system::control_nodes(&majors, &proc_devices)?;
+        let gpus = nvct::devices::gpus_from_proc(&root)?;
+        wanted.extend(system::gpu_nodes(&majors, &gpus, &proc_devices)?);
+        if a.create_device_nodes {
+            let control = system::control_nodes(&majors, &proc_devices)?;
+            report(&system::create_nodes(&root, &control, a.dry_run)?, v);
+        }
+        if a.create_all {
+            nodes.extend(wanted.into_iter().map(|n| (n.path, n.major, n.minor)));
+        }
+    }
+    let links = system::char_links(&nodes);
+    if links.is_empty() {
+        bail!(
+            "no NVIDIA device nodes under {}/dev: load the driver, or give --create-all",
+            dev_root.display()
+        );
+    }
+    report(&system::create_char_links(&root, &links, a.dry_run)?, v);
+    Ok(())
+}

@@ -1,0 +1,427 @@
+//! Black-box tests of `nvidia-ctk doctor`, `nvidia-ctk info` and `nvidia-ctk system` on
+//! simulated GPU hosts: a healthy node is all ok (exit 0); each seeded fault turns its check to
+//! `fail` with a fix line, and the exit code to 2. The engines' configs are written by our own
+//! `nvidia-ctk runtime configure` (and read back by doctor through `containerd config dump`).
+
+mod common;
+
+use common::bundle::{self, CTK};
+use common::fakehost::FakeHost;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
+
+fn ctk(args: &[&str]) -> Output {
+    Command::new(CTK).args(args).output().unwrap()
+}
+
+fn ok_or_panic(out: &Output, what: &str) {
+    assert!(out.status.success(), "{what}: {}", bundle::out_text(out));
+}
+
+/// A simulated node: a fake GPU host, the toolkit config, the engines' configs with the nvidia
+/// runtime, a CDI spec, /dev/char links and node labels that match the hardware.
+struct Node {
+    dir: PathBuf,
+    host: FakeHost,
+    config: PathBuf,
+    containerd: PathBuf,
+    docker: PathBuf,
+    crio: PathBuf,
+    cdi_dir: PathBuf,
+    labels: PathBuf,
+}
+
+impl Node {
+    fn healthy(name: &str) -> Node {
+        bundle::require("containerd");
+        let (dir, host) = bundle::scratch_host(&format!("nvct-doctor-{name}-"), 2);
+        let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
+        let node = Node {
+            containerd: dir.join("containerd/config.toml"),
+            docker: dir.join("docker/daemon.json"),
+            crio: dir.join("crio/crio.conf"),
+            cdi_dir: dir.join("cdi"),
+            labels: dir.join("node.json"),
+            dir,
+            host,
+            config,
+        };
+        for (engine, path) in [
+            ("containerd", &node.containerd),
+            ("docker", &node.docker),
+            ("crio", &node.crio),
+        ] {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let out = ctk(&[
+                "runtime",
+                "configure",
+                &format!("--runtime={engine}"),
+                &format!("--config={}", path.display()),
+                &format!("--nvidia-runtime-path={SHIM}"),
+            ]);
+            ok_or_panic(&out, engine);
+        }
+        let out = ctk(&[
+            "cdi",
+            "generate",
+            &format!("--driver-root={}", node.host.driver_root().display()),
+            &format!("--proc-root={}", node.host.proc_root().display()),
+            &format!("--output={}", node.cdi_dir.join("nvidia.yaml").display()),
+        ]);
+        ok_or_panic(&out, "cdi generate");
+        let out = ctk(&[
+            "system",
+            "create-dev-char-symlinks",
+            &format!("--dev-root={}", node.host.dev_root().display()),
+            &format!("--proc-root={}", node.host.proc_root().display()),
+        ]);
+        ok_or_panic(&out, "create-dev-char-symlinks");
+        node.write_labels("81559");
+        node
+    }
+
+    fn write_labels(&self, memory: &str) {
+        let labels = serde_json::json!({"metadata": {"name": "gpu-node-1", "labels": {
+            "kubernetes.io/hostname": "gpu-node-1",
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu.memory": memory,
+            "nvidia.com/gpu.count": "2",
+        }}});
+        std::fs::write(&self.labels, labels.to_string()).unwrap();
+    }
+
+    /// `doctor --format json`: (exit code, checks by name, the whole output for messages).
+    fn doctor(&self) -> (i32, Vec<(String, String, String, String)>, String) {
+        let out = ctk(&[
+            "doctor",
+            "--format=json",
+            &format!("--config={}", self.config.display()),
+            &format!("--containerd-config={}", self.containerd.display()),
+            &format!("--docker-config={}", self.docker.display()),
+            &format!("--crio-config={}", self.crio.display()),
+            &format!("--cdi-spec-dir={}", self.cdi_dir.display()),
+            &format!("--node-labels={}", self.labels.display()),
+        ]);
+        let text = bundle::out_text(&out);
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("doctor's JSON: {e}\n{text}"));
+        let checks = v["checks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no checks array\n{text}"))
+            .iter()
+            .map(|c| {
+                let s = |k: &str| {
+                    c[k].as_str()
+                        .unwrap_or_else(|| panic!("{k} in {c}"))
+                        .to_string()
+                };
+                (s("name"), s("status"), s("detail"), s("fix"))
+            })
+            .collect();
+        (out.status.code().unwrap_or(-1), checks, text)
+    }
+}
+
+#[test]
+fn a_healthy_node_is_all_ok() {
+    let node = Node::healthy("healthy");
+    let (code, checks, text) = node.doctor();
+    let names: Vec<&str> = checks.iter().map(|c| c.0.as_str()).collect();
+    for want in [
+        "config",
+        "driver",
+        "nvml",
+        "gpu device nodes",
+        "control device nodes",
+        "persistence mode",
+        "libraries",
+        "ldconfig",
+        "cgroup",
+        "engine containerd",
+        "engine docker",
+        "engine crio",
+        "systemd cgroups",
+        "/dev/char links",
+        "cdi specs",
+        "node labels",
+    ] {
+        assert!(
+            names.contains(&want),
+            "no {want:?} check: {names:?}\n{text}"
+        );
+    }
+    for (name, status, detail, _) in &checks {
+        assert_eq!(status, "ok", "{name}: {detail}\n{text}");
+    }
+    assert_eq!(code, 0, "{text}");
+    let containerd = checks.iter().find(|c| c.0 == "engine containerd").unwrap();
+    assert!(
+        containerd.2.contains("containerd config dump"),
+        "read through containerd itself: {containerd:?}"
+    );
+    // The text form says the same, one line per check.
+    let out = ctk(&[
+        "doctor",
+        &format!("--config={}", node.config.display()),
+        &format!("--containerd-config={}", node.containerd.display()),
+        &format!("--docker-config={}", node.docker.display()),
+        &format!("--crio-config={}", node.crio.display()),
+        &format!("--cdi-spec-dir={}", node.cdi_dir.display()),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", bundle::out_text(&out));
+    assert!(stdout.lines().all(|l| l.starts_with("ok  ")), "{stdout}");
+}
+
+#[test]
+fn each_seeded_fault_fails_its_check_with_a_fix() {
+    type Seed = fn(&Node);
+    // (case, the fault, the check that must fail, words its detail must contain)
+    let cases: &[(&str, Seed, &str, &str)] = &[
+        (
+            "missing /dev/nvidia-uvm",
+            |n| std::fs::remove_file(n.host.dev_root().join("dev/nvidia-uvm")).unwrap(),
+            "control device nodes",
+            "/dev/nvidia-uvm",
+        ),
+        (
+            "NVML fails to initialise",
+            |n| std::fs::write(n.host.lib_dir().join("fake-nvml.json"), "{").unwrap(),
+            "nvml",
+            "cannot load and initialise NVML",
+        ),
+        (
+            "containerd config without the nvidia runtime",
+            |n| std::fs::write(&n.containerd, "version = 2\n").unwrap(),
+            "engine containerd",
+            "has no `nvidia` runtime",
+        ),
+        (
+            "CDI spec for other GPU UUIDs",
+            |n| {
+                let path = n.cdi_dir.join("nvidia.yaml");
+                let mut text = std::fs::read_to_string(&path).unwrap();
+                for g in n.host.gpus() {
+                    text = text.replace(&g.uuid, &g.uuid.replace("GPU-", "GPU-0ld"));
+                }
+                std::fs::write(&path, text).unwrap();
+            },
+            "cdi specs",
+            "is stale",
+        ),
+        (
+            "Ubuntu's ldconfig wrapper configured as the ldconfig",
+            |n| {
+                let sbin = n.dir.join("ubuntu-sbin");
+                std::fs::create_dir_all(&sbin).unwrap();
+                std::fs::write(
+                    sbin.join("ldconfig"),
+                    "#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n",
+                )
+                .unwrap();
+                let mut text = std::fs::read_to_string(&n.config).unwrap();
+                text += &format!("ldconfig = \"@{}\"\n", sbin.join("ldconfig").display());
+                std::fs::write(&n.config, text).unwrap();
+            },
+            "ldconfig",
+            "a script",
+        ),
+        (
+            "a stale gpu.memory label",
+            |n| n.write_labels("40960"),
+            "node labels",
+            "the node says 40960, the hardware 81559",
+        ),
+        (
+            "a spec file that is not a spec",
+            |n| std::fs::write(n.cdi_dir.join("broken.yaml"), "cdiVersion: [").unwrap(),
+            "cdi specs",
+            "broken.yaml",
+        ),
+    ];
+    for (case, seed, check, words) in cases {
+        let node = Node::healthy(&case.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+        seed(&node);
+        let (code, checks, text) = node.doctor();
+        let failed: Vec<_> = checks
+            .iter()
+            .filter(|c| c.0 == *check && c.1 == "fail")
+            .collect();
+        assert!(!failed.is_empty(), "{case}: {check} did not fail\n{text}");
+        assert!(
+            failed.iter().any(|c| c.2.contains(words)),
+            "{case}: {check}'s detail lacks {words:?}: {failed:?}"
+        );
+        assert!(
+            failed.iter().all(|c| !c.3.is_empty()),
+            "{case}: a failure without a fix: {failed:?}"
+        );
+        assert_eq!(code, 2, "{case}\n{text}");
+    }
+}
+
+#[test]
+fn a_bad_config_is_an_error_naming_the_file() {
+    let node = Node::healthy("bad-config");
+    std::fs::write(&node.config, "[nvidia-container-runtime]\nmode = \"cdl\"\n").unwrap();
+    let out = ctk(&["doctor", &format!("--config={}", node.config.display())]);
+    let text = bundle::out_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains(&node.config.display().to_string()), "{text}");
+}
+
+#[test]
+fn info_lists_the_gpus_and_what_each_capability_gets() {
+    let node = Node::healthy("info");
+    let out = ctk(&[
+        "info",
+        "--format=json",
+        &format!("--config={}", node.config.display()),
+    ]);
+    ok_or_panic(&out, "info");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["driver_version"], node.host.driver_version());
+    assert_eq!(v["cuda_version"], "12.4");
+    let gpus = v["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2);
+    for (g, want) in gpus.iter().zip(node.host.gpus()) {
+        assert_eq!(g["uuid"], want.uuid.as_str());
+        assert_eq!(g["bus_id"], want.bus_id.as_str());
+        assert_eq!(g["minor"], want.minor);
+        assert_eq!(g["memory_mib"], 81559);
+        assert_eq!(g["name"], want.model.as_str());
+    }
+    let caps = v["capabilities"].as_array().unwrap();
+    let compute = caps.iter().find(|c| c["capability"] == "compute").unwrap();
+    let files: Vec<&str> = compute["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with(&format!("libcuda.so.{}", node.host.driver_version()))),
+        "{files:?}"
+    );
+    assert!(
+        v["mode"].as_str().unwrap().starts_with("auto (legacy"),
+        "{v}"
+    );
+}
+
+#[test]
+fn system_commands_create_what_is_missing_and_nothing_else() {
+    let (dir, host) = bundle::scratch_host("nvct-system-", 2);
+    let dev = host.dev_root();
+    let roots = [
+        format!("--dev-root={}", dev.display()),
+        format!("--proc-root={}", host.proc_root().display()),
+    ];
+    std::fs::remove_file(dev.join("dev/nvidia-uvm")).unwrap();
+    std::fs::remove_file(dev.join("dev/nvidiactl")).unwrap();
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        a.extend(roots.iter().cloned());
+        a
+    };
+    // Dry run: says what it would create, creates nothing.
+    let out = Command::new(CTK)
+        .args(args(&[
+            "system",
+            "create-device-nodes",
+            "--control-devices",
+            "--dry-run",
+        ]))
+        .output()
+        .unwrap();
+    ok_or_panic(&out, "dry run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("would create") && stdout.contains("nvidia-uvm"),
+        "{stdout}"
+    );
+    assert!(!dev.join("dev/nvidia-uvm").exists());
+    let out = Command::new(CTK)
+        .args(args(&[
+            "system",
+            "create-device-nodes",
+            "--control-devices",
+        ]))
+        .output()
+        .unwrap();
+    ok_or_panic(&out, "create-device-nodes");
+    for (name, major, minor) in [("nvidia-uvm", 508, 0), ("nvidiactl", 195, 255)] {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+        let m = std::fs::metadata(dev.join("dev").join(name)).unwrap();
+        assert!(m.file_type().is_char_device(), "{name}");
+        assert_eq!(
+            (libc::major(m.rdev()), libc::minor(m.rdev())),
+            (major, minor),
+            "{name}"
+        );
+        assert_eq!(m.permissions().mode() & 0o777, 0o666, "{name}");
+    }
+    // Links: one per node, relative, and a second run changes nothing.
+    for run in 0..2 {
+        let out = Command::new(CTK)
+            .args(args(&["system", "create-dev-char-symlinks"]))
+            .output()
+            .unwrap();
+        ok_or_panic(&out, "create-dev-char-symlinks");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.contains("created"), run == 0, "run {run}: {stdout}");
+    }
+    let link = dev.join("dev/char/195:1");
+    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("../nvidia1"));
+    assert_eq!(
+        std::fs::canonicalize(&link).unwrap(),
+        std::fs::canonicalize(dev.join("dev/nvidia1")).unwrap()
+    );
+    // A regular file where a node should be is refused by name, and left as it was.
+    std::fs::remove_file(dev.join("dev/nvidia-uvm-tools")).unwrap();
+    std::fs::write(dev.join("dev/nvidia-uvm-tools"), "mine").unwrap();
+    let out = Command::new(CTK)
+        .args(args(&[
+            "system",
+            "create-device-nodes",
+            "--control-devices",
+        ]))
+        .output()
+        .unwrap();
+    let text = bundle::out_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("nvidia-uvm-tools exists but is a regular file"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dev.join("dev/nvidia-uvm-tools")).unwrap(),
+        "mine"
+    );
+    // Without the nvidia-uvm module (not in /proc/devices): an error that says so.
+    let devices = host.proc_root().join("devices");
+    let text = std::fs::read_to_string(&devices)
+        .unwrap()
+        .replace("508 nvidia-uvm\n", "");
+    std::fs::write(&devices, text).unwrap();
+    std::fs::remove_file(dev.join("dev/nvidia-uvm-tools")).unwrap();
+    let out = Command::new(CTK)
+        .args(args(&[
+            "system",
+            "create-device-nodes",
+            "--control-devices",
+        ]))
+        .output()
+        .unwrap();
+    let text = bundle::out_text(&out);
+    assert!(
+        !out.status.success() && text.contains("modprobe nvidia-uvm"),
+        "{text}"
+    );
+    drop(dir);
+}
