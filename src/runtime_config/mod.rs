@@ -342,6 +342,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn registration_cases() {
+        type Status = fn(Source<'_>, &str) -> Result<Registration, Error>;
+        let reg = |path: Option<&str>, is_default, systemd_cgroup| Registration {
+            runtime_path: path.map(str::to_string),
+            is_default,
+            systemd_cgroup,
+        };
+        // (case, engine's status fn, config text, want)
+        let cases: &[(&str, Status, &str, Registration)] = &[
+            ("containerd v2 default", containerd::status,
+             "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"nvidia\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\nBinaryName = \"/usr/bin/nvidia-container-runtime\"\nSystemdCgroup = true\n",
+             reg(Some("/usr/bin/nvidia-container-runtime"), true, Some(true))),
+            ("containerd v3 registered", containerd::status,
+             "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia.options]\nBinaryName = \"/x/nvidia-container-runtime\"\n",
+             reg(Some("/x/nvidia-container-runtime"), false, None)),
+            ("containerd without it", containerd::status,
+             "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n",
+             reg(None, false, None)),
+            ("docker systemd", docker::status,
+             "{\"runtimes\": {\"nvidia\": {\"path\": \"nvidia-container-runtime\"}}, \"exec-opts\": [\"native.cgroupdriver=systemd\"]}",
+             reg(Some("nvidia-container-runtime"), false, Some(true))),
+            ("docker empty", docker::status, "", reg(None, false, None)),
+            ("crio default", crio::status,
+             "[crio.runtime]\ndefault_runtime = \"nvidia\"\ncgroup_manager = \"cgroupfs\"\n[crio.runtime.runtimes.nvidia]\nruntime_path = \"/usr/bin/nvidia-container-runtime\"\n",
+             reg(Some("/usr/bin/nvidia-container-runtime"), true, Some(false))),
+        ];
+        for (name, status, text, want) in cases {
+            let src = Source {
+                path: Path::new("/etc/x"),
+                text,
+            };
+            assert_eq!(&status(src, "nvidia").unwrap(), want, "{name}");
+        }
+    }
+
+    #[test]
     fn line_of_offsets() {
         let cases = [
             ("start", "a\nb\nc", 0, 1),
