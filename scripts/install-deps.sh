@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
 # runc, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
-# headers. The Rust toolchain is not installed
+# headers, and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
+# systemd (systemd-analyze verify of the units). The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
 set -euo pipefail
@@ -33,6 +34,9 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 [ -e /usr/include/dlfcn.h ] || need+=(libc6-dev)
 command -v ldconfig >/dev/null 2>&1 || [ -x /sbin/ldconfig ] || need+=(libc-bin)
+command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
+command -v objdump >/dev/null 2>&1 || need+=(binutils)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${need[*]}"

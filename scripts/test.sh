@@ -24,6 +24,11 @@ for bin in nvidia-container-runtime-hook nvidia-ctk; do
   ln -sfn "$PWD/target/debug/$bin" "target/static/libexec/nvct/$bin"
 done
 export NVCT_STATIC_BIN_DIR="$PWD/target/static/debug"
+# The .deb and .rpm of these debug builds (scripts/package.sh; a release package would pay an
+# LTO build): tests/package.rs installs the .deb into a scratch root, starts a GPU container
+# through the installed hook, removes and purges it, and compares the .rpm with it.
+scripts/package.sh --profile dev
+export NVCT_PACKAGE_DIR="$PWD/target/package"
 # Tests leave their scratch dirs (simulated hosts, bundles, daemons' state) for inspection when
 # they fail. Each phase gets its own TMPDIR under one dir per run; a phase that passes has its
 # dir removed, so a run needs disk for one phase's scratch, not the whole suite's.
@@ -39,11 +44,12 @@ phase() {
 }
 phase all cargo test --locked --all-targets --all-features -- "$@"
 # The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
-# with our CDI hooks under runc) and `docker run --gpus` through a real dockerd. containerd's
-# `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman (tests/cdi.rs) set CPU
-# limits, and this machine's cpu controller is bound to its cgroup v1 hierarchy, so on the
-# simulated v2 host they cannot start any container (GPU or not): they run on v1 only.
-container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input)
+# with our CDI hooks under runc; the installed package's hook) and `docker run --gpus` through a
+# real dockerd. containerd's `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman
+# (tests/cdi.rs) set CPU limits, and this machine's cpu controller is bound to its cgroup v1
+# hierarchy, so on the simulated v2 host they cannot start any container (GPU or not): they run
+# on v1 only.
+container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input --test package)
 for host in v2 ubuntu; do
   echo "=== container tests on the simulated ${host} host"
   phase "$host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"
