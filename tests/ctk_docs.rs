@@ -149,6 +149,10 @@ fn man_pages_and_completions_cover_every_subcommand() {
         for sub in &top {
             assert!(text.contains(&sub[0]), "{file} does not offer {}", sub[0]);
         }
+        assert!(
+            !text.contains("generate-docs"),
+            "{file} offers the hidden generate-docs"
+        );
     }
     let bash = Command::new("bash")
         .arg("-n")

@@ -11,7 +11,7 @@
 //! DIR/completions/nvidia-ctk.fish       fish
 //! ```
 //!
-//! Hidden subcommands (this one) get no page. Each file is written atomically.
+//! Hidden subcommands (this one) get no page and no completion. Each file is written atomically.
 
 use std::path::{Path, PathBuf};
 
@@ -43,9 +43,10 @@ pub fn run(args: DocsArgs, v: Verbosity) -> Result<()> {
     let man1 = args.output.join("man1");
     man_pages(&cmd, &man1, &mut written)?;
     let completions = args.output.join("completions");
+    let visible = without_hidden_subcommands(&crate::Cli::command());
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         let mut text = Vec::new();
-        clap_complete::generate(shell, &mut cmd.clone(), BIN, &mut text);
+        clap_complete::generate(shell, &mut visible.clone(), BIN, &mut text);
         let path = completions.join(shell.file_name(BIN));
         write(&path, &text)?;
         written.push(path);
@@ -56,6 +57,30 @@ pub fn run(args: DocsArgs, v: Verbosity) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `cmd` (the root, `nvidia-ctk`) without its hidden subcommands (clap_complete offers those too,
+/// and clap has no way to remove a subcommand): a new command with the root's about text,
+/// version, arguments and visible subcommands as they are.
+fn without_hidden_subcommands(cmd: &clap::Command) -> clap::Command {
+    let mut out = clap::Command::new(BIN)
+        .bin_name(BIN)
+        .disable_help_subcommand(true)
+        .disable_version_flag(true)
+        .subcommand_required(cmd.is_subcommand_required_set())
+        .args(
+            cmd.get_arguments()
+                .filter(|a| a.get_id() != "help")
+                .cloned(),
+        )
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    if cmd.get_version().is_some() {
+        out = out.version(env!("CARGO_PKG_VERSION"));
+    }
+    out
 }
 
 /// The page of `cmd`, then those of its visible subcommands, depth first.
