@@ -5,6 +5,7 @@
 #   usr/bin/nvidia-container-runtime-hook    statically linked front
 #   usr/bin/nvidia-ctk                       statically linked front
 #   usr/bin/nvidia-container-runtime         the runtime shim (dynamic; started by the engine)
+#   usr/bin/nvidia-ctk-installer             the Kubernetes node installer (dynamic; packaging/kubernetes)
 #   usr/libexec/nvct/nvidia-container-runtime-hook, usr/libexec/nvct/nvidia-ctk
 #                                            the dynamic programs the fronts exec with a clean
 #                                            environment (they load the driver's libnvidia-ml)
@@ -22,7 +23,7 @@ mkdir -p target/dist/usr/bin target/dist/usr/libexec/nvct
 for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
   install -m 0755 "target/static/release/$b" target/dist/usr/bin/
 done
-install -m 0755 target/release/nvidia-container-runtime target/dist/usr/bin/
+install -m 0755 target/release/nvidia-container-runtime target/release/nvidia-ctk-installer target/dist/usr/bin/
 for b in nvidia-container-runtime-hook nvidia-ctk; do
   install -m 0755 "target/release/$b" target/dist/usr/libexec/nvct/
 done

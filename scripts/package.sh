@@ -75,11 +75,11 @@ else
     [ -x "$f" ] || { echo "package.sh: $f missing: --profile dev packages what scripts/test.sh builds (cargo rustc --locked --all-features --target-dir target/static --bin $b -- -C target-feature=+crt-static)" >&2; exit 1; }
     install -m 0755 "$f" "$stage/usr/bin/"
   done
-  for b in nvidia-container-runtime "${workers[@]}"; do
+  for b in nvidia-container-runtime nvidia-ctk-installer "${workers[@]}"; do
     f=target/debug/$b
     [ -x "$f" ] || { echo "package.sh: $f missing: --profile dev packages what scripts/test.sh builds (cargo build --locked --bins --all-features)" >&2; exit 1; }
   done
-  install -m 0755 target/debug/nvidia-container-runtime "$stage/usr/bin/"
+  install -m 0755 target/debug/nvidia-container-runtime target/debug/nvidia-ctk-installer "$stage/usr/bin/"
   for b in "${workers[@]}"; do
     install -m 0755 "target/debug/$b" "$stage/usr/libexec/nvct/"
   done

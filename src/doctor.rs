@@ -70,23 +70,9 @@ pub fn exit_code(checks: &[Check]) -> u8 {
     }
 }
 
-/// A container engine whose config registers (or should register) the runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    Containerd,
-    Docker,
-    Crio,
-}
+pub use crate::runtime_config::Engine;
 
 impl Engine {
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Containerd => "containerd",
-            Engine::Docker => "docker",
-            Engine::Crio => "crio",
-        }
-    }
-
     fn status(self, src: Source<'_>, runtime: &str) -> Result<Registration, String> {
         let r = match self {
             Engine::Containerd => runtime_config::containerd::status(src, runtime),

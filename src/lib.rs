@@ -19,6 +19,7 @@ pub mod driver;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod fsutil;
+pub mod installer;
 pub mod labels;
 pub mod ldcache;
 pub mod log;

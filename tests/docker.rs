@@ -7,84 +7,12 @@
 
 mod common;
 
-use common::bundle::{self, out_text, HOOK};
+use common::bundle::{self, out_text};
+use common::dockerd::{docker, start_dockerd};
 use common::fakehost::FakeHost;
 use common::hostkind::{self, HostKind};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-struct Dockerd {
-    child: Child,
-    sock: PathBuf,
-    log: PathBuf,
-}
-
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        common::daemon::stop(&mut self.child, Duration::from_secs(20));
-    }
-}
-
-fn start_dockerd(dir: &Path, config: &Path) -> Dockerd {
-    let dockerd = bundle::require("dockerd");
-    let hook_dir = Path::new(HOOK).parent().unwrap();
-    let sock = dir.join("docker.sock");
-    let log = dir.join("dockerd.log");
-    let child = hostkind::command(dockerd)
-        .args(["--data-root"])
-        .arg(dir.join("data"))
-        .arg("--exec-root")
-        .arg(dir.join("exec"))
-        .arg("--pidfile")
-        .arg(dir.join("docker.pid"))
-        .arg("-H")
-        .arg(format!("unix://{}", sock.display()))
-        .args([
-            "--iptables=false",
-            "--ip6tables=false",
-            "--bridge=none",
-            "--storage-driver=vfs",
-        ])
-        .env(
-            "PATH",
-            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", hook_dir.display()),
-        )
-        .env("NVIDIA_CTK_CONFIG_FILE_PATH", config)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start dockerd");
-    let mut d = Dockerd { child, sock, log };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(Some(st)) = d.child.try_wait() {
-            panic!(
-                "dockerd exited ({st}): {}",
-                std::fs::read_to_string(&d.log).unwrap_or_default()
-            );
-        }
-        if d.sock.exists() && docker(&d, &["info"]).status.success() {
-            return d;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "dockerd did not come up: {}",
-            std::fs::read_to_string(&d.log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn docker(d: &Dockerd, args: &[&str]) -> Output {
-    Command::new(bundle::require("docker"))
-        .env("DOCKER_HOST", format!("unix://{}", d.sock.display()))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run docker")
-}
+use std::path::Path;
+use std::process::Command;
 
 #[test]
 fn docker_run_gpus() {
@@ -117,7 +45,7 @@ fn docker_run_gpus() {
         .status()
         .unwrap();
     assert!(st.success());
-    let d = start_dockerd(dir.path(), &config);
+    let d = start_dockerd(dir.path(), &config, None);
     let out = docker(&d, &["import", tar.to_str().unwrap(), "nvct-busybox:1"]);
     assert!(out.status.success(), "docker import: {}", out_text(&out));
     let info = docker(&d, &["info", "--format", "{{.CgroupVersion}}"]);

@@ -168,6 +168,7 @@ fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
         ("/usr/bin/nvidia-container-runtime-hook", true),
         ("/usr/bin/nvidia-ctk", true),
         ("/usr/bin/nvidia-container-runtime", false),
+        ("/usr/bin/nvidia-ctk-installer", false),
         ("/usr/libexec/nvct/nvidia-container-runtime-hook", false),
         ("/usr/libexec/nvct/nvidia-ctk", false),
     ] {

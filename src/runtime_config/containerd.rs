@@ -119,6 +119,11 @@ fn configure_doc(
     {
         set_value(entry, "runtime_type", Value::from(RUNC_V2));
     }
+    if opts.cdi_enabled {
+        // containerd 1.6 has no CDI of its own: a device plugin's `cdi.k8s.io/*` annotations
+        // reach the runtime (which applies those devices) only if the entry passes them on.
+        pass_annotations(entry, CDI_ANNOTATIONS, path, &what)?;
+    }
     let options = options_table(entry, path, &what)?;
     set_value(
         options,
@@ -140,6 +145,29 @@ fn configure_doc(
     if opts.cdi_enabled {
         let t = table_at_create(root, &v.cri(), path)?;
         set_value(t, "enable_cdi", Value::from(true));
+    }
+    Ok(())
+}
+
+/// The annotations a CDI-enabled runtime entry passes on (`container_annotations`).
+const CDI_ANNOTATIONS: &str = "cdi.k8s.io/*";
+
+/// Adds `pattern` to the entry's `container_annotations` unless it is there.
+fn pass_annotations(
+    entry: &mut dyn toml_edit::TableLike,
+    pattern: &str,
+    path: &Path,
+    what: &str,
+) -> Result<(), Error> {
+    let item = entry
+        .entry("container_annotations")
+        .or_insert(value(Array::new()));
+    let arr = item.as_array_mut().ok_or_else(|| Error::NotATable {
+        path: path.to_path_buf(),
+        key: format!("{what}.container_annotations (expected an array)"),
+    })?;
+    if !arr.iter().any(|v| v.as_str() == Some(pattern)) {
+        arr.push(pattern);
     }
     Ok(())
 }
@@ -369,7 +397,7 @@ mod tests {
                 "set as default and cdi",
                 "version = 3\n",
                 Options { set_as_default: true, cdi_enabled: true, ..Options::default() },
-                &["default_runtime_name = \"nvidia\"", "enable_cdi = true"],
+                &["default_runtime_name = \"nvidia\"", "enable_cdi = true", "container_annotations = [\"cdi.k8s.io/*\"]"],
                 &[],
             ),
             (

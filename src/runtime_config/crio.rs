@@ -120,6 +120,26 @@ pub fn configure(
     Ok(out)
 }
 
+/// Add (or refresh) the runtime entry in the drop-in `drop_in` (its current text: empty when
+/// new), taking the entry to copy from `base`: several runtimes can share one drop-in
+/// (`nvidia-ctk-installer` registers three).
+pub fn configure_drop_in(
+    drop_in: Source<'_>,
+    base: Source<'_>,
+    opts: &Options,
+) -> Result<Outcome, Error> {
+    let base_doc = parse_toml(&base)?;
+    let mut doc = parse_toml(&drop_in)?;
+    configure_doc(&mut doc, &base_doc, drop_in.path, opts)?;
+    Ok(Outcome {
+        changes: vec![Change {
+            path: drop_in.path.to_path_buf(),
+            content: Some(doc.to_string()),
+        }],
+        notes: vec![],
+    })
+}
+
 /// Undo [`configure`] (rule: module doc of `runtime_config`); a drop-in is removed.
 pub fn unconfigure(
     main: Source<'_>,

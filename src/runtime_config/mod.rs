@@ -94,6 +94,24 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
+/// A container engine whose config registers the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Containerd,
+    Docker,
+    Crio,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Containerd => "containerd",
+            Engine::Docker => "docker",
+            Engine::Crio => "crio",
+        }
+    }
+}
+
 /// How an engine's config registers a runtime (read by `nvidia-ctk doctor` through the same
 /// parsers `configure` uses).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

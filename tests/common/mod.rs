@@ -3,5 +3,6 @@
 pub mod bundle;
 pub mod containerd;
 pub mod daemon;
+pub mod dockerd;
 pub mod fakehost;
 pub mod hostkind;

@@ -1,0 +1,629 @@
+//! `nvidia-ctk-installer`'s work (what the GPU Operator's toolkit container does on every node):
+//! copy the toolkit into `<install dir>/toolkit`, write its config, register the runtimes
+//! `nvidia`, `nvidia-cdi` and `nvidia-legacy` with the engine (a drop-in for containerd and
+//! CRI-O, `daemon.json` for docker), optionally write a CDI spec and the control device nodes,
+//! restart or signal the engine; and, on the way out, remove exactly what it added and put the
+//! engine's files back to their original bytes.
+//!
+//! Every file it writes is recorded in [`Installed`] with what was there before, so that
+//! [`uninstall`] needs no guesswork. Engine config edits go through `runtime_config` (the same
+//! lossless transforms as `nvidia-ctk runtime configure`); writes are atomic.
+
+use crate::fsutil::{self, WriteOptions};
+use crate::root::DriverRoot;
+use crate::runtime_config::{self, containerd, crio, docker, Engine, Options as RtOptions, Source};
+use crate::{cdi, discover, system};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The binaries of an install, by name; the first two are required.
+const BINARIES: &[&str] = &[
+    "nvidia-container-runtime",
+    "nvidia-container-runtime-hook",
+    "nvidia-ctk",
+    "nvidia-cdi-hook",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(
+        "{path} not found: --toolkit-source-root {root} must hold bin/{name} (the toolkit's \
+         install tree, as scripts/build-release.sh writes it)"
+    )]
+    MissingBinary {
+        path: PathBuf,
+        root: PathBuf,
+        name: &'static str,
+    },
+    #[error("{path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Fs(#[from] fsutil::FsError),
+    #[error(transparent)]
+    Engine(#[from] runtime_config::Error),
+    #[error("writing the CDI spec: {0}")]
+    Cdi(String),
+    #[error(transparent)]
+    System(#[from] system::SystemError),
+    #[error("restarting {engine}: {why}")]
+    Restart { engine: &'static str, why: String },
+}
+
+fn io(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> InstallError {
+    let path = path.to_path_buf();
+    move |source| InstallError::Io { path, what, source }
+}
+
+/// How the engine learns about the new config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// SIGHUP to the process listening on the engine's socket (docker reloads its runtimes;
+    /// containerd exits and its supervisor starts it again).
+    Signal,
+    /// `systemctl restart <engine>`, through `chroot <host root>` from a container.
+    Systemd,
+    None,
+}
+
+/// What to install where; every path is as this process sees it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub install_dir: PathBuf,
+    /// A prefix holding `bin/<binary>` (and `libexec/nvct/<binary>` for static fronts).
+    pub source_root: PathBuf,
+    pub engine: Engine,
+    pub config: PathBuf,
+    /// containerd and CRI-O; docker has none.
+    pub drop_in: Option<PathBuf>,
+    pub socket: PathBuf,
+    pub restart: Restart,
+    pub host_root: PathBuf,
+    pub driver_root: PathBuf,
+    pub dev_root: PathBuf,
+    /// Where `driver/nvidia` and `devices` are read (`/proc`; another in tests).
+    pub proc_root: PathBuf,
+    pub runtime_name: String,
+    pub set_as_default: bool,
+    pub cdi_enabled: bool,
+    pub cdi_output_dir: PathBuf,
+    pub create_device_nodes: bool,
+}
+
+impl Options {
+    pub fn toolkit_dir(&self) -> PathBuf {
+        self.install_dir.join("toolkit")
+    }
+
+    fn libexec_dir(&self) -> PathBuf {
+        self.install_dir.join("libexec/nvct")
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.toolkit_dir().join(".config/nvidia-container-runtime")
+    }
+
+    /// The runtimes registered: (name, wrapper file name, mode forced by its config).
+    fn runtimes(&self) -> [(String, &'static str, &'static str); 3] {
+        let n = &self.runtime_name;
+        [
+            (n.clone(), "nvidia-container-runtime", "auto"),
+            (format!("{n}-cdi"), "nvidia-container-runtime.cdi", "cdi"),
+            (
+                format!("{n}-legacy"),
+                "nvidia-container-runtime.legacy",
+                "legacy",
+            ),
+        ]
+    }
+}
+
+/// One file written: its path and what was there before (`None`: nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub path: PathBuf,
+    pub before: Option<Vec<u8>>,
+    pub after: Vec<u8>,
+}
+
+/// What [`install`] did, for [`uninstall`].
+#[derive(Debug, Clone, Default)]
+pub struct Installed {
+    /// Directories created, outermost first.
+    pub dirs: Vec<PathBuf>,
+    /// Files of the toolkit itself (binaries, wrappers, configs): removed.
+    pub files: Vec<PathBuf>,
+    /// Engine configs and the CDI spec: put back as they were.
+    pub edits: Vec<Written>,
+    /// What was done, one line each, for the log.
+    pub log: Vec<String>,
+}
+
+/// Creates `dir` and its missing parents, recording each one created.
+fn create_dirs(dir: &Path, done: &mut Installed) -> Result<(), InstallError> {
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.exists() {
+        missing.push(d.to_path_buf());
+        match d.parent() {
+            Some(p) => d = p,
+            None => break,
+        }
+    }
+    for m in missing.into_iter().rev() {
+        std::fs::create_dir(&m).map_err(io(&m, "create directory"))?;
+        done.dirs.push(m);
+    }
+    Ok(())
+}
+
+/// Writes a toolkit file (atomically, `mode`) and records it.
+fn put_file(
+    path: &Path,
+    content: &[u8],
+    mode: u32,
+    done: &mut Installed,
+) -> Result<(), InstallError> {
+    if let Some(parent) = path.parent() {
+        create_dirs(parent, done)?;
+    }
+    fsutil::write_atomic(path, content, &WriteOptions::default())?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io(path, "chmod"))?;
+    done.files.push(path.to_path_buf());
+    Ok(())
+}
+
+/// Writes an engine file or the CDI spec, recording what it replaces.
+fn edit_file(path: &Path, content: &str, done: &mut Installed) -> Result<(), InstallError> {
+    let before = match std::fs::read(path) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(path, "read")(e)),
+    };
+    if let Some(parent) = path.parent() {
+        create_dirs(parent, done)?;
+    }
+    fsutil::write_atomic(path, content.as_bytes(), &WriteOptions::default())?;
+    done.log.push(format!("wrote {}", path.display()));
+    done.edits.push(Written {
+        path: path.to_path_buf(),
+        before,
+        after: content.as_bytes().to_vec(),
+    });
+    Ok(())
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+/// The toolkit config of one runtime mode, as TOML.
+fn config_text(opts: &Options, mode: &str) -> String {
+    let mut doc = toml_edit::DocumentMut::new();
+    let toolkit = opts.toolkit_dir();
+    let s = |p: &Path| toml_edit::value(p.display().to_string());
+    doc["nvidia-container-cli"]["root"] = s(&opts.driver_root);
+    doc["nvidia-container-cli"]["dev-root"] = s(&opts.dev_root);
+    if opts.proc_root != Path::new("/proc") {
+        doc["nvidia-container-cli"]["proc-root"] = s(&opts.proc_root);
+    }
+    // With a containerised driver, the driver root's own ldconfig (as upstream).
+    let ldconfig = ["sbin/ldconfig.real", "sbin/ldconfig"]
+        .iter()
+        .map(|l| opts.driver_root.join(l))
+        .find(|p| opts.driver_root != Path::new("/") && p.exists())
+        .map(|p| {
+            let p = p.display().to_string();
+            PathBuf::from(p.strip_suffix(".real").unwrap_or(&p))
+        })
+        .unwrap_or_else(|| PathBuf::from("/sbin/ldconfig"));
+    doc["nvidia-container-cli"]["ldconfig"] = toml_edit::value(format!("@{}", ldconfig.display()));
+    doc["nvidia-container-runtime"]["mode"] = toml_edit::value(mode);
+    let mut dirs = toml_edit::Array::new();
+    for d in ["/etc/cdi", "/var/run/cdi"] {
+        dirs.push(d);
+    }
+    let out = opts.cdi_output_dir.display().to_string();
+    if !dirs.iter().any(|d| d.as_str() == Some(out.as_str())) {
+        dirs.push(out);
+    }
+    doc["nvidia-container-runtime"]["modes"]["cdi"]["spec-dirs"] = toml_edit::value(dirs);
+    doc["nvidia-container-runtime-hook"]["path"] =
+        s(&toolkit.join("nvidia-container-runtime-hook"));
+    doc["nvidia-ctk"]["path"] = s(&toolkit.join("nvidia-ctk"));
+    format!(
+        "# Written by nvidia-ctk-installer; removed when it exits.\n{}",
+        doc
+    )
+}
+
+/// Installs; on an error, what was done so far is undone before the error is returned.
+pub fn install(opts: &Options) -> Result<Installed, InstallError> {
+    let mut done = Installed::default();
+    match install_steps(opts, &mut done) {
+        Ok(()) => Ok(done),
+        Err(e) => {
+            let _ = uninstall(&done);
+            Err(e)
+        }
+    }
+}
+
+fn install_steps(opts: &Options, done: &mut Installed) -> Result<(), InstallError> {
+    let toolkit = opts.toolkit_dir();
+    create_dirs(&toolkit, done)?;
+    for (i, name) in BINARIES.iter().enumerate() {
+        let src = opts.source_root.join("bin").join(name);
+        if !src.is_file() {
+            if i < 2 {
+                return Err(InstallError::MissingBinary {
+                    path: src,
+                    root: opts.source_root.clone(),
+                    name,
+                });
+            }
+            continue;
+        }
+        let bytes = std::fs::read(&src).map_err(io(&src, "read"))?;
+        // The shim is reached through a wrapper that names this install's config.
+        let dest = if *name == "nvidia-container-runtime" {
+            toolkit.join("nvidia-container-runtime.real")
+        } else {
+            toolkit.join(name)
+        };
+        put_file(&dest, &bytes, 0o755, done)?;
+        let worker = opts.source_root.join("libexec/nvct").join(name);
+        if worker.is_file() {
+            let bytes = std::fs::read(&worker).map_err(io(&worker, "read"))?;
+            put_file(&opts.libexec_dir().join(name), &bytes, 0o755, done)?;
+        }
+    }
+    done.log
+        .push(format!("installed the toolkit in {}", toolkit.display()));
+    let real = toolkit.join("nvidia-container-runtime.real");
+    for (_, wrapper, mode) in opts.runtimes() {
+        let config = opts.config_dir().join(if mode == "auto" {
+            "config.toml".to_string()
+        } else {
+            format!("config-{mode}.toml")
+        });
+        put_file(&config, config_text(opts, mode).as_bytes(), 0o644, done)?;
+        let script = format!(
+            "#!/bin/sh\n# Written by nvidia-ctk-installer: the NVIDIA runtime with this install's config (mode {mode}).\nNVIDIA_CTK_CONFIG_FILE_PATH={} exec {} \"$@\"\n",
+            shell_quote(&config),
+            shell_quote(&real)
+        );
+        put_file(&toolkit.join(wrapper), script.as_bytes(), 0o755, done)?;
+    }
+    register(opts, done)?;
+    if opts.create_device_nodes {
+        let root = DriverRoot::new(&opts.driver_root, &opts.dev_root, &opts.proc_root);
+        let majors = system::read_majors(&root)?;
+        let nodes = system::control_nodes(&majors, &root.proc_path("devices"))?;
+        for d in system::create_nodes(&root, &nodes, false)? {
+            if let system::Done::Created(p) = d {
+                done.log.push(format!("created {}", p.display()));
+            }
+        }
+    }
+    if opts.cdi_enabled {
+        write_cdi_spec(opts, done)?;
+    }
+    Ok(())
+}
+
+/// Registers the three runtimes with the engine.
+fn register(opts: &Options, done: &mut Installed) -> Result<(), InstallError> {
+    let toolkit = opts.toolkit_dir();
+    let rt = |name: &str, wrapper: &str, default: bool| RtOptions {
+        runtime_name: name.to_string(),
+        runtime_path: toolkit.join(wrapper).display().to_string(),
+        set_as_default: default && opts.set_as_default,
+        cdi_enabled: opts.cdi_enabled,
+    };
+    let read = |p: &Path| fsutil::read_optional(p).map(Option::unwrap_or_default);
+    let main_text = read(&opts.config)?;
+    let main = Source {
+        path: &opts.config,
+        text: &main_text,
+    };
+    let runtimes = opts.runtimes();
+    let drop_in = &opts.drop_in;
+    let changes = match opts.engine {
+        Engine::Docker => {
+            let mut text = main_text.clone();
+            for (i, (name, wrapper, _)) in runtimes.iter().enumerate() {
+                let src = Source {
+                    path: &opts.config,
+                    text: &text,
+                };
+                let out = docker::configure(src, &rt(name, wrapper, i == 0))?;
+                text = out.changes[0].content.clone().unwrap_or_default();
+            }
+            vec![(opts.config.clone(), text)]
+        }
+        Engine::Containerd => {
+            // All three entries into one document, then that document's CRI table into the
+            // drop-in (or, without one, the document itself replaces the config).
+            let mut full = main_text.clone();
+            for (i, (name, wrapper, _)) in runtimes.iter().enumerate() {
+                let src = Source {
+                    path: &opts.config,
+                    text: &full,
+                };
+                let out = containerd::configure(src, src, None, &rt(name, wrapper, i == 0))?;
+                full = out.changes[0].content.clone().unwrap_or_default();
+            }
+            let base = Source {
+                path: &opts.config,
+                text: &full,
+            };
+            let (name, wrapper, _) = &runtimes[0];
+            let out =
+                containerd::configure(main, base, drop_in.as_deref(), &rt(name, wrapper, true))?;
+            done.log.extend(out.notes.iter().cloned());
+            out.changes
+                .into_iter()
+                .filter_map(|c| Some((c.path, c.content?)))
+                .collect()
+        }
+        Engine::Crio => {
+            let target = drop_in.clone().unwrap_or_else(|| opts.config.clone());
+            let mut text = read(&target)?;
+            for (i, (name, wrapper, _)) in runtimes.iter().enumerate() {
+                let src = Source {
+                    path: &target,
+                    text: &text,
+                };
+                let out = crio::configure_drop_in(src, main, &rt(name, wrapper, i == 0))?;
+                text = out.changes[0].content.clone().unwrap_or_default();
+            }
+            vec![(target, text)]
+        }
+    };
+    for (path, text) in changes {
+        let current = read(&path)?;
+        if current != text {
+            edit_file(&path, &text, done)?;
+        }
+    }
+    done.log.push(format!(
+        "registered the runtimes {} with {}",
+        runtimes
+            .iter()
+            .map(|r| r.0.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        opts.engine.name()
+    ));
+    Ok(())
+}
+
+fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallError> {
+    let root = DriverRoot::new(&opts.driver_root, &opts.dev_root, &opts.proc_root);
+    let inv = discover::discover(&root).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let gen = cdi::Options {
+        hook_path: opts
+            .toolkit_dir()
+            .join("nvidia-cdi-hook")
+            .display()
+            .to_string(),
+        ..cdi::Options::default()
+    };
+    let spec = cdi::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let text = spec
+        .encode(cdi::Format::Yaml)
+        .map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let path = opts.cdi_output_dir.join("nvidia.yaml");
+    edit_file(&path, &text, done)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+        .map_err(io(&path, "chmod"))?;
+    Ok(())
+}
+
+/// Undoes `done`: engine files and the spec back to their bytes before (or removed when there
+/// was nothing), unless someone changed them since (then they are left, and said so); the
+/// toolkit's files and the directories created removed. Returns one line per action.
+pub fn uninstall(done: &Installed) -> Result<Vec<String>, InstallError> {
+    let mut log = Vec::new();
+    for w in done.edits.iter().rev() {
+        let now = std::fs::read(&w.path).ok();
+        if now.as_deref() != Some(w.after.as_slice()) {
+            log.push(format!(
+                "left {}: changed since it was written",
+                w.path.display()
+            ));
+            continue;
+        }
+        match &w.before {
+            Some(b) => {
+                fsutil::write_atomic(&w.path, b, &WriteOptions::default())?;
+                log.push(format!("restored {}", w.path.display()));
+            }
+            None => {
+                std::fs::remove_file(&w.path).map_err(io(&w.path, "remove"))?;
+                log.push(format!("removed {}", w.path.display()));
+            }
+        }
+    }
+    for f in done.files.iter().rev() {
+        match std::fs::remove_file(f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(f, "remove")(e)),
+        }
+    }
+    for d in done.dirs.iter().rev() {
+        // Only if empty: what others put there stays.
+        if std::fs::remove_dir(d).is_ok() {
+            log.push(format!("removed {}", d.display()));
+        }
+    }
+    Ok(log)
+}
+
+/// The pid of the process serving the unix socket `socket` (`SO_PEERCRED`).
+fn socket_peer_pid(socket: &Path) -> Result<i32, String> {
+    use std::os::fd::AsRawFd;
+    let stream = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a writable ucred and `len` its size; the fd is a live socket.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || cred.pid <= 0 {
+        return Err(format!(
+            "SO_PEERCRED on {}: {}",
+            socket.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(cred.pid)
+}
+
+/// The command `--restart-mode=systemd` runs.
+pub fn systemd_command(opts: &Options) -> Vec<String> {
+    let unit = opts.engine.name().to_string();
+    let mut cmd = Vec::new();
+    if opts.host_root != Path::new("/") {
+        cmd.push("chroot".to_string());
+        cmd.push(opts.host_root.display().to_string());
+    }
+    cmd.extend(["systemctl".to_string(), "restart".to_string(), unit]);
+    cmd
+}
+
+/// Makes the engine pick up its changed config. Returns what was done.
+pub fn restart(opts: &Options) -> Result<String, InstallError> {
+    let engine = opts.engine.name();
+    match opts.restart {
+        Restart::None => Ok(format!("not restarting {engine} (restart mode none)")),
+        Restart::Signal => {
+            let pid = socket_peer_pid(&opts.socket)
+                .map_err(|why| InstallError::Restart { engine, why })?;
+            // SAFETY: kill has no memory preconditions.
+            if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
+                return Err(InstallError::Restart {
+                    engine,
+                    why: format!("SIGHUP to pid {pid}: {}", std::io::Error::last_os_error()),
+                });
+            }
+            Ok(format!(
+                "sent SIGHUP to {engine} (pid {pid}, serving {})",
+                opts.socket.display()
+            ))
+        }
+        Restart::Systemd => {
+            let cmd = systemd_command(opts);
+            let status = Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .status()
+                .map_err(|e| InstallError::Restart {
+                    engine,
+                    why: format!("cannot run `{}`: {e}", cmd.join(" ")),
+                })?;
+            if !status.success() {
+                return Err(InstallError::Restart {
+                    engine,
+                    why: format!("`{}` failed ({status})", cmd.join(" ")),
+                });
+            }
+            Ok(format!("ran `{}`", cmd.join(" ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(engine: Engine, host_root: &str) -> Options {
+        Options {
+            install_dir: "/usr/local/nvidia".into(),
+            source_root: "/usr".into(),
+            engine,
+            config: "/etc/x".into(),
+            drop_in: None,
+            socket: "/run/x.sock".into(),
+            restart: Restart::Systemd,
+            host_root: host_root.into(),
+            driver_root: "/run/nvidia/driver".into(),
+            dev_root: "/".into(),
+            proc_root: "/proc".into(),
+            runtime_name: "nvidia".into(),
+            set_as_default: false,
+            cdi_enabled: false,
+            cdi_output_dir: "/var/run/cdi".into(),
+            create_device_nodes: false,
+        }
+    }
+
+    #[test]
+    fn systemd_command_cases() {
+        let cases = [
+            (
+                "from a container",
+                Engine::Crio,
+                "/host",
+                "chroot /host systemctl restart crio",
+            ),
+            (
+                "on the host",
+                Engine::Docker,
+                "/",
+                "systemctl restart docker",
+            ),
+        ];
+        for (name, engine, root, want) in cases {
+            assert_eq!(
+                systemd_command(&opts(engine, root)).join(" "),
+                want,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn config_names_the_toolkit_and_the_mode() {
+        let o = opts(Engine::Containerd, "/host");
+        let text = config_text(&o, "cdi");
+        let cfg = crate::config::Config::parse(&text, Path::new("c.toml")).unwrap();
+        assert_eq!(cfg.runtime.mode, crate::config::Mode::Cdi);
+        assert_eq!(cfg.cli.root, "/run/nvidia/driver");
+        assert_eq!(
+            cfg.hook.path,
+            "/usr/local/nvidia/toolkit/nvidia-container-runtime-hook"
+        );
+        assert_eq!(
+            cfg.runtime.modes.cdi.spec_dirs,
+            ["/etc/cdi", "/var/run/cdi"]
+        );
+        assert!(
+            crate::config::unknown_keys(&text, Path::new("c.toml")).is_empty(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn shell_quote_cases() {
+        assert_eq!(shell_quote(Path::new("/a b")), "'/a b'");
+        assert_eq!(shell_quote(Path::new("/it's")), r"'/it'\''s'");
+    }
+}

@@ -1,0 +1,405 @@
+//! Black-box tests of `nvidia-ctk-installer` (what the GPU Operator's toolkit container runs):
+//! against a real containerd (the installed runtime starts a GPU container under `ctr run`), a
+//! real dockerd (SIGHUP makes it load the three runtimes), and CRI-O's files with a systemd
+//! restart through `chroot <host root>`; SIGTERM then puts every engine file back to its
+//! original bytes and removes the install.
+
+mod common;
+
+use common::bundle::{self, out_text, Bundle, Image};
+use common::containerd::start_containerd;
+use common::dockerd::{docker, start_dockerd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const INSTALLER: &str = env!("CARGO_BIN_EXE_nvidia-ctk-installer");
+
+/// A toolkit source tree as the image has it: `bin/` with the four binaries (the static fronts
+/// and `libexec/nvct/` when the suite built them, else the dynamic builds).
+fn source_tree(dir: &Path) -> PathBuf {
+    let root = dir.join("artifacts");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let built = Path::new(bundle::HOOK).parent().unwrap();
+    let statics = std::env::var_os("NVCT_STATIC_BIN_DIR").map(PathBuf::from);
+    for name in [
+        "nvidia-container-runtime",
+        "nvidia-container-runtime-hook",
+        "nvidia-ctk",
+        "nvidia-cdi-hook",
+    ] {
+        let front = statics
+            .as_ref()
+            .map(|d| d.join(name))
+            .filter(|p| p.exists());
+        match front {
+            Some(f) if name != "nvidia-container-runtime" => {
+                std::fs::copy(&f, bin.join(name)).unwrap();
+                if name != "nvidia-cdi-hook" {
+                    let libexec = root.join("libexec/nvct");
+                    std::fs::create_dir_all(&libexec).unwrap();
+                    std::fs::copy(built.join(name), libexec.join(name)).unwrap();
+                }
+            }
+            _ => {
+                std::fs::copy(built.join(name), bin.join(name)).unwrap();
+            }
+        }
+    }
+    root
+}
+
+/// The installer running as a daemon; its stderr goes to `log`.
+struct Installer {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Installer {
+    fn start(dir: &Path, args: &[String]) -> Installer {
+        let log = dir.join("installer.log");
+        let child = Command::new(INSTALLER)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(dir.join("installer.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut i = Installer { child, log };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !i.text().contains("waiting for SIGTERM") {
+            if let Ok(Some(st)) = i.child.try_wait() {
+                panic!("the installer exited ({st}):\n{}", i.text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the installer did not finish:\n{}",
+                i.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        i
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit status.
+    fn stop(mut self) -> (bool, String) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return (st.success(), self.text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the installer did not stop:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn common_args(dir: &Path, host: &common::fakehost::FakeHost, source: &Path) -> Vec<String> {
+    vec![
+        format!("--toolkit-install-dir={}", dir.join("install").display()),
+        format!("--toolkit-source-root={}", source.display()),
+        format!("--driver-root={}", host.driver_root().display()),
+        format!("--proc-root={}", host.proc_root().display()),
+        format!("--pid-file={}", dir.join("run/toolkit.pid").display()),
+        format!("--cdi-output-dir={}", dir.join("cdi").display()),
+    ]
+}
+
+#[test]
+fn containerd_install_runs_gpu_containers_and_sigterm_restores_everything() {
+    bundle::require_root();
+    bundle::require("runc");
+    bundle::require("containerd-shim-runc-v2");
+    let ctr = bundle::require("ctr");
+    let (dir, host) = bundle::scratch_host("nvct-installer-ctrd-", 2);
+    let config_env = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
+    let cd = start_containerd(&dir, &config_env);
+    let engine_config = dir.join("containerd.toml");
+    let original = std::fs::read(&engine_config).unwrap();
+    let source = source_tree(&dir);
+    let mut args = common_args(&dir, &host, &source);
+    args.extend([
+        "--runtime=containerd".to_string(),
+        format!("--config={}", engine_config.display()),
+        format!(
+            "--drop-in-config={}",
+            dir.join("conf.d/99-nvidia.toml").display()
+        ),
+        // containerd exits on SIGHUP (its supervisor restarts it): this one has none.
+        "--restart-mode=none".to_string(),
+        "--cdi-enabled".to_string(),
+    ]);
+    let inst = Installer::start(&dir, &args);
+    let toolkit = dir.join("install/toolkit");
+
+    // containerd itself loads the result (this containerd runs without its CRI plugin, so its
+    // dump leaves the CRI table out: the drop-in is read for the entries).
+    let dump = Command::new(bundle::require("containerd"))
+        .arg("--config")
+        .arg(&engine_config)
+        .args(["config", "dump"])
+        .output()
+        .unwrap();
+    assert!(dump.status.success(), "{}", out_text(&dump));
+    let drop_in = dir.join("conf.d/99-nvidia.toml");
+    let dump_text = std::fs::read_to_string(&drop_in).unwrap();
+    for (name, wrapper) in [
+        ("nvidia", "nvidia-container-runtime"),
+        ("nvidia-cdi", "nvidia-container-runtime.cdi"),
+        ("nvidia-legacy", "nvidia-container-runtime.legacy"),
+    ] {
+        let st = nvct::runtime_config::containerd::status(
+            nvct::runtime_config::Source {
+                path: &drop_in,
+                text: &dump_text,
+            },
+            name,
+        )
+        .unwrap();
+        assert_eq!(
+            st.runtime_path.as_deref(),
+            Some(toolkit.join(wrapper).to_str().unwrap()),
+            "{name}: {dump_text}"
+        );
+    }
+    assert!(dump_text.contains("enable_cdi = true"), "{dump_text}");
+    assert!(dump_text.contains("cdi.k8s.io/*"), "{dump_text}");
+    let spec = dir.join("cdi/nvidia.yaml");
+    let spec_text = std::fs::read_to_string(&spec).unwrap();
+    assert!(
+        spec_text.contains(toolkit.join("nvidia-cdi-hook").to_str().unwrap()),
+        "the spec's hooks run the installed nvidia-cdi-hook:\n{spec_text}"
+    );
+
+    // A GPU container through the installed runtime (its wrapper, its config).
+    let b = Bundle::new(&dir, Image::Busybox);
+    let id = format!("nvct-installer-{}", std::process::id());
+    let out: Output = Command::new(&ctr)
+        .arg("-a")
+        .arg(&cd.sock)
+        .args(["run", "--rm", "--runc-binary"])
+        .arg(toolkit.join("nvidia-container-runtime"))
+        .args(["--env", "NVIDIA_VISIBLE_DEVICES=1", "--rootfs"])
+        .arg(b.rootfs())
+        .args([
+            &id,
+            "/bin/sh",
+            "-c",
+            "export PATH=/bin; ls /dev/nvidia*; echo done",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n--- containerd log\n{}\n--- installer\n{}",
+        out_text(&out),
+        std::fs::read_to_string(&cd.log).unwrap_or_default(),
+        inst.text()
+    );
+    assert!(out.status.success(), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    assert!(lines.contains(&"/dev/nvidia1"), "{text}");
+    assert!(!lines.contains(&"/dev/nvidia0"), "{text}");
+
+    let (ok, log) = inst.stop();
+    assert!(ok, "{log}");
+    assert_eq!(
+        std::fs::read(&engine_config).unwrap(),
+        original,
+        "the engine config is not its original bytes:\n{log}"
+    );
+    assert!(!dir.join("conf.d/99-nvidia.toml").exists(), "{log}");
+    assert!(
+        !dir.join("install").exists(),
+        "the install dir is left:\n{log}"
+    );
+    assert!(!spec.exists(), "the CDI spec is left:\n{log}");
+    assert!(!dir.join("run/toolkit.pid").exists(), "{log}");
+    drop(cd);
+}
+
+#[test]
+fn docker_reloads_the_runtimes_on_sighup_and_gets_its_daemon_json_back() {
+    bundle::require_root();
+    let (dir, host) = bundle::scratch_host("nvct-installer-docker-", 1);
+    let config_env = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
+    let daemon_json = dir.join("daemon.json");
+    let original = b"{\n  \"log-level\": \"warn\"\n}\n".to_vec();
+    std::fs::write(&daemon_json, &original).unwrap();
+    let d = start_dockerd(&dir, &config_env, Some(&daemon_json));
+    let runtimes = || {
+        let out = docker(&d, &["info", "--format", "{{json .Runtimes}}"]);
+        assert!(out.status.success(), "{}", out_text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(!runtimes().contains("nvidia"));
+    let source = source_tree(&dir);
+    let mut args = common_args(&dir, &host, &source);
+    args.extend([
+        "--runtime=docker".to_string(),
+        format!("--config={}", daemon_json.display()),
+        format!("--socket={}", d.sock.display()),
+        "--restart-mode=signal".to_string(),
+    ]);
+    let inst = Installer::start(&dir, &args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let r = loop {
+        let r = runtimes();
+        if ["nvidia", "nvidia-cdi", "nvidia-legacy"]
+            .iter()
+            .all(|n| r.contains(&format!("\"{n}\"")))
+        {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "docker's runtimes: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        r.contains(
+            dir.join("install/toolkit/nvidia-container-runtime")
+                .to_str()
+                .unwrap()
+        ),
+        "{r}"
+    );
+    assert!(
+        inst.text().contains("sent SIGHUP to docker"),
+        "{}",
+        inst.text()
+    );
+    let (ok, log) = inst.stop();
+    assert!(ok, "{log}");
+    assert_eq!(std::fs::read(&daemon_json).unwrap(), original, "{log}");
+    // dockerd reloads `runtimes` on SIGHUP only when daemon.json has the key, so the entries
+    // stay in the running daemon until it restarts (docs/COMPAT.md, nvidia-ctk-installer).
+    assert!(log.contains("sent SIGHUP to docker"), "{log}");
+}
+
+#[test]
+fn crio_gets_a_drop_in_and_a_systemd_restart_through_the_host_root() {
+    bundle::require_root();
+    let busybox = bundle::require("busybox");
+    let (dir, host) = bundle::scratch_host("nvct-installer-crio-", 1);
+    // The host root as the installer's container sees it: /bin/sh and a systemctl that logs.
+    let host_root = dir.join("hostroot");
+    std::fs::create_dir_all(host_root.join("bin")).unwrap();
+    std::fs::create_dir_all(host_root.join("usr/bin")).unwrap();
+    std::fs::copy(&busybox, host_root.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", host_root.join("bin/sh")).unwrap();
+    let systemctl = host_root.join("usr/bin/systemctl");
+    std::fs::write(&systemctl, "#!/bin/sh\necho \"$@\" >> /systemctl.log\n").unwrap();
+    std::fs::set_permissions(
+        &systemctl,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let crio_conf = dir.join("crio.conf");
+    let original = b"[crio.runtime]\ndefault_runtime = \"runc\"\n\n[crio.runtime.runtimes.runc]\nruntime_path = \"/usr/bin/runc\"\nmonitor_path = \"/usr/bin/conmon\"\n".to_vec();
+    std::fs::write(&crio_conf, &original).unwrap();
+    let drop_in = dir.join("crio.conf.d/99-nvidia.toml");
+    let source = source_tree(&dir);
+    let mut args = common_args(&dir, &host, &source);
+    args.extend([
+        "--runtime=crio".to_string(),
+        format!("--config={}", crio_conf.display()),
+        format!("--drop-in-config={}", drop_in.display()),
+        format!("--host-root={}", host_root.display()),
+    ]);
+    let inst = Installer::start(&dir, &args);
+    let text = std::fs::read_to_string(&drop_in).unwrap();
+    let toolkit = dir.join("install/toolkit");
+    for (name, wrapper) in [
+        ("nvidia", "nvidia-container-runtime"),
+        ("nvidia-cdi", "nvidia-container-runtime.cdi"),
+        ("nvidia-legacy", "nvidia-container-runtime.legacy"),
+    ] {
+        let st = nvct::runtime_config::crio::status(
+            nvct::runtime_config::Source {
+                path: &drop_in,
+                text: &text,
+            },
+            name,
+        )
+        .unwrap();
+        assert_eq!(
+            st.runtime_path.as_deref(),
+            Some(toolkit.join(wrapper).to_str().unwrap()),
+            "{name}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("monitor_path = \"/usr/bin/conmon\""),
+        "copied from runc:\n{text}"
+    );
+    assert_eq!(
+        std::fs::read(&crio_conf).unwrap(),
+        original,
+        "the main file is untouched"
+    );
+    let (ok, log) = inst.stop();
+    assert!(ok, "{log}");
+    assert!(!drop_in.exists(), "{log}");
+    assert_eq!(std::fs::read(&crio_conf).unwrap(), original);
+    assert_eq!(
+        std::fs::read_to_string(host_root.join("systemctl.log")).unwrap(),
+        "restart crio\nrestart crio\n",
+        "restarted after the install and after the undo:\n{log}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("unknown runtime", &["--runtime=podman"], "podman"),
+        (
+            "drop-in for docker",
+            &["--runtime=docker", "--drop-in-config=/x.toml"],
+            "docker has no drop-in files",
+        ),
+        (
+            "bad device nodes value",
+            &["--create-device-nodes=all"],
+            "expected control or none",
+        ),
+        (
+            "no binaries in the source root",
+            &["--runtime=docker", "--restart-mode=none", "--no-daemon"],
+            "must hold bin/nvidia-container-runtime",
+        ),
+    ];
+    for (case, extra, want) in cases {
+        let mut args = vec![
+            format!("--toolkit-install-dir={}", d.join("install").display()),
+            format!("--toolkit-source-root={}", d.join("empty").display()),
+            format!("--pid-file={}", d.join("toolkit.pid").display()),
+            format!("--config={}", d.join("daemon.json").display()),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = Command::new(INSTALLER).args(&args).output().unwrap();
+        let text = out_text(&out);
+        assert!(!out.status.success(), "{case}: {text}");
+        assert!(text.contains(want), "{case}: {text}");
+        assert!(
+            !d.join("install").exists(),
+            "{case}: an install dir was left"
+        );
+        assert!(
+            !d.join("daemon.json").exists(),
+            "{case}: daemon.json was written"
+        );
+    }
+}
