@@ -425,3 +425,45 @@ fn system_commands_create_what_is_missing_and_nothing_else() {
     );
     drop(dir);
 }
+
+#[test]
+fn label_node_writes_the_feature_file_golden() {
+    const HEADER: &str = "# Written by nvidia-ctk system label-node from this node's GPUs.\n";
+    let golden = |count: u32| {
+        format!(
+            "{HEADER}nvidia.com/cuda.driver.major=550\nnvidia.com/cuda.driver.minor=54\n\
+             nvidia.com/cuda.driver.rev=15\nnvidia.com/cuda.runtime.major=12\n\
+             nvidia.com/cuda.runtime.minor=4\nnvidia.com/gpu.count={count}\n\
+             nvidia.com/gpu.family=hopper\nnvidia.com/gpu.memory=81559\n\
+             nvidia.com/gpu.present=true\nnvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3\n\
+             nvidia.com/mig.capable=true\n"
+        )
+    };
+    bundle::require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-labels-")
+        .tempdir()
+        .unwrap();
+    // (case, GPUs, MIG on GPU 0)
+    for (case, gpus, mig) in [("8 GPUs", 8, false), ("MIG", 2, true)] {
+        let host = FakeHost::builder()
+            .gpus(gpus)
+            .mig(mig)
+            .build(&dir.path().join(case.replace(' ', "-")))
+            .unwrap();
+        let config = bundle::write_config(dir.path(), &host.driver_root(), &host.proc_root(), "");
+        let out_file = dir.path().join(format!("{gpus}/features.d/nvidia"));
+        let out = ctk(&[
+            "system",
+            "label-node",
+            &format!("--config={}", config.display()),
+            &format!("--output={}", out_file.display()),
+        ]);
+        ok_or_panic(&out, case);
+        assert_eq!(
+            std::fs::read_to_string(&out_file).unwrap(),
+            golden(gpus),
+            "{case}"
+        );
+    }
+}

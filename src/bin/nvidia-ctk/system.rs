@@ -24,6 +24,22 @@ enum SystemCommand {
     /// Create /dev/char/MAJ:MIN links to every NVIDIA device node (systemd resolves a
     /// container's device rules through them).
     CreateDevCharSymlinks(LinksArgs),
+    /// Write this node's nvidia.com/* labels (from the hardware) as a Node Feature Discovery
+    /// local feature file, so labels follow the GPUs instead of going stale.
+    LabelNode(LabelArgs),
+}
+
+#[derive(Args, Debug)]
+struct LabelArgs {
+    /// The toolkit config (driver root, proc root; default as the hook).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The feature file; `-` prints it.
+    #[arg(
+        long,
+        default_value = "/etc/kubernetes/node-feature-discovery/features.d/nvidia"
+    )]
+    output: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -81,6 +97,7 @@ pub fn run(args: SystemArgs, v: Verbosity) -> Result<()> {
     match args.command {
         SystemCommand::CreateDeviceNodes(a) => create_device_nodes(a, v),
         SystemCommand::CreateDevCharSymlinks(a) => create_links(a, v),
+        SystemCommand::LabelNode(a) => label_node(a, v),
     }
 }
 
@@ -167,5 +184,23 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
         );
     }
     report(&system::create_char_links(&root, &links, a.dry_run)?, v);
+    Ok(())
+}
+
+fn label_node(a: LabelArgs, v: Verbosity) -> Result<()> {
+    let path = a
+        .config
+        .unwrap_or_else(|| nvct::config::default_path(|k| std::env::var(k).ok()));
+    let config = nvct::config::Config::load(&path)?;
+    let inv = nvct::discover::discover(&config.driver())?;
+    let text = nvct::labels::feature_file(&nvct::labels::labels(&inv));
+    if a.output == std::path::Path::new("-") {
+        print!("{text}");
+        return Ok(());
+    }
+    nvct::fsutil::write_atomic(&a.output, text.as_bytes(), &Default::default())?;
+    if !v.quiet {
+        println!("wrote {}", a.output.display());
+    }
     Ok(())
 }
