@@ -466,7 +466,6 @@ const IGNORED_KEYS: &[&str] = &[
     "nvidia-container-cli.load-kmods",
     "nvidia-container-cli.user",
     "nvidia-container-runtime-hook.skip-mode-detection",
-    "nvidia-ctk.path",
     "features.allow-cuda-compat-libs-from-container",
     "features.ignore-imex-channel-requests",
 ];

@@ -74,7 +74,7 @@ pub enum ShimError {
         names: String,
         source: Box<GenerateError>,
     },
-    #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path) nor in PATH; jit-cdi needs it")]
+    #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path), nor next to nvidia-ctk (config nvidia-ctk.path), nor in PATH; jit-cdi needs it")]
     NoCdiHook { hook: String },
     #[error(transparent)]
     Edit(#[from] SpecEditError),
@@ -494,16 +494,19 @@ fn join(names: &[QualifiedName]) -> String {
 }
 
 /// `nvidia-cdi-hook` for `jit-cdi` specs. Rule: the file of that name next to the legacy hook
-/// (config `nvidia-container-runtime-hook.path`, resolved as for legacy mode), else
-/// `nvidia-cdi-hook` in PATH. Packages install both side by side, so no new config key.
+/// (config `nvidia-container-runtime-hook.path`, resolved as for legacy mode), else next to
+/// `nvidia-ctk` (config `nvidia-ctk.path`, upstream's documented key), else `nvidia-cdi-hook`
+/// in PATH. Packages install them side by side.
 pub fn find_cdi_hook(
     config: &Config,
     which: &dyn Fn(&str) -> Option<PathBuf>,
 ) -> Result<PathBuf, ShimError> {
-    if let Some(hook) = find_program(&config.hook.path, which) {
-        let sibling = hook.with_file_name(CDI_HOOK_NAME);
-        if sibling.is_file() {
-            return Ok(sibling);
+    for configured in [&config.hook.path, &config.ctk.path] {
+        if let Some(found) = find_program(configured, which) {
+            let sibling = found.with_file_name(CDI_HOOK_NAME);
+            if sibling.is_file() {
+                return Ok(sibling);
+            }
         }
     }
     which(CDI_HOOK_NAME).ok_or_else(|| ShimError::NoCdiHook {
@@ -1043,6 +1046,18 @@ mod tests {
             find_cdi_hook(&c, &in_path).unwrap(),
             dir.path().join(CDI_HOOK_NAME),
             "sibling first"
+        );
+        // Upstream's documented config names nvidia-ctk, not the hook.
+        let ctk_dir = tempfile::tempdir().unwrap();
+        std::fs::write(ctk_dir.path().join("nvidia-ctk"), "").unwrap();
+        std::fs::write(ctk_dir.path().join(CDI_HOOK_NAME), "").unwrap();
+        let mut c = Config::default();
+        c.hook.path = "/nonexistent/nvidia-container-runtime-hook".into();
+        c.ctk.path = ctk_dir.path().join("nvidia-ctk").display().to_string();
+        assert_eq!(
+            find_cdi_hook(&c, &nowhere).unwrap(),
+            ctk_dir.path().join(CDI_HOOK_NAME),
+            "next to nvidia-ctk.path"
         );
     }
 }
