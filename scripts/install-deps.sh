@@ -32,6 +32,7 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v chattr >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 [ -e /usr/include/dlfcn.h ] || need+=(libc6-dev)
 command -v ldconfig >/dev/null 2>&1 || [ -x /sbin/ldconfig ] || need+=(libc-bin)
 command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
@@ -43,6 +44,12 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# scripts/validate-k8s.sh: the Kubernetes JSON schemas, offline (kubernetes-validate ships them),
+# pinned. PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses a system-wide pip install.
+if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("kubernetes-validate") != "1.37.0")' 2>/dev/null; then
+  echo "install-deps.sh: installing kubernetes-validate 1.37.0 (pip)"
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "kubernetes-validate==1.37.0"
 fi
 # busybox-static must really be static: the test images have no libc of their own.
 if ! file -L "$(command -v busybox)" 2>/dev/null | grep -q 'statically linked' && ! ldd "$(command -v busybox)" 2>&1 | grep -q 'not a dynamic'; then

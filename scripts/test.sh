@@ -43,6 +43,8 @@ phase() {
   rm -rf --one-file-system "${suite_tmp:?}/$name" || echo "warning: could not remove $suite_tmp/$name"
 }
 phase all cargo test --locked --all-targets --all-features -- "$@"
+# The Kubernetes manifests (packaging/kubernetes/) against the Kubernetes JSON schemas, offline.
+scripts/validate-k8s.sh
 # The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
 # with our CDI hooks under runc; the installed package's hook) and `docker run --gpus` through a
 # real dockerd. containerd's `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman
