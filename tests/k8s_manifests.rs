@@ -497,7 +497,7 @@ fn host_paths_are_what_the_installer_needs_and_no_more() {
             }
         }
         for (p, why) in &need {
-            let Some((path, _, ro, propagation)) = mounts
+            let Some((path, _, ro, _)) = mounts
                 .iter()
                 .filter(|(m, ..)| under(p, m))
                 .max_by_key(|(m, ..)| m.len())
@@ -507,12 +507,6 @@ fn host_paths_are_what_the_installer_needs_and_no_more() {
             };
             if *ro && *why != "the host root" {
                 problems.push(format!("{at}: {why} {p}: volumeMount {path} is readOnly"));
-            }
-            // The driver container mounts its root under /run/nvidia after this pod started.
-            if *why == "the driver root" && propagation != "HostToContainer" {
-                problems.push(format!(
-                    "{at}: {why} {p}: volumeMount {path} needs mountPropagation HostToContainer"
-                ));
             }
         }
         // /run/nvidia/driver is where the GPU Operator's driver container puts its root: its
