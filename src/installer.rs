@@ -87,6 +87,12 @@ pub struct Options {
     pub dev_root: PathBuf,
     /// Where `driver/nvidia` and `devices` are read (`/proc`; another in tests).
     pub proc_root: PathBuf,
+    /// Where this process sees the driver root when that differs from `driver_root` (a host
+    /// path): discovery for the CDI spec and the device nodes reads here.
+    pub driver_root_ctr_path: Option<PathBuf>,
+    /// The config keys of the same names (the device plugin's strategies).
+    pub accept_envvar_unprivileged: bool,
+    pub accept_volume_mounts: bool,
     pub runtime_name: String,
     pub set_as_default: bool,
     pub cdi_enabled: bool,
@@ -99,6 +105,22 @@ impl Options {
         self.install_dir.join("toolkit")
     }
 
+    /// The driver root as this process sees it.
+    fn seen_driver_root(&self) -> PathBuf {
+        self.driver_root_ctr_path
+            .clone()
+            .unwrap_or_else(|| self.driver_root.clone())
+    }
+
+    /// The device root as this process sees it (under the seen driver root when the device
+    /// root is the driver root).
+    fn seen_dev_root(&self) -> PathBuf {
+        match &self.driver_root_ctr_path {
+            Some(ctr) if self.dev_root == self.driver_root => ctr.clone(),
+            _ => self.dev_root.clone(),
+        }
+    }
+
     fn libexec_dir(&self) -> PathBuf {
         self.install_dir.join("libexec/nvct")
     }
@@ -108,7 +130,7 @@ impl Options {
     }
 
     /// The runtimes registered: (name, wrapper file name, mode forced by its config).
-    fn runtimes(&self) -> [(String, &'static str, &'static str); 3] {
+    pub fn runtimes(&self) -> [(String, &'static str, &'static str); 3] {
         let n = &self.runtime_name;
         [
             (n.clone(), "nvidia-container-runtime", "auto"),
@@ -207,6 +229,10 @@ fn config_text(opts: &Options, mode: &str) -> String {
     let mut doc = toml_edit::DocumentMut::new();
     let toolkit = opts.toolkit_dir();
     let s = |p: &Path| toml_edit::value(p.display().to_string());
+    doc["accept-nvidia-visible-devices-envvar-when-unprivileged"] =
+        toml_edit::value(opts.accept_envvar_unprivileged);
+    doc["accept-nvidia-visible-devices-as-volume-mounts"] =
+        toml_edit::value(opts.accept_volume_mounts);
     doc["nvidia-container-cli"]["root"] = s(&opts.driver_root);
     doc["nvidia-container-cli"]["dev-root"] = s(&opts.dev_root);
     if opts.proc_root != Path::new("/proc") {
@@ -215,10 +241,9 @@ fn config_text(opts: &Options, mode: &str) -> String {
     // With a containerised driver, the driver root's own ldconfig (as upstream).
     let ldconfig = ["sbin/ldconfig.real", "sbin/ldconfig"]
         .iter()
-        .map(|l| opts.driver_root.join(l))
-        .find(|p| opts.driver_root != Path::new("/") && p.exists())
-        .map(|p| {
-            let p = p.display().to_string();
+        .find(|l| opts.driver_root != Path::new("/") && opts.seen_driver_root().join(l).exists())
+        .map(|l| {
+            let p = opts.driver_root.join(l).display().to_string();
             PathBuf::from(p.strip_suffix(".real").unwrap_or(&p))
         })
         .unwrap_or_else(|| PathBuf::from("/sbin/ldconfig"));
@@ -302,7 +327,11 @@ fn install_steps(opts: &Options, done: &mut Installed) -> Result<(), InstallErro
     }
     register(opts, done)?;
     if opts.create_device_nodes {
-        let root = DriverRoot::new(&opts.driver_root, &opts.dev_root, &opts.proc_root);
+        let root = DriverRoot::new(
+            opts.seen_driver_root(),
+            opts.seen_dev_root(),
+            &opts.proc_root,
+        );
         let majors = system::read_majors(&root)?;
         let nodes = system::control_nodes(&majors, &root.proc_path("devices"))?;
         for d in system::create_nodes(&root, &nodes, false)? {
@@ -405,7 +434,11 @@ fn register(opts: &Options, done: &mut Installed) -> Result<(), InstallError> {
 }
 
 fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallError> {
-    let root = DriverRoot::new(&opts.driver_root, &opts.dev_root, &opts.proc_root);
+    let root = DriverRoot::new(
+        opts.seen_driver_root(),
+        opts.seen_dev_root(),
+        &opts.proc_root,
+    );
     let inv = discover::discover(&root).map_err(|e| InstallError::Cdi(e.to_string()))?;
     let gen = cdi::Options {
         hook_path: opts
@@ -415,7 +448,11 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
             .to_string(),
         ..cdi::Options::default()
     };
-    let spec = cdi::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let mut spec = cdi::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    if opts.driver_root_ctr_path.is_some() {
+        to_host_paths(&mut spec, &opts.seen_driver_root(), &opts.driver_root);
+        to_host_paths(&mut spec, &opts.seen_dev_root(), &opts.dev_root);
+    }
     let text = spec
         .encode(cdi::Format::Yaml)
         .map_err(|e| InstallError::Cdi(e.to_string()))?;
@@ -424,6 +461,28 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
         .map_err(io(&path, "chmod"))?;
     Ok(())
+}
+
+/// Rewrites the spec's host paths under `seen` (this process's view) to `host`.
+fn to_host_paths(spec: &mut cdi::Spec, seen: &Path, host: &Path) {
+    let fix = |p: &mut String| {
+        if let Ok(rest) = Path::new(p.as_str()).strip_prefix(seen) {
+            *p = host.join(rest).display().to_string();
+        }
+    };
+    let edits = std::iter::once(&mut spec.container_edits)
+        .chain(spec.devices.iter_mut().map(|d| &mut d.container_edits));
+    for e in edits {
+        for n in &mut e.device_nodes {
+            match &mut n.host_path {
+                Some(h) => fix(h),
+                None => {}
+            }
+        }
+        for m in &mut e.mounts {
+            fix(&mut m.host_path);
+        }
+    }
 }
 
 /// Undoes `done`: engine files and the spec back to their bytes before (or removed when there
@@ -567,6 +626,9 @@ mod tests {
             driver_root: "/run/nvidia/driver".into(),
             dev_root: "/".into(),
             proc_root: "/proc".into(),
+            driver_root_ctr_path: None,
+            accept_envvar_unprivileged: true,
+            accept_volume_mounts: false,
             runtime_name: "nvidia".into(),
             set_as_default: false,
             cdi_enabled: false,

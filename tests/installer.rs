@@ -403,3 +403,62 @@ fn bad_input_is_refused_with_nothing_written() {
         );
     }
 }
+
+#[test]
+fn upstream_variable_names_and_a_driver_root_seen_elsewhere() {
+    bundle::require_root();
+    let (dir, host) = bundle::scratch_host("nvct-installer-env-", 1);
+    let source = source_tree(&dir);
+    let engine_config = dir.join("containerd.toml");
+    std::fs::write(&engine_config, "version = 2\n").unwrap();
+    // The GPU Operator's spelling: aliases only, a host driver root the pod sees elsewhere.
+    let out = Command::new(INSTALLER)
+        .env("ROOT", dir.join("install"))
+        .env("RUNTIME", "containerd")
+        .env("CONTAINERD_CONFIG", &engine_config)
+        .env("RUNTIME_DROP_IN_CONFIG", dir.join("conf.d/99-nvidia.toml"))
+        .env("RUNTIME_RESTART_MODE", "none")
+        .env("DRIVER_ROOT", "/run/nvidia/driver")
+        .env("DRIVER_ROOT_CTR_PATH", host.driver_root())
+        .env("CONTAINERD_RUNTIME_CLASS", "gpu")
+        .env("ENABLE_CDI", "true")
+        .env("CDI_OUTPUT_DIR", dir.join("cdi"))
+        .env("ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "true")
+        .env("PID_FILE", dir.join("run/toolkit.pid"))
+        .env("NO_DAEMON", "true")
+        .arg(format!("--toolkit-source-root={}", source.display()))
+        .arg(format!("--proc-root={}", host.proc_root().display()))
+        .output()
+        .unwrap();
+    let text = out_text(&out);
+    assert!(out.status.success(), "{text}");
+    let config = std::fs::read_to_string(
+        dir.join("install/toolkit/.config/nvidia-container-runtime/config.toml"),
+    )
+    .unwrap();
+    let cfg = nvct::config::Config::parse(&config, Path::new("config.toml")).unwrap();
+    assert_eq!(cfg.cli.root, "/run/nvidia/driver", "{config}");
+    assert!(
+        cfg.accept_nvidia_visible_devices_as_volume_mounts,
+        "{config}"
+    );
+    let drop_in = std::fs::read_to_string(dir.join("conf.d/99-nvidia.toml")).unwrap();
+    for name in ["gpu", "gpu-cdi", "gpu-legacy"] {
+        let st = nvct::runtime_config::containerd::status(
+            nvct::runtime_config::Source {
+                path: Path::new("99-nvidia.toml"),
+                text: &drop_in,
+            },
+            name,
+        )
+        .unwrap();
+        assert!(st.runtime_path.is_some(), "{name}: {drop_in}");
+    }
+    let spec = std::fs::read_to_string(dir.join("cdi/nvidia.yaml")).unwrap();
+    let seen = host.driver_root().display().to_string();
+    assert!(!spec.contains(&seen), "a path as the pod sees it:\n{spec}");
+    assert!(
+        spec.contains("hostPath: /run/nvidia/driver/dev/nvidia0"),
+        "host paths under the host's driver root:\n{spec}"
+    );
+}

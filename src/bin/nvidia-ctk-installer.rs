@@ -70,6 +70,19 @@ struct Cli {
     /// The driver root (`/run/nvidia/driver` with the GPU Operator's driver container).
     #[arg(long, env = "NVIDIA_DRIVER_ROOT", default_value = "/")]
     driver_root: PathBuf,
+    /// Where this container sees the driver root (e.g. `/driver-root` for a host driver
+    /// mounted there): discovery reads it, the config and the CDI spec name --driver-root.
+    #[arg(long, env = "DRIVER_ROOT_CTR_PATH")]
+    driver_root_ctr_path: Option<PathBuf>,
+    /// The config's `accept-nvidia-visible-devices-envvar-when-unprivileged`.
+    #[arg(long, env = "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", action = ArgAction::Set,
+          num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    accept_nvidia_visible_devices_envvar_when_unprivileged: bool,
+    /// The config's `accept-nvidia-visible-devices-as-volume-mounts` (the device plugin's
+    /// volume-mounts strategy).
+    #[arg(long, env = "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", action = ArgAction::Set,
+          num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    accept_nvidia_visible_devices_as_volume_mounts: bool,
     /// Where dev/ is; default: the driver root.
     #[arg(long, env = "NVIDIA_DEV_ROOT")]
     dev_root: Option<PathBuf>,
@@ -101,6 +114,38 @@ struct Cli {
         default_value = "/run/nvidia/toolkit/toolkit.pid"
     )]
     pid_file: PathBuf,
+}
+
+/// Upstream's other names of the variables: (the variable clap reads, its aliases). An alias
+/// counts when the variable itself is unset.
+const ENV_ALIASES: &[(&str, &[&str])] = &[
+    ("TOOLKIT_INSTALL_DIR", &["ROOT"]),
+    ("RUNTIME_CONFIG", &["CONTAINERD_CONFIG", "DOCKER_CONFIG"]),
+    ("RUNTIME_SOCKET", &["CONTAINERD_SOCKET", "DOCKER_SOCKET"]),
+    ("NVIDIA_DRIVER_ROOT", &["DRIVER_ROOT"]),
+    ("NVIDIA_DEV_ROOT", &["DEV_ROOT"]),
+    (
+        "NVIDIA_RUNTIME_NAME",
+        &["CONTAINERD_RUNTIME_CLASS", "DOCKER_RUNTIME_NAME"],
+    ),
+    (
+        "NVIDIA_RUNTIME_SET_AS_DEFAULT",
+        &["CONTAINERD_SET_AS_DEFAULT", "DOCKER_SET_AS_DEFAULT"],
+    ),
+    ("CDI_ENABLED", &["ENABLE_CDI"]),
+    ("TOOLKIT_PID_FILE", &["PID_FILE"]),
+];
+
+/// Copies an alias into its variable. Runs first in `main`, before any thread exists.
+fn apply_env_aliases() {
+    for (var, aliases) in ENV_ALIASES {
+        if std::env::var_os(var).is_some() {
+            continue;
+        }
+        if let Some(v) = aliases.iter().find_map(|a| std::env::var_os(a)) {
+            std::env::set_var(var, v);
+        }
+    }
 }
 
 fn log(msg: &str) {
@@ -186,6 +231,9 @@ fn resolve(cli: &Cli) -> Result<Options, String> {
             .clone()
             .unwrap_or_else(|| cli.driver_root.clone()),
         proc_root: cli.proc_root.clone(),
+        driver_root_ctr_path: cli.driver_root_ctr_path.clone(),
+        accept_envvar_unprivileged: cli.accept_nvidia_visible_devices_envvar_when_unprivileged,
+        accept_volume_mounts: cli.accept_nvidia_visible_devices_as_volume_mounts,
         runtime_name: cli.runtime_name.clone(),
         set_as_default: cli.set_as_default,
         cdi_enabled: cli.cdi_enabled,
@@ -241,6 +289,7 @@ fn lock_pid_file(path: &Path) -> Result<std::fs::File, String> {
 
 fn main() -> ExitCode {
     let signals = block_signals();
+    apply_env_aliases();
     let cli = Cli::parse();
     let opts = match resolve(&cli) {
         Ok(o) => o,
