@@ -474,9 +474,8 @@ fn to_host_paths(spec: &mut cdi::Spec, seen: &Path, host: &Path) {
         .chain(spec.devices.iter_mut().map(|d| &mut d.container_edits));
     for e in edits {
         for n in &mut e.device_nodes {
-            match &mut n.host_path {
-                Some(h) => fix(h),
-                None => {}
+            if let Some(h) = &mut n.host_path {
+                fix(h);
             }
         }
         for m in &mut e.mounts {
