@@ -142,7 +142,7 @@ fn apply_env_aliases() {
         if std::env::var_os(var).is_some() {
             continue;
         }
-        if let Some(v) = aliases.iter().find_map(|a| std::env::var_os(a)) {
+        if let Some(v) = aliases.iter().find_map(std::env::var_os) {
             std::env::set_var(var, v);
         }
     }
