@@ -2,7 +2,8 @@
 # Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
 # runc, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
 # headers, and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
-# systemd (systemd-analyze verify of the units). The Rust toolchain is not installed
+# systemd (systemd-analyze verify of the units), and with pip the Python packages of
+# scripts/validate-k8s.sh and tests/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
 set -euo pipefail
@@ -50,6 +51,12 @@ fi
 if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("kubernetes-validate") != "1.37.0")' 2>/dev/null; then
   echo "install-deps.sh: installing kubernetes-validate 1.37.0 (pip)"
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "kubernetes-validate==1.37.0"
+fi
+# tests/cri.rs: its CRI client (tests/cri/cri.py) speaks gRPC with grpcio and generates its
+# stubs from the vendored CRI api.proto with grpcio-tools (which ships protoc), pinned.
+if ! python3 -c 'import importlib.metadata as m, sys; sys.exit([m.version(p) for p in ("grpcio-tools", "grpcio", "protobuf")] != ["1.85.1", "1.85.3", "7.36.2"])' 2>/dev/null; then
+  echo "install-deps.sh: installing grpcio-tools 1.85.1, grpcio 1.85.3, protobuf 7.36.2 (pip)"
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "grpcio-tools==1.85.1" "grpcio==1.85.3" "protobuf==7.36.2"
 fi
 # busybox-static must really be static: the test images have no libc of their own.
 if ! file -L "$(command -v busybox)" 2>/dev/null | grep -q 'statically linked' && ! ldd "$(command -v busybox)" 2>&1 | grep -q 'not a dynamic'; then
