@@ -447,8 +447,10 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
     let ctr = bundle::require("ctr");
     let (dir, host) = bundle::scratch_host("nvct-cri-", 2);
     let uuid = |i: usize| host.gpus()[i].uuid.clone();
-    // This machine cannot lower an oom_score_adj (no CAP_SYS_RESOURCE): the sandbox's -998
-    // would fail every pod start, as it does where containerd runs unprivileged.
+    // restrict_oom_score_adj: containerd gives the sandbox -998, and this machine (root without
+    // CAP_SYS_RESOURCE) cannot lower an oom_score_adj, so runc's init fails every sandbox start
+    // ("can't get final child's PID from pipe: EOF"); the setting keeps each container's at or
+    // above containerd's own, what it is for (a containerd without that capability).
     let engine_config = write_cri_config(&dir, IMAGE, "restrict_oom_score_adj = true");
     let original = std::fs::read(&engine_config).unwrap();
 
@@ -518,6 +520,11 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
             .join("nvidia-container-runtime")
             .display()
             .to_string(),
+        "the CRI plugin's nvidia handler: {handler}"
+    );
+    assert_eq!(
+        handler["ContainerAnnotations"],
+        json!(["cdi.k8s.io/*"]),
         "the CRI plugin's nvidia handler: {handler}"
     );
     // The image import reaches the CRI plugin's image store through containerd's events.
