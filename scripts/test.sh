@@ -47,7 +47,8 @@ phase all cargo test --locked --all-targets --all-features -- "$@"
 scripts/validate-k8s.sh
 # The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
 # with our CDI hooks under runc; the installed package's hook) and `docker run --gpus` through a
-# real dockerd. containerd's `ctr run` (tests/shim_containerd.rs, tests/shim_cdi.rs) and podman
+# real dockerd. containerd (`ctr run`: tests/shim_containerd.rs, tests/shim_cdi.rs,
+# tests/installer.rs; its CRI plugin: tests/cri.rs) and podman
 # (tests/cdi.rs) set CPU limits, and this machine's cpu controller is bound to its cgroup v1
 # hierarchy, so on the simulated v2 host they cannot start any container (GPU or not): they run
 # on v1 only.
