@@ -14,13 +14,13 @@ mod common;
 
 use common::bundle::{self, out_text};
 use common::containerd::{start_containerd_cri, write_cri_config, Containerd};
+use common::installer::{source_tree, Installer};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const INSTALLER: &str = env!("CARGO_BIN_EXE_nvidia-ctk-installer");
 /// The image's name in containerd's `k8s.io` namespace (the sandbox image too).
 const IMAGE: &str = "docker.io/library/nvct-cri:1";
 
@@ -106,90 +106,6 @@ fn oci_archive(dir: &Path) -> PathBuf {
     let archive = dir.join("image/nvct-cri.tar");
     tar(&layout, &archive, &["oci-layout", "index.json", "blobs"]);
     archive
-}
-
-/// The toolkit's source tree as the installer's image has it: `bin/` with the four binaries
-/// (the dynamic builds).
-fn source_tree(dir: &Path) -> PathBuf {
-    let root = dir.join("artifacts");
-    std::fs::create_dir_all(root.join("bin")).unwrap();
-    let built = Path::new(bundle::HOOK).parent().unwrap();
-    for name in [
-        "nvidia-container-runtime",
-        "nvidia-container-runtime-hook",
-        "nvidia-ctk",
-        "nvidia-cdi-hook",
-    ] {
-        std::fs::copy(built.join(name), root.join("bin").join(name)).unwrap();
-    }
-    root
-}
-
-/// `nvidia-ctk-installer` as a daemon (stdout and stderr to `log`); SIGTERM on [`stop`].
-struct Installer {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Installer {
-    fn start(dir: &Path, args: &[String]) -> Installer {
-        let log = dir.join("installer.log");
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(INSTALLER)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        let mut i = Installer { child, log };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !i.text().contains("waiting for SIGTERM") {
-            if let Ok(Some(st)) = i.child.try_wait() {
-                panic!("the installer exited ({st}):\n{}", i.text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the installer did not finish:\n{}",
-                i.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        i
-    }
-
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, then whether it exited 0, and its log.
-    fn stop(mut self) -> (bool, String) {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return (st.success(), self.text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the installer did not stop:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Installer {
-    fn drop(&mut self) {
-        // A test that failed before `stop`: put the engine's files back all the same.
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill on our own child's pid.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
 }
 
 /// The CRI client: tests/cri/cri.py with the stubs generated in `stubs`.

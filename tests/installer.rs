@@ -9,101 +9,10 @@ mod common;
 use common::bundle::{self, out_text, Bundle, Image};
 use common::containerd::start_containerd;
 use common::dockerd::{docker, start_dockerd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use common::installer::{source_tree, Installer, INSTALLER};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const INSTALLER: &str = env!("CARGO_BIN_EXE_nvidia-ctk-installer");
-
-/// A toolkit source tree as the image has it: `bin/` with the four binaries (the static fronts
-/// and `libexec/nvct/` when the suite built them, else the dynamic builds).
-fn source_tree(dir: &Path) -> PathBuf {
-    let root = dir.join("artifacts");
-    let bin = root.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let built = Path::new(bundle::HOOK).parent().unwrap();
-    let statics = std::env::var_os("NVCT_STATIC_BIN_DIR").map(PathBuf::from);
-    for name in [
-        "nvidia-container-runtime",
-        "nvidia-container-runtime-hook",
-        "nvidia-ctk",
-        "nvidia-cdi-hook",
-    ] {
-        let front = statics
-            .as_ref()
-            .map(|d| d.join(name))
-            .filter(|p| p.exists());
-        match front {
-            Some(f) if name != "nvidia-container-runtime" => {
-                std::fs::copy(&f, bin.join(name)).unwrap();
-                if name != "nvidia-cdi-hook" {
-                    let libexec = root.join("libexec/nvct");
-                    std::fs::create_dir_all(&libexec).unwrap();
-                    std::fs::copy(built.join(name), libexec.join(name)).unwrap();
-                }
-            }
-            _ => {
-                std::fs::copy(built.join(name), bin.join(name)).unwrap();
-            }
-        }
-    }
-    root
-}
-
-/// The installer running as a daemon; its stderr goes to `log`.
-struct Installer {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Installer {
-    fn start(dir: &Path, args: &[String]) -> Installer {
-        let log = dir.join("installer.log");
-        let child = Command::new(INSTALLER)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(dir.join("installer.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut i = Installer { child, log };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !i.text().contains("waiting for SIGTERM") {
-            if let Ok(Some(st)) = i.child.try_wait() {
-                panic!("the installer exited ({st}):\n{}", i.text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the installer did not finish:\n{}",
-                i.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        i
-    }
-
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, then the exit status.
-    fn stop(mut self) -> (bool, String) {
-        // SAFETY: kill has no memory preconditions.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return (st.success(), self.text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the installer did not stop:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
 
 fn common_args(dir: &Path, host: &common::fakehost::FakeHost, source: &Path) -> Vec<String> {
     vec![

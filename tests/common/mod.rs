@@ -6,3 +6,4 @@ pub mod daemon;
 pub mod dockerd;
 pub mod fakehost;
 pub mod hostkind;
+pub mod installer;

@@ -1,0 +1,113 @@
+//! `nvidia-ctk-installer` for black-box tests: a toolkit source tree as the installer's image
+//! has it, and the installer run as a daemon until SIGTERM.
+
+#![allow(dead_code)]
+
+use super::bundle;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const INSTALLER: &str = env!("CARGO_BIN_EXE_nvidia-ctk-installer");
+
+/// A toolkit source tree as the image has it: `bin/` with the four binaries (the static fronts
+/// and `libexec/nvct/` when the suite built them, else the dynamic builds).
+pub fn source_tree(dir: &Path) -> PathBuf {
+    let root = dir.join("artifacts");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let built = Path::new(bundle::HOOK).parent().unwrap();
+    let statics = std::env::var_os("NVCT_STATIC_BIN_DIR").map(PathBuf::from);
+    for name in [
+        "nvidia-container-runtime",
+        "nvidia-container-runtime-hook",
+        "nvidia-ctk",
+        "nvidia-cdi-hook",
+    ] {
+        let front = statics
+            .as_ref()
+            .map(|d| d.join(name))
+            .filter(|p| p.exists());
+        match front {
+            Some(f) if name != "nvidia-container-runtime" => {
+                std::fs::copy(&f, bin.join(name)).unwrap();
+                if name != "nvidia-cdi-hook" {
+                    let libexec = root.join("libexec/nvct");
+                    std::fs::create_dir_all(&libexec).unwrap();
+                    std::fs::copy(built.join(name), libexec.join(name)).unwrap();
+                }
+            }
+            _ => {
+                std::fs::copy(built.join(name), bin.join(name)).unwrap();
+            }
+        }
+    }
+    root
+}
+
+/// `nvidia-ctk-installer` as a daemon (stdout and stderr to `log`); SIGTERM on [`stop`].
+pub struct Installer {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Installer {
+    pub fn start(dir: &Path, args: &[String]) -> Installer {
+        let log = dir.join("installer.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(INSTALLER)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let mut i = Installer { child, log };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !i.text().contains("waiting for SIGTERM") {
+            if let Ok(Some(st)) = i.child.try_wait() {
+                panic!("the installer exited ({st}):\n{}", i.text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the installer did not finish:\n{}",
+                i.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        i
+    }
+
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then whether it exited 0, and its log.
+    pub fn stop(mut self) -> (bool, String) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return (st.success(), self.text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the installer did not stop:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Installer {
+    fn drop(&mut self) {
+        // A test that failed before `stop`: put the engine's files back all the same.
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill on our own child's pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let _ = self.child.wait();
+        }
+    }
+}
