@@ -73,6 +73,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     let mut files = driver::libraries(root, &driver_version, &cache);
     files.extend(driver::binaries(root));
     files.extend(driver::firmware(root, &driver_version));
+    files.extend(driver::configs(root));
     files.extend(driver::ipc(root));
     let proc_driver = read_proc_driver(root, &gpus);
     Ok(Inventory {

@@ -79,6 +79,58 @@ pub(crate) fn ipc_for(cap: Capability) -> &'static [&'static str] {
     }
 }
 
+/// Directories of the driver's config files per capability, with the text a file name there
+/// must contain to be the driver's (driver-root paths; the files keep their paths in the
+/// container).
+pub(crate) fn config_dirs_for(cap: Capability) -> &'static [(&'static str, &'static str)] {
+    match cap {
+        Capability::Graphics => &[
+            ("/usr/share/vulkan/icd.d", "nvidia"),
+            ("/etc/vulkan/icd.d", "nvidia"),
+            ("/usr/share/vulkan/implicit_layer.d", "nvidia"),
+            ("/etc/vulkan/implicit_layer.d", "nvidia"),
+            ("/usr/share/glvnd/egl_vendor.d", "nvidia"),
+            ("/usr/share/egl/egl_external_platform.d", "nvidia"),
+        ],
+        Capability::Display => &[
+            ("/usr/lib/xorg/modules/drivers", "nvidia_drv"),
+            ("/usr/lib/xorg/modules/extensions", "libglxserver_nvidia"),
+        ],
+        _ => &[],
+    }
+}
+
+/// The driver's config files present: regular files (not links) in [`config_dirs_for`]'s
+/// directories whose names carry the driver's marker. `name` is the directory.
+pub fn configs(root: &DriverRoot) -> Vec<DriverFile> {
+    let mut out = Vec::new();
+    for cap in Capability::ALL {
+        for (dir, marker) in config_dirs_for(cap) {
+            let Ok(entries) = std::fs::read_dir(root.host_path(dir)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Ok(name) = e.file_name().into_string() else {
+                    continue;
+                };
+                let driver_path = Path::new(dir).join(&name);
+                let host_path = root.host_path(&driver_path);
+                if name.contains(marker) && is_regular_file(&host_path) {
+                    out.push(DriverFile {
+                        kind: FileKind::Config,
+                        name: (*dir).to_string(),
+                        host_path,
+                        driver_path,
+                    });
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
 
 /// The driver's libraries: files named `<family>.so.<version>` for every known family, in

@@ -306,6 +306,9 @@ pub enum FileKind {
     Binary,
     Firmware,
     Ipc,
+    /// A file mounted at its own path that the loader does not find by itself: the Vulkan ICD,
+    /// glvnd EGL vendor and EGL platform JSON files, the Xorg modules.
+    Config,
 }
 
 /// One driver file on the host.

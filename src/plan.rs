@@ -179,6 +179,11 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .flat_map(|c| driver::ipc_for(*c))
         .copied()
         .collect();
+    let config_dirs: BTreeSet<&str> = caps
+        .iter()
+        .flat_map(|c| driver::config_dirs_for(*c))
+        .map(|(dir, _)| *dir)
+        .collect();
     let mut mounts = Vec::new();
     for f in &inv.files {
         let file_name = f
@@ -196,6 +201,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             }
             FileKind::Firmware if !caps.is_empty() => f.driver_path.clone(),
             FileKind::Ipc if ipc.contains(f.name.as_str()) => f.driver_path.clone(),
+            FileKind::Config if config_dirs.contains(f.name.as_str()) => f.driver_path.clone(),
             _ => continue,
         };
         mounts.push(FileMount {

@@ -675,6 +675,66 @@ fn request_gpu_with(h: &Host, b: &mut Bundle, path: Path_, work: &Path, extra: &
     }
 }
 
+/// Not an attack: the graphics and display config files through the same two-path harness.
+/// `graphics` gets the Vulkan ICD and layer, glvnd EGL vendor and EGL platform files, `display`
+/// the Xorg driver, each at the path the driver put it, read-only; `compute` gets none of them.
+/// jit-cdi, like any CDI spec (and as upstream's), gives every capability's files whatever
+/// `NVIDIA_DRIVER_CAPABILITIES` says.
+#[test]
+fn graphics_and_display_config_files_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("graphics");
+    std::fs::create_dir_all(&work).unwrap();
+    let files = [
+        "/usr/share/vulkan/icd.d/nvidia_icd.json",
+        "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+        "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+        "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+        "/usr/lib/xorg/modules/drivers/nvidia_drv.so",
+    ];
+    let script = files
+        .iter()
+        .map(|f| format!("echo \"== {f}\"; cat {f} && (echo x > {f} 2>/dev/null || echo RO);"))
+        .collect::<String>();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for (caps, want) in [
+            ("graphics,display", &files[..]),
+            ("graphics", &files[..4]),
+            ("compute", &[][..]),
+        ] {
+            let want = match path {
+                Path_::Hook => want,
+                Path_::JitCdi => &files[..],
+            };
+            let mut b = Bundle::new(&h.dir, Image::Busybox);
+            b.env(&format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
+            request_gpu(h, &mut b, path, &work);
+            let out = b.run(&format!("{script} true"));
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let context = format!("{path:?} {caps}: {}", bundle::out_text(&out));
+            assert!(out.status.success(), "{context}");
+            for f in files {
+                let section = stdout
+                    .split(&format!("== {f}\n"))
+                    .nth(1)
+                    .and_then(|rest| rest.split("== ").next())
+                    .unwrap_or("");
+                let host_text =
+                    std::fs::read_to_string(h.host.driver_root().join(&f[1..])).unwrap();
+                if want.contains(&f) {
+                    assert!(
+                        section.starts_with(&host_text),
+                        "{f} in the container: {context}"
+                    );
+                    assert!(section.contains("RO"), "{f} read-only: {context}");
+                } else {
+                    assert!(!section.contains(&host_text), "{f} not given: {context}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn device_isolation_in_both_paths() {
     // Only GPU 0 is injected. The container has CAP_MKNOD (as Docker's default set grants):

@@ -510,3 +510,44 @@ fn brand_requirements_hold_for_every_gpu_the_container_gets() {
         );
     }
 }
+
+#[test]
+fn config_files_per_capability() {
+    let mut inv = inventory();
+    let icd = "/usr/share/vulkan/icd.d/nvidia_icd.json";
+    let egl = "/usr/share/glvnd/egl_vendor.d/10_nvidia.json";
+    let xorg = "/usr/lib/xorg/modules/drivers/nvidia_drv.so";
+    for path in [icd, egl, xorg] {
+        let dir = Path::new(path).parent().unwrap().to_str().unwrap();
+        inv.files.push(file(FileKind::Config, dir, path));
+    }
+    // (case, capabilities, the config files mounted, each at its own path)
+    let cases: &[(&str, &[Capability], &[&str])] = &[
+        ("graphics", &[Capability::Graphics], &[egl, icd]),
+        ("display", &[Capability::Display], &[xorg]),
+        (
+            "graphics and display",
+            &[Capability::Graphics, Capability::Display],
+            &[xorg, egl, icd],
+        ),
+        ("compute", &[Capability::Compute], &[]),
+    ];
+    for (name, caps, want) in cases {
+        let got = plan(&request(Devices::None, caps), &inv, &layout()).unwrap();
+        let configs: Vec<&Path> = got
+            .mounts
+            .iter()
+            .filter(|m| m.kind == FileKind::Config)
+            .map(|m| {
+                assert_eq!(
+                    m.host_path,
+                    Path::new("/drv").join(m.container_path.strip_prefix("/").unwrap()),
+                    "{name}"
+                );
+                m.container_path.as_path()
+            })
+            .collect();
+        let want: Vec<&Path> = want.iter().map(Path::new).collect();
+        assert_eq!(configs, want, "{name}");
+    }
+}

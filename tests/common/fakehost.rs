@@ -444,6 +444,33 @@ fn write_binaries_and_firmware(host: &FakeHost) -> io::Result<()> {
     for name in ["gsp_ga10x.bin", "gsp_tu10x.bin"] {
         write(&firmware.join(name), "fake GSP firmware\n")?;
     }
+    // The graphics and display config files, where the driver's installer puts them.
+    let ver = &host.driver_version;
+    let configs = [
+        (
+            "usr/share/vulkan/icd.d/nvidia_icd.json",
+            format!("{{\"file_format_version\": \"1.0.1\", \"ICD\": {{\"library_path\": \"libGLX_nvidia.so.0\", \"api_version\": \"1.3.277\"}}, \"fake\": \"{ver}\"}}\n"),
+        ),
+        (
+            "usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+            format!("{{\"file_format_version\": \"1.0.1\", \"layer\": {{\"name\": \"VK_LAYER_NV_optimus\"}}, \"fake\": \"{ver}\"}}\n"),
+        ),
+        (
+            "usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+            format!("{{\"file_format_version\": \"1.0.0\", \"ICD\": {{\"library_path\": \"libEGL_nvidia.so.0\"}}, \"fake\": \"{ver}\"}}\n"),
+        ),
+        (
+            "usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+            format!("{{\"file_format_version\": \"1.0.0\", \"ICD\": {{\"library_path\": \"libnvidia-egl-gbm.so.1\"}}, \"fake\": \"{ver}\"}}\n"),
+        ),
+        (
+            "usr/lib/xorg/modules/drivers/nvidia_drv.so",
+            format!("fake Xorg driver {ver}\n"),
+        ),
+    ];
+    for (path, text) in configs {
+        write(&host.driver_root().join(path), &text)?;
+    }
     Ok(())
 }
 
