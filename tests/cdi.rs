@@ -301,6 +301,17 @@ fn two_gpu_host_names_and_shared_edits() {
         .iter()
         .map(|l| format!("{lib}/{l}.so.550.54.15")),
     );
+    // The graphics and display config files, at their own paths.
+    want_targets.extend(
+        [
+            "/usr/lib/xorg/modules/drivers/nvidia_drv.so",
+            "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+            "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+            "/usr/share/vulkan/icd.d/nvidia_icd.json",
+            "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+        ]
+        .map(String::from),
+    );
     let mounts = edits["mounts"].as_array().unwrap();
     let targets: Vec<&str> = mounts
         .iter()
@@ -382,6 +393,41 @@ fn flags_cases() {
             vec!["--device-name-strategy", "index", "--device-id", &mig0],
             vec!["0:0", "all"],
         ),
+        (
+            "no all device",
+            vec![
+                "--device-name-strategy",
+                "index",
+                "--device-id",
+                "1",
+                "--no-all-device",
+            ],
+            vec!["1"],
+        ),
+        (
+            "upstream's mode names that mean the same",
+            vec![
+                "--device-name-strategy",
+                "index",
+                "--device-id",
+                "1",
+                "--mode",
+                "nvml",
+            ],
+            vec!["1", "all"],
+        ),
+        (
+            "an upstream-only hook name leaves nothing out",
+            vec![
+                "--device-name-strategy",
+                "index",
+                "--device-id",
+                "1",
+                "--disable-hook",
+                "update-application-profile",
+            ],
+            vec!["1", "all"],
+        ),
     ];
     for (case, extra, want) in cases {
         assert_eq!(names(&extra), want, "case {case}");
@@ -427,6 +473,21 @@ fn flags_cases() {
             "bad class",
             vec!["--class", "a.b"],
             "class \"a.b\" contains '.'",
+        ),
+        (
+            "a mode not supported here",
+            vec!["--mode", "csv"],
+            "--mode csv (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit yet",
+        ),
+        (
+            "an unknown mode",
+            vec!["--mode", "fast"],
+            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto or nvml",
+        ),
+        (
+            "a CSV-mode flag",
+            vec!["--csv.file", "/etc/x.csv"],
+            "--csv.file: upstream's CSV (Tegra) mode is not supported",
         ),
     ] {
         let all: Vec<&str> = args.iter().map(String::as_str).chain(bad).collect();

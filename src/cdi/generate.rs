@@ -94,6 +94,8 @@ pub struct Options {
     /// Which GPUs / MIG devices get an entry: `All` or a list of ids.
     pub devices: Devices,
     pub capabilities: BTreeSet<Capability>,
+    /// Leave out the `all` device (`--no-all-device`).
+    pub no_all_device: bool,
 }
 
 impl Default for Options {
@@ -111,6 +113,7 @@ impl Default for Options {
                 .into_iter()
                 .filter(|c| c.implemented())
                 .collect(),
+            no_all_device: false,
         }
     }
 }
@@ -372,13 +375,15 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         }
     }
     all_nodes.sort();
-    devices.push(Device {
-        name: "all".into(),
-        container_edits: ContainerEdits {
-            device_nodes: all_nodes.iter().map(node).collect(),
-            ..Default::default()
-        },
-    });
+    if !opts.no_all_device {
+        devices.push(Device {
+            name: "all".into(),
+            container_edits: ContainerEdits {
+                device_nodes: all_nodes.iter().map(node).collect(),
+                ..Default::default()
+            },
+        });
+    }
 
     let container_edits = ContainerEdits {
         env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],

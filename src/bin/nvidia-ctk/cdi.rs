@@ -103,6 +103,26 @@ struct GenerateArgs {
         value_delimiter = ','
     )]
     device_id: Vec<String>,
+    /// Leave out the `all` device.
+    #[arg(long, env = "NVIDIA_CTK_CDI_GENERATE_NO_ALL_DEVICE", action = clap::ArgAction::Set,
+          num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    no_all_device: bool,
+    /// Discovery mode: auto or nvml (the same here: NVML, else /proc/driver/nvidia); upstream's
+    /// other modes are refused by name.
+    #[arg(
+        long,
+        alias = "discovery-mode",
+        env = "NVIDIA_CTK_CDI_GENERATE_MODE",
+        default_value = "auto"
+    )]
+    mode: String,
+    /// Upstream's CSV-mode (Tegra) flags: refused by name.
+    #[arg(long = "csv.file", hide = true)]
+    csv_file: Vec<String>,
+    #[arg(long = "csv.ignore-pattern", hide = true)]
+    csv_ignore_pattern: Vec<String>,
+    #[arg(long = "library-search-path", hide = true)]
+    library_search_path: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -120,6 +140,13 @@ struct ValidateArgs {
     /// The spec file (YAML or JSON).
     file: PathBuf,
 }
+
+/// Hook names upstream's `--disable-hook` takes that our specs never carry.
+const UPSTREAM_ONLY_HOOKS: &[&str] = &[
+    "chmod",
+    "create-soname-symlinks",
+    "update-application-profile",
+];
 
 /// `cdi generate`, resolved.
 #[derive(Debug)]
@@ -141,6 +168,24 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         (None, Some(p)) => Format::from_path(p).unwrap_or(Format::Yaml),
         (None, None) => Format::Yaml,
     };
+    match raw.mode.as_str() {
+        "" | "auto" | "nvml" => {}
+        m @ ("csv" | "wsl" | "management" | "gds" | "mofed" | "imex" | "nvswitch" | "gdrcopy") => bail!(
+            "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit yet;              auto and nvml are (docs/COMPAT.md)"
+        ),
+        m => bail!(
+            "--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto or nvml"
+        ),
+    }
+    for (flag, given) in [
+        ("--csv.file", !raw.csv_file.is_empty()),
+        ("--csv.ignore-pattern", !raw.csv_ignore_pattern.is_empty()),
+        ("--library-search-path", !raw.library_search_path.is_empty()),
+    ] {
+        if given {
+            bail!("{flag}: upstream's CSV (Tegra) mode is not supported by this toolkit");
+        }
+    }
     let mut strategies = Vec::new();
     for s in nonempty(&raw.device_name_strategy) {
         strategies.push(NameStrategy::parse(s).with_context(|| {
@@ -157,6 +202,8 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     for h in nonempty(&raw.disable_hook) {
         if h == "all" {
             disabled_hooks.extend(HookKind::ALL);
+        } else if UPSTREAM_ONLY_HOOKS.contains(&h) {
+            // Hooks of upstream's that our specs never carry: nothing to leave out.
         } else {
             let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
             disabled_hooks.insert(HookKind::parse(h).with_context(|| {
@@ -211,6 +258,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             proc_root,
             disabled_hooks,
             devices,
+            no_all_device: raw.no_all_device,
             ..Options::default()
         },
     })
