@@ -866,6 +866,10 @@ fn list_prints_every_device_and_names_broken_files() {
         stderr.contains(&format!("{}: skipped", dir.join("broken.yaml").display())),
         "the broken file is named: {text}"
     );
+    assert!(
+        stderr.contains(&format!("{} CDI devices in {}", want.len(), dir.display())),
+        "says what it searched: {text}"
+    );
 
     let (ok, stdout, _, text) = ctk(&[
         "cdi",

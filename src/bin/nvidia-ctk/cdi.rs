@@ -337,6 +337,19 @@ fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
         }
     }
     let names: Vec<String> = listing.names.iter().map(ToString::to_string).collect();
+    if !v.quiet {
+        let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        eprintln!(
+            "nvidia-ctk: {} CDI devices in {}{}",
+            names.len(),
+            searched.join(", "),
+            if names.is_empty() {
+                " (`nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml` writes a spec)"
+            } else {
+                ""
+            }
+        );
+    }
     let mut out = std::io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string(&names)?)?;
