@@ -469,4 +469,24 @@ fn the_debug_log_says_why_a_container_was_refused() {
         refusal.contains("refused") && refusal.contains("unknown device \\\"42\\\" requested"),
         "{refusal}"
     );
+    // A container that starts: its steps' times, for docs/PERFORMANCE.md's breakdown.
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=0");
+    let out = b.run("true");
+    assert!(out.status.success(), "{}", out_text(&out));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let timing = lines
+        .lines()
+        .find(|l| l.contains("ms in all: "))
+        .unwrap_or_else(|| panic!("no timing line: {lines}"));
+    for step in [
+        "state and spec",
+        "config",
+        "request",
+        "discovery",
+        "plan",
+        "apply",
+    ] {
+        assert!(timing.contains(&format!(" {step} ")), "{step}: {timing}");
+    }
 }

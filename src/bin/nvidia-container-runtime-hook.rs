@@ -13,6 +13,7 @@ use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 const USAGE: &str = "usage: nvidia-container-runtime-hook [-config FILE] [-debug] [-version] [-h|-help] prestart|poststart|poststop";
 
@@ -101,23 +102,64 @@ fn main() -> ExitCode {
     }
 }
 
+/// Wall-clock milliseconds of each step, for the debug log (docs/PERFORMANCE.md's breakdown).
+struct Timings {
+    start: Instant,
+    last: Instant,
+    steps: Vec<(&'static str, f64)>,
+}
+
+impl Timings {
+    fn new() -> Timings {
+        let now = Instant::now();
+        Timings {
+            start: now,
+            last: now,
+            steps: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.steps
+            .push((name, (now - self.last).as_secs_f64() * 1000.0));
+        self.last = now;
+    }
+
+    fn line(&self) -> String {
+        let parts: Vec<String> = self
+            .steps
+            .iter()
+            .map(|(n, ms)| format!("{n} {ms:.2}"))
+            .collect();
+        format!(
+            "{:.2} ms in all: {}",
+            self.start.elapsed().as_secs_f64() * 1000.0,
+            parts.join(", ")
+        )
+    }
+}
+
 fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
+    let mut t = Timings::new();
     // The state first, and its pid checked before any config is read: a hook registered at
     // the wrong stage runs with the container's environment (its config path variable).
     let state = HookState::read(std::io::stdin().lock())?;
     let spec = oci::load_spec(&state.bundle)?;
     let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
     apply::check_pid(state.pid, &rootfs)?;
+    t.step("state and spec");
 
     let config_path =
         config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
     let (config, warnings) = Config::load_checked(&config_path)?;
+    t.step("config");
     let mut log = Logger::for_hook(&config.cli.debug, debug);
     for w in &warnings {
         log.warning(w);
     }
     // Every refusal is logged with its reason, not only printed to runc.
-    inject(&state, &spec, rootfs, &config, &mut log).inspect_err(|e| {
+    inject(&state, &spec, rootfs, &config, &mut log, &mut t).inspect_err(|e| {
         log.error(&format!(
             "container {}: refused: {}",
             state.id,
@@ -132,6 +174,7 @@ fn inject(
     rootfs: PathBuf,
     config: &Config,
     log: &mut Logger,
+    t: &mut Timings,
 ) -> Result<()> {
     let view = ContainerView {
         env: oci::env(spec),
@@ -152,14 +195,17 @@ fn inject(
     };
     log.info(&format!("container {}: {}", state.id, req.summary()));
 
+    t.step("request");
     let root = config.driver();
     let inv = discover::discover(&root)?;
+    t.step("discovery");
     for n in &inv.notes {
         log.debug(n);
     }
     // For the log: the plan with the image's layout unknown (apply plans again in the
     // container's mount namespace, where the layout is probed).
     let plan = plan::plan(&req, &inv, &Layout { lib_dir: None })?;
+    t.step("plan");
     for n in &plan.notes {
         log.debug(n);
     }
@@ -177,5 +223,7 @@ fn inject(
         arch: root.arch,
     };
     apply::apply(&req, &inv, &plan, &target)?;
+    t.step("apply");
+    log.debug(&format!("container {}: {}", state.id, t.line()));
     Ok(())
 }
