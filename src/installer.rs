@@ -145,15 +145,17 @@ impl Options {
 }
 
 /// One file written: its path and what was there before (`None`: nothing).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Written {
     pub path: PathBuf,
     pub before: Option<Vec<u8>>,
     pub after: Vec<u8>,
 }
 
-/// What [`install`] did, for [`uninstall`].
-#[derive(Debug, Clone, Default)]
+/// What [`install`] did, for [`uninstall`]. Also kept on disk ([`save_state`]) so that an
+/// installer killed before it could undo its work (SIGKILL, OOM, a node reboot) is undone by
+/// the next one ([`recover`]) instead of being taken for the original state.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Installed {
     /// Directories created, outermost first.
     pub dirs: Vec<PathBuf>,
@@ -482,6 +484,55 @@ fn to_host_paths(spec: &mut cdi::Spec, seen: &Path, host: &Path) {
             fix(&mut m.host_path);
         }
     }
+}
+
+/// Where an install's record is kept: beside the toolkit dir, outside what is removed.
+pub fn state_path(opts: &Options) -> PathBuf {
+    opts.install_dir.join(".nvct-installer-state.json")
+}
+
+/// Writes `done` to [`state_path`] (atomically).
+pub fn save_state(opts: &Options, done: &Installed) -> Result<(), InstallError> {
+    let text = serde_json::to_string(done).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    fsutil::write_atomic(&state_path(opts), text.as_bytes(), &WriteOptions::default())?;
+    Ok(())
+}
+
+/// Undoes what an earlier installer recorded and did not undo; removes the record. Returns one
+/// line per action (none when there was no record).
+pub fn recover(opts: &Options) -> Result<Vec<String>, InstallError> {
+    let path = state_path(opts);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(io(&path, "read")(e)),
+    };
+    let done: Installed = serde_json::from_str(&text).map_err(|e| InstallError::Io {
+        path: path.clone(),
+        what: "parse (remove it if no installer ran here)",
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
+    let mut log = vec![format!(
+        "{} is left by an installer that did not finish: undoing what it did",
+        path.display()
+    )];
+    log.extend(uninstall(&done)?);
+    forget_state(opts, &done)?;
+    Ok(log)
+}
+
+/// Removes the record (after the uninstall of `done`), then the directories `done` created
+/// that only the record kept.
+pub fn forget_state(opts: &Options, done: &Installed) -> Result<(), InstallError> {
+    match std::fs::remove_file(state_path(opts)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&state_path(opts), "remove")(e)),
+    }
+    for d in done.dirs.iter().rev() {
+        let _ = std::fs::remove_dir(d);
+    }
+    Ok(())
 }
 
 /// Undoes `done`: engine files and the spec back to their bytes before (or removed when there

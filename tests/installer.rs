@@ -371,3 +371,45 @@ fn upstream_variable_names_and_a_driver_root_seen_elsewhere() {
         "host paths under the host's driver root:\n{spec}"
     );
 }
+
+#[test]
+fn a_killed_installer_is_undone_by_the_next_one() {
+    // SIGKILL (an OOM kill, a node reboot) leaves the engine config edited and the install in
+    // place; the next installer must take that for its own work, not for the original state,
+    // or its SIGTERM would "restore" the edited config.
+    bundle::require_root();
+    let (dir, host) = bundle::scratch_host("nvct-installer-kill-", 1);
+    let source = source_tree(&dir);
+    let daemon_json = dir.join("daemon.json");
+    let original = b"{\n  \"log-level\": \"warn\"\n}\n".to_vec();
+    std::fs::write(&daemon_json, &original).unwrap();
+    let mut args = common_args(&dir, &host, &source);
+    args.extend([
+        "--runtime=docker".to_string(),
+        format!("--config={}", daemon_json.display()),
+        "--restart-mode=none".to_string(),
+    ]);
+    let first = Installer::start(&dir, &args);
+    first.kill();
+    assert_ne!(
+        std::fs::read(&daemon_json).unwrap(),
+        original,
+        "the first install edited it"
+    );
+    let second = Installer::start(&dir, &args);
+    assert!(
+        second
+            .text()
+            .contains("did not finish: undoing what it did"),
+        "{}",
+        second.text()
+    );
+    let (ok, log) = second.stop();
+    assert!(ok, "{log}");
+    assert_eq!(
+        std::fs::read(&daemon_json).unwrap(),
+        original,
+        "back to the bytes before the first install:\n{log}"
+    );
+    assert!(!dir.join("install").exists(), "{log}");
+}

@@ -319,7 +319,15 @@ fn main() -> ExitCode {
 }
 
 fn run(opts: &Options, no_daemon: bool, signals: &libc::sigset_t) -> Result<(), String> {
+    for l in installer::recover(opts).map_err(|e| e.to_string())? {
+        log(&l);
+    }
     let done = installer::install(opts).map_err(|e| e.to_string())?;
+    // Kept until the undo, so that a killed installer's work is undone by the next one.
+    if let Err(e) = installer::save_state(opts, &done) {
+        let _ = installer::uninstall(&done);
+        return Err(e.to_string());
+    }
     for l in &done.log {
         log(l);
     }
@@ -330,6 +338,7 @@ fn run(opts: &Options, no_daemon: bool, signals: &libc::sigset_t) -> Result<(), 
             for l in installer::uninstall(&done).map_err(|e| e.to_string())? {
                 log(&l);
             }
+            installer::forget_state(opts, &done).map_err(|e| e.to_string())?;
             return Err(e.to_string());
         }
     }
@@ -343,6 +352,7 @@ fn run(opts: &Options, no_daemon: bool, signals: &libc::sigset_t) -> Result<(), 
     for l in installer::uninstall(&done).map_err(|e| e.to_string())? {
         log(&l);
     }
+    installer::forget_state(opts, &done).map_err(|e| e.to_string())?;
     match installer::restart(opts) {
         Ok(l) => log(&l),
         Err(e) => log(&format!("warning: {e}")),

@@ -82,6 +82,12 @@ impl Installer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// SIGKILL: nothing is undone (an OOM kill, a node reboot).
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     /// SIGTERM, then whether it exited 0, and its log.
     pub fn stop(mut self) -> (bool, String) {
         // SAFETY: kill on our own child's pid.
