@@ -467,7 +467,6 @@ const IGNORED_KEYS: &[&str] = &[
     "nvidia-container-cli.user",
     "nvidia-container-runtime-hook.skip-mode-detection",
     "features.allow-cuda-compat-libs-from-container",
-    "features.ignore-imex-channel-requests",
 ];
 
 /// The value at a dotted key path.

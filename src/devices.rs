@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+/// Where the driver's IMEX channel nodes are (`channel0`, `channel1`, ...).
+pub const IMEX_CHANNEL_DIR: &str = "/dev/nvidia-caps-imex-channels";
+
 /// procfs files we read are tiny; anything larger is not what we expect.
 const MAX_PROC_FILE: u64 = 1 << 20;
 
@@ -183,15 +186,15 @@ pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, Devices
     .map(String::from)
     .collect();
     names.extend(gpus.iter().map(|g| format!("/dev/nvidia{}", g.minor)));
-    let caps_dir = root.dev_path("/dev/nvidia-caps");
-    if let Ok(entries) = std::fs::read_dir(&caps_dir) {
-        for e in entries.flatten() {
-            if let Some(name) = e
-                .file_name()
-                .to_str()
-                .filter(|n| n.starts_with("nvidia-cap"))
-            {
-                names.push(format!("/dev/nvidia-caps/{name}"));
+    for (dir, prefix) in [
+        ("/dev/nvidia-caps", "nvidia-cap"),
+        (IMEX_CHANNEL_DIR, "channel"),
+    ] {
+        if let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) {
+            for e in entries.flatten() {
+                if let Some(name) = e.file_name().to_str().filter(|n| n.starts_with(prefix)) {
+                    names.push(format!("{dir}/{name}"));
+                }
             }
         }
     }

@@ -18,6 +18,7 @@ pub fn request(devices: Devices, caps: &[Capability]) -> Request {
         requirements: vec![],
         mig_config: None,
         mig_monitor: None,
+        imex_channels: None,
         cuda_compat: true,
     }
 }

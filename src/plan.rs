@@ -2,11 +2,11 @@
 //! container gets. Every output (the hook's apply, the shim's spec edit, a CDI spec) is
 //! computed from this one value. Order is deterministic; nothing here touches the system.
 
-use crate::devices::{self, DeviceNode};
+use crate::devices::{self, DeviceNode, IMEX_CHANNEL_DIR};
 use crate::discover::{Gpu, Inventory, ProcDriver};
 use crate::driver::{self, FileKind};
 use crate::model::Arch;
-use crate::request::{Capability, DeviceId, Devices, Request};
+use crate::request::{Capability, DeviceId, Devices, ImexChannels, Request};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -143,6 +143,19 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         if devices.is_some() {
             wanted.push((mig_cap_node(inv, cap)?, true));
         }
+    }
+    match &req.imex_channels {
+        None => {}
+        Some(ImexChannels::All) => wanted.extend(
+            inv.nodes
+                .iter()
+                .filter(|n| n.path.starts_with(IMEX_CHANNEL_DIR))
+                .map(|n| (n.path.display().to_string(), true)),
+        ),
+        Some(ImexChannels::List(ids)) => wanted.extend(
+            ids.iter()
+                .map(|id| (format!("{IMEX_CHANNEL_DIR}/channel{id}"), true)),
+        ),
     }
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {

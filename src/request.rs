@@ -47,8 +47,19 @@ pub struct Request {
     pub requirements: Vec<String>,
     pub mig_config: Option<Devices>,
     pub mig_monitor: Option<Devices>,
+    /// `NVIDIA_IMEX_CHANNELS`: the IMEX channels the container gets
+    /// (`/dev/nvidia-caps-imex-channels/channelN`).
+    pub imex_channels: Option<ImexChannels>,
     /// The config allows CUDA forward compatibility ([`Config::cuda_compat_enabled`]).
     pub cuda_compat: bool,
+}
+
+/// Which IMEX channels a container asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum ImexChannels {
+    /// Every channel the host has.
+    All,
+    List(Vec<u32>),
 }
 
 impl Request {
@@ -63,6 +74,14 @@ impl Request {
         let mut out = format!("{}; {caps}", self.devices.summary());
         if !self.requirements.is_empty() {
             out += &format!("; requires {}", self.requirements.join(" and "));
+        }
+        match &self.imex_channels {
+            None => {}
+            Some(ImexChannels::All) => out += "; all IMEX channels",
+            Some(ImexChannels::List(ids)) => {
+                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                out += &format!("; IMEX channels {}", ids.join(","));
+            }
         }
         out
     }
@@ -178,6 +197,7 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
     };
     let mig_config = privileged_only("NVIDIA_MIG_CONFIG_DEVICES")?;
     let mig_monitor = privileged_only("NVIDIA_MIG_MONITOR_DEVICES")?;
+    let imex_channels = imex_channels(view, config, &mut notes)?;
     Ok(Resolved {
         request: Some(Request {
             devices,
@@ -185,10 +205,64 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
             requirements,
             mig_config,
             mig_monitor,
+            imex_channels,
             cuda_compat: config.cuda_compat_enabled(),
         }),
         notes,
     })
+}
+
+/// `NVIDIA_IMEX_CHANNELS` (`all`, or a comma list of channel numbers; empty, `none` and `void`
+/// ask for none), under the same rule for unprivileged containers as `NVIDIA_VISIBLE_DEVICES`;
+/// nothing when `features.ignore-imex-channel-requests` is set.
+fn imex_channels(
+    view: &ContainerView,
+    config: &Config,
+    notes: &mut Vec<String>,
+) -> Result<Option<ImexChannels>, RequestError> {
+    const VAR: &str = "NVIDIA_IMEX_CHANNELS";
+    let Some(value) = view.get_checked(VAR)? else {
+        return Ok(None);
+    };
+    let value = value.trim();
+    if matches!(value, "" | "none" | "void") {
+        return Ok(None);
+    }
+    if config.features.ignore_imex_channel_requests {
+        notes.push(format!(
+            "{VAR} ignored (features.ignore-imex-channel-requests)"
+        ));
+        return Ok(None);
+    }
+    if !view.privileged && !config.accept_nvidia_visible_devices_envvar_when_unprivileged {
+        notes.push(format!(
+            "{VAR} of an unprivileged container ignored \
+             (accept-nvidia-visible-devices-envvar-when-unprivileged = false)"
+        ));
+        return Ok(None);
+    }
+    if value == "all" {
+        return Ok(Some(ImexChannels::All));
+    }
+    let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+    if parts.len() > MAX_DEVICE_IDS {
+        return Err(RequestError::TooManyIds {
+            var: VAR.into(),
+            count: parts.len(),
+        });
+    }
+    let mut ids = Vec::new();
+    for p in parts {
+        let id = p.parse::<u32>().map_err(|_| RequestError::BadValue {
+            var: VAR.into(),
+            value: value.into(),
+            why: format!("{p:?} is not a channel number (expected all, or numbers like 0,1)"),
+        })?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(Some(ImexChannels::List(ids)))
 }
 
 /// `NVIDIA_VISIBLE_DEVICES` (or a `swarm-resource` variable) as the toolkit may read it: NUL
@@ -504,6 +578,15 @@ mod tests {
                 Err(RequestError::UnimplementedCapability("compat32".into()))),
             ("mig config unprivileged", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_MIG_CONFIG_DEVICES=all"],
                 Err(RequestError::NeedsPrivilege { var: "NVIDIA_MIG_CONFIG_DEVICES".into() })),
+            ("imex channels", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS= 1, 0 ,1"],
+                Ok(Some(Request { imex_channels: Some(ImexChannels::List(vec![1, 0])), ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
+            ("all imex channels", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=all"],
+                Ok(Some(Request { imex_channels: Some(ImexChannels::All), ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
+            ("no imex channel", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=none"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility])))),
+            ("bad imex channel", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=0,x"], Err(RequestError::BadValue {
+                var: "NVIDIA_IMEX_CHANNELS".into(), value: "0,x".into(),
+                why: "\"x\" is not a channel number (expected all, or numbers like 0,1)".into() })),
         ];
         let config = Config::default();
         for (name, env, want) in cases {
@@ -553,6 +636,42 @@ mod tests {
         assert_eq!(
             r.devices,
             Devices::List(vec![DeviceId::Uuid("GPU-1".into()), DeviceId::Index(3)])
+        );
+        // IMEX channels follow the env policy, and the feature switch turns them off.
+        let imex = ContainerView {
+            env: vec![
+                "NVIDIA_VISIBLE_DEVICES=0".into(),
+                "NVIDIA_IMEX_CHANNELS=0".into(),
+            ],
+            ..mounted
+        };
+        let r = resolve(&imex, &config).unwrap();
+        assert_eq!(
+            r.request.unwrap().imex_channels,
+            None,
+            "unprivileged: {:?}",
+            r.notes
+        );
+        let privileged = ContainerView {
+            privileged: true,
+            ..imex.clone()
+        };
+        assert_eq!(
+            resolve(&privileged, &config)
+                .unwrap()
+                .request
+                .unwrap()
+                .imex_channels,
+            Some(ImexChannels::List(vec![0]))
+        );
+        config.features.ignore_imex_channel_requests = true;
+        assert_eq!(
+            resolve(&privileged, &config)
+                .unwrap()
+                .request
+                .unwrap()
+                .imex_channels,
+            None
         );
     }
 

@@ -286,7 +286,11 @@ pub fn node_numbers(nodes: &[DeviceNode]) -> Vec<(PathBuf, u32, u32)> {
 /// `/dev/nvidia-caps/*`): (path under `/dev`, major, minor), sorted.
 pub fn present_nodes(root: &DriverRoot) -> Vec<(PathBuf, u32, u32)> {
     let mut out = Vec::new();
-    for (dir, prefix) in [("/dev", "nvidia"), ("/dev/nvidia-caps", "nvidia-cap")] {
+    for (dir, prefix) in [
+        ("/dev", "nvidia"),
+        ("/dev/nvidia-caps", "nvidia-cap"),
+        (crate::devices::IMEX_CHANNEL_DIR, "channel"),
+    ] {
         let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) else {
             continue;
         };

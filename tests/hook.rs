@@ -96,6 +96,52 @@ fn visible_devices_cases() {
 }
 
 #[test]
+fn imex_channels_cases() {
+    // NVIDIA_IMEX_CHANNELS: the channel nodes, openable (the device cgroup allows them: ENXIO
+    // from a host without the driver, not EPERM); a channel the host lacks refuses the start.
+    let h = host();
+    let script = "ls /dev/nvidia-caps-imex-channels 2>/dev/null; \
+                  for c in /dev/nvidia-caps-imex-channels/*; do cat $c; done; true";
+    let cases: &[(&str, &str, Result<&[&str], &str>)] = &[
+        ("one", "1", Ok(&["channel1"])),
+        ("all", "all", Ok(&["channel0", "channel1"])),
+        ("none", "none", Ok(&[])),
+        (
+            "missing",
+            "5",
+            Err("/dev/nvidia-caps-imex-channels/channel5 is missing on the host"),
+        ),
+    ];
+    for (name, value, want) in cases {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&h.config)
+            .env("NVIDIA_VISIBLE_DEVICES=0")
+            .env(&format!("NVIDIA_IMEX_CHANNELS={value}"));
+        let out = b.run(script);
+        let text = out_text(&out);
+        match want {
+            Ok(channels) => {
+                assert!(out.status.success(), "case {name}: {text}");
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let got: Vec<&str> = stdout.lines().map(str::trim).collect();
+                assert_eq!(&got, channels, "case {name}: {text}");
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                for c in *channels {
+                    assert!(
+                        stderr.contains(&format!("{c}': No such device or address")),
+                        "case {name}: {c} allowed by the device cgroup: {text}"
+                    );
+                }
+            }
+            Err(msg) => {
+                assert!(!out.status.success(), "case {name}: {text}");
+                assert!(text.contains(msg), "case {name}: {text}");
+            }
+        }
+    }
+}
+
+#[test]
 fn unknown_device_refuses_the_container() {
     let h = host();
     for (name, value, needle) in [

@@ -29,5 +29,5 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn request_none() -> Request {
-    Request { devices: Devices::None, capabilities: Default::default(), requirements: vec![], mig_config: None, mig_monitor: None, cuda_compat: false }
+    Request { devices: Devices::None, capabilities: Default::default(), requirements: vec![], mig_config: None, mig_monitor: None, imex_channels: None, cuda_compat: false }
 }

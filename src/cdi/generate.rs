@@ -214,6 +214,7 @@ fn request(devices: Devices, capabilities: BTreeSet<Capability>, cuda_compat: bo
         requirements: vec![],
         mig_config: None,
         mig_monitor: None,
+        imex_channels: None,
         cuda_compat,
     }
 }

@@ -551,3 +551,62 @@ fn config_files_per_capability() {
         assert_eq!(configs, want, "{name}");
     }
 }
+
+#[test]
+fn imex_channel_cases() {
+    use crate::request::ImexChannels;
+    let mut inv = inventory();
+    for ch in 0..2 {
+        inv.nodes.push(crate::fixtures::node(
+            &format!("/dev/nvidia-caps-imex-channels/channel{ch}"),
+            510,
+            ch,
+        ));
+    }
+    let imex = |n: &str| PathBuf::from(format!("/dev/nvidia-caps-imex-channels/{n}"));
+    // (case, channels asked for, the channel nodes the container gets, or the missing node)
+    let cases: Vec<(&str, Option<ImexChannels>, Result<Vec<PathBuf>, String>)> = vec![
+        ("none", None, Ok(vec![])),
+        (
+            "one",
+            Some(ImexChannels::List(vec![1])),
+            Ok(vec![imex("channel1")]),
+        ),
+        (
+            "all",
+            Some(ImexChannels::All),
+            Ok(vec![imex("channel0"), imex("channel1")]),
+        ),
+        (
+            "a channel the host lacks",
+            Some(ImexChannels::List(vec![7])),
+            Err("/dev/nvidia-caps-imex-channels/channel7".into()),
+        ),
+    ];
+    for (name, channels, want) in cases {
+        let req = Request {
+            imex_channels: channels,
+            ..request(Devices::None, &[Capability::Utility])
+        };
+        let got = plan(&req, &inv, &layout()).map(|p| {
+            let rules: Vec<(u32, u32)> =
+                p.cgroup_rules.iter().map(|r| (r.major, r.minor)).collect();
+            p.device_nodes
+                .into_iter()
+                .filter(|n| n.path.starts_with("/dev/nvidia-caps-imex-channels"))
+                .inspect(|n| {
+                    assert!(
+                        rules.contains(&(n.major, n.minor)),
+                        "{name}: a rule for {n:?}"
+                    )
+                })
+                .map(|n| n.path)
+                .collect::<Vec<_>>()
+        });
+        match (got, want) {
+            (Ok(g), Ok(w)) => assert_eq!(g, w, "{name}"),
+            (Err(PlanError::MissingNode(p)), Err(w)) => assert_eq!(p, w, "{name}"),
+            (g, w) => panic!("{name}: got {g:?}, want {w:?}"),
+        }
+    }
+}

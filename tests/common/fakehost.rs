@@ -57,6 +57,9 @@ const MEMORY_TOTAL: u64 = 85_520_809_984;
 pub const NVIDIA_MAJOR: u32 = 195;
 pub const NVIDIA_UVM_MAJOR: u32 = 508;
 pub const NVIDIA_CAPS_MAJOR: u32 = 509;
+pub const NVIDIA_IMEX_MAJOR: u32 = 510;
+/// IMEX channel nodes the host has (`/dev/nvidia-caps-imex-channels/channel0`, ...).
+pub const IMEX_CHANNELS: u32 = 2;
 
 /// Stub driver libraries: (name, SONAME version). Files are `<name>.so.<driver version>`.
 const STUB_LIBS: &[(&str, &str)] = &[
@@ -509,6 +512,13 @@ fn write_device_nodes(host: &mut FakeHost) -> io::Result<()> {
     nodes.push((dev.join("nvidia-modeset"), NVIDIA_MAJOR, 254));
     nodes.push((dev.join("nvidia-uvm"), NVIDIA_UVM_MAJOR, 0));
     nodes.push((dev.join("nvidia-uvm-tools"), NVIDIA_UVM_MAJOR, 1));
+    for ch in 0..IMEX_CHANNELS {
+        nodes.push((
+            dev.join(format!("nvidia-caps-imex-channels/channel{ch}")),
+            NVIDIA_IMEX_MAJOR,
+            ch,
+        ));
+    }
     if host.gpus.iter().any(|g| g.mig_enabled) {
         let caps = dev.join("nvidia-caps");
         nodes.push((caps.join("nvidia-cap1"), NVIDIA_CAPS_MAJOR, 1));
@@ -613,6 +623,7 @@ const DEVICES: &str = "Character devices:
 254 gpiochip
 508 nvidia-uvm
 509 nvidia-caps
+510 nvidia-caps-imex-channels
 
 Block devices:
   7 loop

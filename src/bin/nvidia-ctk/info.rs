@@ -103,6 +103,7 @@ pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
             requirements: vec![],
             mig_config: None,
             mig_monitor: None,
+            imex_channels: None,
             cuda_compat: false,
         };
         let files = match plan::plan(&req, &inv, &Layout { lib_dir: None }) {
