@@ -9,7 +9,7 @@ use crate::config::Config;
 pub use crate::model::{normalize_bus_id, Capability, DeviceId, Devices};
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where volume-mount device lists live (upstream spelling).
 pub(crate) const VOLUME_MOUNT_DIR: &str = "/var/run/nvidia-container-devices";
@@ -221,6 +221,26 @@ fn imex_channels(
     notes: &mut Vec<String>,
 ) -> Result<Option<ImexChannels>, RequestError> {
     const VAR: &str = "NVIDIA_IMEX_CHANNELS";
+    if config.accept_nvidia_visible_devices_as_volume_mounts
+        && !config.features.ignore_imex_channel_requests
+    {
+        // The device plugin's volume-mounts strategy: /dev/null at .../imex/<channel>.
+        let mut ids: Vec<u32> = view
+            .mounts
+            .iter()
+            .filter(|(src, _)| src.as_os_str() == "/dev/null")
+            .filter_map(|(_, dst)| {
+                dst.strip_prefix(Path::new(VOLUME_MOUNT_DIR).join("imex"))
+                    .ok()
+            })
+            .filter_map(|rest| rest.to_str()?.parse::<u32>().ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if !ids.is_empty() {
+            return Ok(Some(ImexChannels::List(ids)));
+        }
+    }
     let Some(value) = view.get_checked(VAR)? else {
         return Ok(None);
     };
@@ -663,6 +683,43 @@ mod tests {
                 .unwrap()
                 .imex_channels,
             Some(ImexChannels::List(vec![0]))
+        );
+        // By volume mount (the device plugin's volume-mounts strategy), unprivileged too.
+        let mounted_imex = ContainerView {
+            mounts: vec![(
+                "/dev/null".into(),
+                "/var/run/nvidia-container-devices/imex/1".into(),
+            )],
+            ..imex.clone()
+        };
+        assert_eq!(
+            resolve(&mounted_imex, &config)
+                .unwrap()
+                .request
+                .map(|r| r.imex_channels),
+            None,
+            "no GPU by mount or allowed env: no request at all"
+        );
+        let mounted_both = ContainerView {
+            mounts: vec![
+                (
+                    "/dev/null".into(),
+                    "/var/run/nvidia-container-devices/0".into(),
+                ),
+                (
+                    "/dev/null".into(),
+                    "/var/run/nvidia-container-devices/imex/1".into(),
+                ),
+            ],
+            ..imex.clone()
+        };
+        assert_eq!(
+            resolve(&mounted_both, &config)
+                .unwrap()
+                .request
+                .unwrap()
+                .imex_channels,
+            Some(ImexChannels::List(vec![1]))
         );
         config.features.ignore_imex_channel_requests = true;
         assert_eq!(
