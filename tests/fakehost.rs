@@ -7,7 +7,8 @@
 mod common;
 
 use common::fakehost::{
-    FakeHost, CUDA_VERSION, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_MAJOR, NVIDIA_UVM_MAJOR,
+    FakeHost, CUDA_VERSION, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
+    NVIDIA_UVM_MAJOR,
 };
 use nvct::nvml::{discover_gpus, NvmlHost};
 use nvml_wrapper::Nvml;
@@ -123,6 +124,8 @@ fn device_nodes_are_char_devices_with_the_right_numbers() {
         ("nvidia-modeset", NVIDIA_MAJOR, 254),
         ("nvidia-uvm", NVIDIA_UVM_MAJOR, 0),
         ("nvidia-uvm-tools", NVIDIA_UVM_MAJOR, 1),
+        ("nvidia-caps-imex-channels/channel0", NVIDIA_IMEX_MAJOR, 0),
+        ("nvidia-caps-imex-channels/channel1", NVIDIA_IMEX_MAJOR, 1),
         ("nvidia-caps/nvidia-cap1", NVIDIA_CAPS_MAJOR, 1),
         ("nvidia-caps/nvidia-cap2", NVIDIA_CAPS_MAJOR, 2),
         // gpu0/gi1/access, gpu0/gi1/ci0/access, gpu0/gi2/access, gpu0/gi2/ci0/access
