@@ -128,8 +128,10 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     let cache_path = root.host_path("/etc/ld.so.cache");
     let cache = ldcache::read(&cache_path);
     out.push(nvml_check(&root, cache.as_deref().unwrap_or_default()));
+    // Without a driver the GPU checks have nothing to look at; the node's own set-up (ldconfig,
+    // cgroup, engines) is still checked.
     let inv = match discover::discover(&root) {
-        Ok(inv) => inv,
+        Ok(inv) => Some(inv),
         Err(e) => {
             out.push(check(
                 "inventory",
@@ -137,13 +139,15 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
                 e.to_string(),
                 "fix the driver checks above; the GPU checks need a driver",
             ));
-            return out;
+            None
         }
     };
-    out.push(gpu_nodes_check(&root, &inv));
-    out.push(control_nodes_check(&root, &inv));
-    out.push(persistence_check(&inv));
-    out.push(libraries_check(&inv, &cache_path, cache.as_deref().ok()));
+    if let Some(inv) = &inv {
+        out.push(gpu_nodes_check(&root, inv));
+        out.push(control_nodes_check(&root, inv));
+        out.push(persistence_check(inv));
+        out.push(libraries_check(inv, &cache_path, cache.as_deref().ok()));
+    }
     out.push(ldconfig_check(config, inputs.config_path));
     let cgroup = cgroup_check(config);
     let v2 = cgroup.1;
@@ -156,11 +160,13 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
         }
         out.push(c);
     }
-    let links = char_links_check(&root, &inv);
-    out.push(systemd_trap_check(&systemd_engines, &links.1, config));
-    out.push(links.0);
-    out.extend(cdi_checks(&inputs.cdi_dirs, &inv, config));
-    out.push(labels_check(&inv, inputs.node_labels.as_ref()));
+    if let Some(inv) = &inv {
+        let links = char_links_check(&root, inv);
+        out.push(systemd_trap_check(&systemd_engines, &links.1, config));
+        out.push(links.0);
+        out.extend(cdi_checks(&inputs.cdi_dirs, inv, config));
+        out.push(labels_check(inv, inputs.node_labels.as_ref()));
+    }
     out
 }
 

@@ -467,3 +467,34 @@ fn label_node_writes_the_feature_file_golden() {
         );
     }
 }
+
+#[test]
+fn without_a_driver_the_node_set_up_is_still_checked() {
+    let node = Node::healthy("no-driver");
+    std::fs::remove_file(node.host.proc_root().join("driver/nvidia/version")).unwrap();
+    std::fs::write(node.host.lib_dir().join("fake-nvml.json"), "{").unwrap();
+    let (code, checks, text) = node.doctor();
+    let status = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c.0 == name)
+            .map(|c| c.1.clone())
+            .unwrap_or_else(|| panic!("no {name:?} check:\n{text}"))
+    };
+    assert_eq!(status("driver"), "fail", "{text}");
+    assert_eq!(status("inventory"), "fail", "{text}");
+    for name in [
+        "ldconfig",
+        "cgroup",
+        "engine containerd",
+        "engine docker",
+        "engine crio",
+    ] {
+        assert_eq!(status(name), "ok", "{name}:\n{text}");
+    }
+    assert!(
+        !checks.iter().any(|c| c.0 == "gpu device nodes"),
+        "no GPU checks without a driver:\n{text}"
+    );
+    assert_eq!(code, 2, "{text}");
+}
