@@ -439,6 +439,8 @@ pub fn jit_spec(
         } else {
             Devices::List(ids.iter().map(|(id, _)| id.clone()).collect())
         },
+        // Only our hook ever runs this spec: one process for all its edits.
+        one_hook: true,
         ..cdi::Options::default()
     };
     cdi::generate(inv, &opts).map_err(|source| match &source {

@@ -96,6 +96,9 @@ pub struct Options {
     pub capabilities: BTreeSet<Capability>,
     /// Leave out the `all` device (`--no-all-device`).
     pub no_all_device: bool,
+    /// One `apply-edits` hook that does every hook's work in one process, instead of one hook
+    /// per edit (jit-cdi: specs only our own hook ever runs; saves a process start per hook).
+    pub one_hook: bool,
 }
 
 impl Default for Options {
@@ -114,6 +117,7 @@ impl Default for Options {
                 .filter(|c| c.implemented())
                 .collect(),
             no_all_device: false,
+            one_hook: false,
         }
     }
 }
@@ -304,7 +308,29 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
         }
         out.push(hook(opts, args));
     }
+    if opts.one_hook && out.len() > 1 {
+        return vec![one_hook(opts, &out)];
+    }
     out
+}
+
+/// The name of the hook that does the work of several ([`Options::one_hook`]).
+pub const APPLY_EDITS: &str = "apply-edits";
+
+/// `hooks` as one `apply-edits` hook: each hook's flags after a `--<hook name>` marker, in the
+/// same order (links, /proc mask, forward compat, ld cache), so the one process does the same
+/// edits as the separate ones.
+fn one_hook(opts: &Options, hooks: &[Hook]) -> Hook {
+    let mut args = vec![APPLY_EDITS.to_string()];
+    for h in hooks {
+        // args[0] is the program name, args[1] the hook's name.
+        let mut rest = h.args.iter().skip(1);
+        if let Some(name) = rest.next() {
+            args.push(format!("--{name}"));
+        }
+        args.extend(rest.cloned());
+    }
+    hook(opts, args)
 }
 
 /// The spec for `inv`. Fails on a bad kind or name, an unknown `--device-id`, or a plan error

@@ -46,6 +46,29 @@ pub enum HookCommand {
         #[arg(long, default_value = "")]
         host_driver_version: String,
     },
+    /// Ours: several hooks' work in one process (the hooks of jit-cdi specs), each hook's flags
+    /// after its `--<hook name>`, done in the order symlinks, /proc mask, forward compat, ld
+    /// cache.
+    ApplyEdits {
+        #[arg(long)]
+        create_symlinks: bool,
+        #[arg(long = "link", value_name = "TARGET::LINK")]
+        links: Vec<String>,
+        #[arg(long)]
+        disable_device_node_modification: bool,
+        #[arg(long, default_value = "/proc")]
+        proc_root: PathBuf,
+        #[arg(long)]
+        enable_cuda_compat: bool,
+        #[arg(long, default_value = "")]
+        host_driver_version: String,
+        #[arg(long)]
+        update_ldcache: bool,
+        #[arg(long = "folder", value_name = "DIR")]
+        folders: Vec<PathBuf>,
+        #[arg(long, default_value = nvct::container::ldconfig::DEFAULT_LDCONFIG)]
+        ldconfig_path: PathBuf,
+    },
     #[command(external_subcommand)]
     Unknown(Vec<String>),
 }
@@ -87,6 +110,44 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             let c = Container::from_state(stdin())?;
             let root = c.enter()?;
             nvct::container::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
+        }
+        HookCommand::ApplyEdits {
+            create_symlinks,
+            links,
+            disable_device_node_modification,
+            proc_root,
+            enable_cuda_compat,
+            host_driver_version,
+            update_ldcache,
+            folders,
+            ldconfig_path,
+        } => {
+            let links = links
+                .iter()
+                .map(|l| cdi_hooks::parse_link(l))
+                .collect::<Result<Vec<_>, _>>()?;
+            // Host things first, before entering the container: the ldconfig binary.
+            let ldconfig = update_ldcache
+                .then(|| nvct::container::ldconfig::open_host(&ldconfig_path))
+                .transpose()?;
+            let c = Container::from_state(stdin())?;
+            let mask = disable_device_node_modification
+                .then(|| cdi_hooks::masked_proc_driver(&proc_root, &c))
+                .flatten();
+            let root = c.enter()?;
+            if create_symlinks {
+                cdi_hooks::create_symlinks(&root, &links)?;
+            }
+            if let Some(mask) = &mask {
+                cdi_hooks::disable_device_node_modification(&root, mask)?;
+            }
+            if enable_cuda_compat {
+                nvct::container::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
+            }
+            if let Some(ldconfig) = &ldconfig {
+                cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(ldconfig), &folders)
+                    .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
+            }
         }
         HookCommand::Unknown(argv) => {
             let name = argv.first().map(String::as_str).unwrap_or_default();

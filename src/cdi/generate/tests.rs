@@ -344,6 +344,30 @@ fn hook_option_cases() {
             ],
         ),
         (
+            "one hook (jit-cdi): every hook's flags after its marker, in the same order",
+            Options {
+                proc_root: "/host/proc".into(),
+                one_hook: true,
+                ..Options::default()
+            },
+            vec![vec![
+                "nvidia-cdi-hook",
+                "apply-edits",
+                "--create-symlinks",
+                "--link",
+                "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so",
+                "--disable-device-node-modification",
+                "--proc-root",
+                "/host/proc",
+                "--enable-cuda-compat",
+                "--host-driver-version",
+                "550.54.15",
+                "--update-ldcache",
+                "--folder",
+                "/usr/lib/x86_64-linux-gnu",
+            ]],
+        ),
+        (
             "no compute: no compat hook",
             Options {
                 capabilities: BTreeSet::from([Capability::Utility]),
