@@ -551,6 +551,25 @@ __attribute__((constructor)) static void evil(void) {
 unsigned int la_version(unsigned int v) { return v; }
 "#;
 
+/// Builds [`EVIL_C`] (writing `canary`) from `src` into `<dir>/libevil.so`; returns its path.
+fn evil_library(src: &Path, canary: &Path, dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(src, EVIL_C.replace("CANARY", &canary.display().to_string())).unwrap();
+    let lib = dir.join("libevil.so");
+    let gcc = std::process::Command::new(bundle::require("gcc"))
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(src)
+        .output()
+        .unwrap();
+    assert!(
+        gcc.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&gcc.stderr)
+    );
+    lib
+}
+
 #[test]
 fn image_loader_env_never_reaches_host_side_processes() {
     // The image's env names a library inside the image for every loader variable. The
@@ -563,24 +582,10 @@ fn image_loader_env_never_reaches_host_side_processes() {
     std::fs::create_dir_all(&work).unwrap();
     let canary = work.join("canary-host-only");
     let mut b = Bundle::new(&h.dir, Image::Glibc);
-    let evil_dir = b.rootfs().join("usr/lib/evil");
-    std::fs::create_dir_all(&evil_dir).unwrap();
-    let src = work.join("evil.c");
-    std::fs::write(
-        &src,
-        EVIL_C.replace("CANARY", &canary.display().to_string()),
-    )
-    .unwrap();
-    let gcc = std::process::Command::new(bundle::require("gcc"))
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(evil_dir.join("libevil.so"))
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        gcc.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&gcc.stderr)
+    evil_library(
+        &work.join("evil.c"),
+        &canary,
+        &b.rootfs().join("usr/lib/evil"),
     );
     for kv in [
         "LD_PRELOAD=/usr/lib/evil/libevil.so",
@@ -1367,29 +1372,12 @@ fn env_less_hook_entries_never_load_the_image_library() {
             let tag = format!("{}-{must_load}", name);
             let canary = work.join(format!("canary-{tag}"));
             let mut b = Bundle::new(&h.dir, Image::Glibc);
-            let evil_dir = b.rootfs().join("usr/lib/evil");
-            std::fs::create_dir_all(&evil_dir).unwrap();
-            let src = work.join(format!("evil-{tag}.c"));
-            std::fs::write(
-                &src,
-                EVIL_C.replace("CANARY", &canary.display().to_string()),
-            )
-            .unwrap();
-            let gcc = std::process::Command::new(bundle::require("gcc"))
-                .args(["-shared", "-fPIC", "-o"])
-                .arg(evil_dir.join("libevil.so"))
-                .arg(&src)
-                .output()
-                .unwrap();
-            assert!(
-                gcc.status.success(),
-                "gcc: {}",
-                String::from_utf8_lossy(&gcc.stderr)
+            let lib = evil_library(
+                &work.join(format!("evil-{tag}.c")),
+                &canary,
+                &b.rootfs().join("usr/lib/evil"),
             );
-            b.env(&format!(
-                "LD_PRELOAD={}",
-                evil_dir.join("libevil.so").display()
-            ));
+            b.env(&format!("LD_PRELOAD={}", lib.display()));
             b.env("NVIDIA_VISIBLE_DEVICES=0");
             b.add_hook("createContainer", hook.to_str().unwrap(), args);
             b.spec["hooks"]["createContainer"][0]
