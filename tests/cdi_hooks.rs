@@ -99,6 +99,18 @@ fn create_symlinks_cases() {
             Ok("libcuda.so.1"),
         ),
         (
+            "a link to something else is replaced, not followed",
+            "createContainer",
+            CDI_HOOK,
+            |r, canary| {
+                std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
+                symlink(canary, r.join("usr/lib64/libcuda.so")).unwrap();
+            },
+            "libcuda.so.1::/usr/lib64/libcuda.so",
+            "readlink /usr/lib64/libcuda.so",
+            Ok("libcuda.so.1"),
+        ),
+        (
             "different file exists",
             "createContainer",
             CDI_HOOK,

@@ -1,7 +1,10 @@
 //! Symlinks in the container ([`crate::plan::Symlink`], e.g. `libcuda.so -> libcuda.so.1`):
 //! each link's parent is resolved (and created) through the rootfs gate and the link made with
-//! symlinkat relative to that directory fd. An identical existing link is fine; anything else
-//! at the link's path is an error naming it. Called by the prestart hook and `create-symlinks`.
+//! symlinkat relative to that directory fd. An identical existing link is fine; an existing
+//! symlink to something else is replaced (a new link renamed over it in the same directory fd,
+//! as upstream replaces it: an image's `libcuda.so` pointing at a CUDA stub must not fail the
+//! start); anything else at the link's path (a file, a directory) is an error naming it.
+//! Called by the prestart hook and `create-symlinks`.
 
 use super::rootfs::{Rootfs, RootfsError};
 use crate::plan::Symlink;
@@ -49,7 +52,17 @@ pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
         }
         let what = match sys::readlinkat(dir.as_fd(), name) {
             Ok(existing) if existing == l.target => continue,
-            Ok(existing) => format!("a symlink to {}", existing.display()),
+            Ok(_) => {
+                // Replace the link itself (rename never follows it), never what it points to.
+                let tmp = PathBuf::from(format!(".{}.nvct-{}", name.display(), std::process::id()));
+                let _ = sys::unlinkat(dir.as_fd(), &tmp);
+                sys::symlinkat(&l.target, dir.as_fd(), &tmp).map_err(err)?;
+                if let Err(source) = sys::renameat(dir.as_fd(), &tmp, name) {
+                    let _ = sys::unlinkat(dir.as_fd(), &tmp);
+                    return Err(err(source));
+                }
+                continue;
+            }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => "not a symlink".to_string(),
             Err(source) => return Err(err(source)),
         };
