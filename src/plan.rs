@@ -111,6 +111,23 @@ pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
     ProcMask { files }
 }
 
+/// The device node paths of the IMEX channels `ch` names (all the host has, for `All`). The
+/// planner requires each; so does the shim's jit-cdi.
+pub fn imex_channel_paths(ch: &ImexChannels, inv: &Inventory) -> Vec<String> {
+    match ch {
+        ImexChannels::All => inv
+            .nodes
+            .iter()
+            .filter(|n| n.path.starts_with(IMEX_CHANNEL_DIR))
+            .map(|n| n.path.display().to_string())
+            .collect(),
+        ImexChannels::List(ids) => ids
+            .iter()
+            .map(|id| format!("{IMEX_CHANNEL_DIR}/channel{id}"))
+            .collect(),
+    }
+}
+
 pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, PlanError> {
     let mut notes = Vec::new();
     let selected = select(&req.devices, inv)?;
@@ -144,18 +161,8 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             wanted.push((mig_cap_node(inv, cap)?, true));
         }
     }
-    match &req.imex_channels {
-        None => {}
-        Some(ImexChannels::All) => wanted.extend(
-            inv.nodes
-                .iter()
-                .filter(|n| n.path.starts_with(IMEX_CHANNEL_DIR))
-                .map(|n| (n.path.display().to_string(), true)),
-        ),
-        Some(ImexChannels::List(ids)) => wanted.extend(
-            ids.iter()
-                .map(|id| (format!("{IMEX_CHANNEL_DIR}/channel{id}"), true)),
-        ),
+    if let Some(ch) = &req.imex_channels {
+        wanted.extend(imex_channel_paths(ch, inv).into_iter().map(|p| (p, true)));
     }
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {

@@ -215,7 +215,7 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
 /// `NVIDIA_IMEX_CHANNELS` (`all`, or a comma list of channel numbers; empty, `none` and `void`
 /// ask for none), under the same rule for unprivileged containers as `NVIDIA_VISIBLE_DEVICES`;
 /// nothing when `features.ignore-imex-channel-requests` is set.
-fn imex_channels(
+pub(crate) fn imex_channels(
     view: &ContainerView,
     config: &Config,
     notes: &mut Vec<String>,

@@ -76,6 +76,8 @@ pub enum ShimError {
     },
     #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path), nor next to nvidia-ctk (config nvidia-ctk.path), nor in PATH; jit-cdi needs it")]
     NoCdiHook { hook: String },
+    #[error("{path}: NVIDIA_IMEX_CHANNELS asks for {node}, which this host does not have")]
+    ImexChannel { path: PathBuf, node: String },
     #[error(transparent)]
     Edit(#[from] SpecEditError),
     #[error("{path}: {why}")]
@@ -217,8 +219,8 @@ pub enum Action {
     Legacy(Box<request::Request>),
     /// Apply the edits of these devices from the specs of `spec-dirs`.
     Cdi(Vec<QualifiedName>),
-    /// Apply edits generated now for these devices.
-    JitCdi(Vec<QualifiedName>),
+    /// Apply edits generated now for these devices (and these IMEX channels).
+    JitCdi(Vec<QualifiedName>, Option<request::ImexChannels>),
 }
 
 /// The container's CDI request (see the module doc).
@@ -346,7 +348,14 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
         // never the CDI annotations, which only cdi mode resolves.
         Mode::JitCdi => {
             let env_only = cdi_request(&view, &BTreeMap::new(), config, true, path)?;
-            Ok(names(env_only.names).map_or(Action::PassThrough, Action::JitCdi))
+            let imex =
+                request::imex_channels(&view, config, &mut Vec::new()).map_err(|source| {
+                    ShimError::Request {
+                        path: path.to_path_buf(),
+                        source,
+                    }
+                })?;
+            Ok(names(env_only.names).map_or(Action::PassThrough, |n| Action::JitCdi(n, imex)))
         }
     }
 }
@@ -373,6 +382,28 @@ pub fn inject(doc: &mut Value, edits: &[&ContainerEdits], path: &Path) -> Result
     spec_edit::apply(doc, edits, path)?;
     spec_edit::set_env(doc, "NVIDIA_VISIBLE_DEVICES=void", path)?;
     Ok(())
+}
+
+/// `jit-cdi` mode: the device nodes (and their rules) of the IMEX channels `ch`, each one
+/// required, as the prestart hook's planner requires them.
+pub fn imex_edits(
+    ch: &request::ImexChannels,
+    inv: &Inventory,
+    path: &Path,
+) -> Result<ContainerEdits, ShimError> {
+    let mut edits = ContainerEdits::default();
+    for p in crate::plan::imex_channel_paths(ch, inv) {
+        let node = inv
+            .nodes
+            .iter()
+            .find(|n| n.path == Path::new(&p))
+            .ok_or_else(|| ShimError::ImexChannel {
+                path: path.to_path_buf(),
+                node: p.clone(),
+            })?;
+        edits.device_nodes.push(cdi::generate::node(node));
+    }
+    Ok(edits)
 }
 
 /// `jit-cdi` mode: a spec generated from `inv` for exactly `names` (all of `default-kind`),
@@ -945,10 +976,14 @@ mod tests {
                 vec![("cdi.k8s.io/x", "gpu0")],
                 Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name"),
             ),
-            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
+            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None))),
             ("jit-cdi, nothing", Mode::JitCdi, vec![], vec![], Ok(PassThrough)),
             ("jit-cdi ignores annotations", Mode::JitCdi, vec![], ann.to_vec(), Ok(PassThrough)),
-            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(JitCdi(q(&["nvidia.com/gpu=0"])))),
+            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None))),
+            ("jit-cdi with IMEX channels", Mode::JitCdi, vec![gpu0, "NVIDIA_IMEX_CHANNELS=1"], vec![],
+                Ok(JitCdi(q(&["nvidia.com/gpu=0"]), Some(request::ImexChannels::List(vec![1]))))),
+            ("jit-cdi, bad IMEX channel", Mode::JitCdi, vec![gpu0, "NVIDIA_IMEX_CHANNELS=x"], vec![],
+                Err("NVIDIA_IMEX_CHANNELS=\"x\": \"x\" is not a channel number")),
         ];
         for (name, mode, env, annotations, want) in cases {
             let mut c = Config::default();

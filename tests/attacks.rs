@@ -741,6 +741,32 @@ fn graphics_and_display_config_files_in_both_paths() {
     }
 }
 
+/// Not an attack: IMEX channels through the two-path harness. The requested channel is in
+/// the container and allowed by its device rules (ENXIO from a host without the driver, not
+/// EPERM); the other is not there.
+#[test]
+fn imex_channels_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("imex");
+    std::fs::create_dir_all(&work).unwrap();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_IMEX_CHANNELS=1");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run(
+            "ls /dev/nvidia-caps-imex-channels; cat /dev/nvidia-caps-imex-channels/channel1; true",
+        );
+        let context = format!("{path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.trim(), "channel1", "{context}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("channel1': No such device or address"),
+            "{context}"
+        );
+    }
+}
+
 #[test]
 fn device_isolation_in_both_paths() {
     // Only GPU 0 is injected. The container has CAP_MKNOD (as Docker's default set grants):

@@ -157,17 +157,17 @@ fn create(
                 shim::inject_from_specs(&mut spec, &from_specs, &specs, &searched, &path)?;
             }
             if !auto.is_empty() {
-                inject_jit(&mut spec, &[auto], config, &path, log)?;
+                inject_jit(&mut spec, &[auto], None, config, &path, log)?;
             }
             format!("injected CDI devices {} (cdi mode)", join(&names))
         }
-        shim::Action::JitCdi(names) => {
+        shim::Action::JitCdi(names, imex) => {
             let (auto, default_kind) = shim::split_auto_kind(&names);
             let groups: Vec<Vec<nvct::cdi::QualifiedName>> = [default_kind, auto]
                 .into_iter()
                 .filter(|g| !g.is_empty())
                 .collect();
-            let cdi_hook = inject_jit(&mut spec, &groups, config, &path, log)?;
+            let cdi_hook = inject_jit(&mut spec, &groups, imex.as_ref(), config, &path, log)?;
             format!(
                 "injected CDI devices {} (jit-cdi mode, hooks {})",
                 join(&names),
@@ -199,6 +199,7 @@ fn create(
 fn inject_jit(
     spec: &mut serde_json::Value,
     groups: &[Vec<nvct::cdi::QualifiedName>],
+    imex: Option<&nvct::request::ImexChannels>,
     config: &Config,
     path: &Path,
     log: &mut Logger,
@@ -212,6 +213,9 @@ fn inject_jit(
     for names in groups {
         let generated = shim::jit_spec(names, &inv, config, &cdi_hook, path)?;
         shim::inject(spec, &shim::jit_edits(&generated), path)?;
+    }
+    if let Some(ch) = imex {
+        shim::inject(spec, &[&shim::imex_edits(ch, &inv, path)?], path)?;
     }
     Ok(cdi_hook)
 }

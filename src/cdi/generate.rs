@@ -223,7 +223,7 @@ fn request(devices: Devices, capabilities: BTreeSet<Capability>, cuda_compat: bo
     }
 }
 
-fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
+pub(crate) fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
     DeviceNode {
         path: n.path.display().to_string(),
         host_path: Some(n.host_path.display().to_string()),
