@@ -1189,3 +1189,39 @@ fn generate_on_a_host_without_gpus_fails_and_writes_nothing() {
     );
     assert!(!out_file.exists(), "a spec was written: {text}");
 }
+
+/// Without root flags, `cdi generate` takes the roots from the toolkit config (as the hook does,
+/// and as upstream takes `nvidia-container-cli.root`): what nvidia-cdi-refresh.service runs on a
+/// node whose driver is in /run/nvidia/driver.
+#[test]
+fn roots_come_from_the_toolkit_config_when_not_given() {
+    let h = host(2, false);
+    let config = unique("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[nvidia-container-cli]\nroot = {:?}\nproc-root = {:?}\n",
+            h.driver_root().display().to_string(),
+            h.proc_root().display().to_string()
+        ),
+    )
+    .unwrap();
+    let env = [("NVIDIA_CTK_CONFIG_FILE_PATH", config.display().to_string())];
+    let (ok, stdout, _, text) = generate_with_env(&env, &["--format".into(), "json".into()]);
+    assert!(ok, "{text}");
+    let doc = parse(&stdout);
+    assert_eq!(doc["devices"].as_array().unwrap().len(), 5, "{text}");
+    let node = doc["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        node.starts_with(&h.driver_root().display().to_string()),
+        "the config's driver root: {node}"
+    );
+    // A broken config is named when it is where the roots come from.
+    std::fs::write(&config, "[nvidia-container-cli\n").unwrap();
+    let (ok, _, stderr, text) = generate_with_env(&env, &[]);
+    assert!(!ok, "{text}");
+    assert!(stderr.contains(&config.display().to_string()), "{text}");
+}

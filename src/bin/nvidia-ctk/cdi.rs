@@ -42,15 +42,17 @@ struct GenerateArgs {
     /// yaml or json; default: from the --output extension, else yaml.
     #[arg(long, env = "NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT")]
     format: Option<String>,
-    /// Where the driver's files are (`/`, or `/run/nvidia/driver` with a containerised driver).
-    #[arg(long, env = "NVIDIA_CTK_DRIVER_ROOT", default_value = "/")]
-    driver_root: String,
-    /// Where `dev/nvidia*` are; default: the driver root.
+    /// Where the driver's files are (`/`, or `/run/nvidia/driver` with a containerised driver);
+    /// default: the toolkit config's `nvidia-container-cli.root`, else `/`.
+    #[arg(long, env = "NVIDIA_CTK_DRIVER_ROOT")]
+    driver_root: Option<String>,
+    /// Where `dev/nvidia*` are; default: the config's `dev-root`, else the driver root.
     #[arg(long, env = "NVIDIA_CTK_DEV_ROOT")]
     dev_root: Option<String>,
-    /// procfs to read `driver/nvidia` and `devices` from.
-    #[arg(long, default_value = "/proc")]
-    proc_root: PathBuf,
+    /// procfs to read `driver/nvidia` and `devices` from; default: the config's `proc-root`,
+    /// else /proc.
+    #[arg(long)]
+    proc_root: Option<PathBuf>,
     /// index, uuid or type-index (repeatable, or a comma list; default: index and uuid).
     #[arg(
         long = "device-name-strategy",
@@ -236,15 +238,35 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let absolute = |p: PathBuf, flag: &str| {
         std::path::absolute(&p).with_context(|| format!("{flag} {}", p.display()))
     };
-    let driver_root = match raw.driver_root.as_str() {
-        "" => PathBuf::from("/"),
-        d => absolute(d.into(), "--driver-root")?,
+    // Roots not given: the toolkit config's (as the hook reads them), as upstream takes
+    // `nvidia-container-cli.root`.
+    let given = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    let config = if given(&raw.driver_root) && given(&raw.dev_root) && raw.proc_root.is_some() {
+        None
+    } else {
+        let path = nvct::config::default_path(|k| std::env::var(k).ok());
+        Some(nvct::config::Config::load(&path).with_context(|| {
+            format!(
+                "the driver root comes from {} when --driver-root is not given",
+                path.display()
+            )
+        })?)
     };
-    let dev_root = match raw.dev_root.as_deref() {
-        None | Some("") => driver_root.clone(),
-        Some(d) => absolute(d.into(), "--dev-root")?,
+    let driver_root = match (raw.driver_root.as_deref(), &config) {
+        (Some(d), _) if !d.is_empty() => absolute(d.into(), "--driver-root")?,
+        (_, Some(c)) => c.driver_root(),
+        _ => PathBuf::from("/"),
     };
-    let proc_root = absolute(raw.proc_root, "--proc-root")?;
+    let dev_root = match (raw.dev_root.as_deref(), &config) {
+        (Some(d), _) if !d.is_empty() => absolute(d.into(), "--dev-root")?,
+        (_, Some(c)) if !c.cli.dev_root.is_empty() => c.dev_root(),
+        _ => driver_root.clone(),
+    };
+    let proc_root = match (raw.proc_root, &config) {
+        (Some(p), _) => absolute(p, "--proc-root")?,
+        (None, Some(c)) => c.proc_root(),
+        (None, None) => PathBuf::from("/proc"),
+    };
     Ok(Generate {
         output,
         format,
