@@ -272,11 +272,10 @@ fn node_present(inv: &Inventory, path: &str) -> bool {
 }
 
 fn gpu_nodes_check(root: &DriverRoot, inv: &Inventory) -> Check {
-    let missing: Vec<String> = inv
+    let missing: Vec<&crate::model::Gpu> = inv
         .gpus
         .iter()
         .filter(|g| !node_present(inv, &format!("/dev/nvidia{}", g.minor)))
-        .map(|g| format!("GPU {} ({}): /dev/nvidia{}", g.index, g.uuid, g.minor))
         .collect();
     if inv.gpus.is_empty() {
         return check(
@@ -296,16 +295,15 @@ fn gpu_nodes_check(root: &DriverRoot, inv: &Inventory) -> Check {
             ),
         );
     }
-    let minors: Vec<String> = inv
-        .gpus
+    let named: Vec<String> = missing
         .iter()
-        .filter(|g| !node_present(inv, &format!("/dev/nvidia{}", g.minor)))
-        .map(|g| g.minor.to_string())
+        .map(|g| format!("GPU {} ({}): /dev/nvidia{}", g.index, g.uuid, g.minor))
         .collect();
+    let minors: Vec<String> = missing.iter().map(|g| g.minor.to_string()).collect();
     check(
         "gpu device nodes",
         Status::Fail,
-        format!("missing under {}: {}", root.dev_root.display(), missing.join(", ")),
+        format!("missing under {}: {}", root.dev_root.display(), named.join(", ")),
         format!(
             "create them: `nvidia-modprobe -c {}` (one per minor), or `mknod -m 666 {}/dev/nvidiaN c 195 N`",
             minors.join(" -c "),
@@ -325,17 +323,22 @@ fn control_nodes_check(root: &DriverRoot, inv: &Inventory) -> Check {
             "nvidiactl, nvidia-uvm and nvidia-uvm-tools present",
         );
     }
-    let dev = if root.dev_root == Path::new("/") {
-        String::new()
-    } else {
-        format!(" --dev-root={}", root.dev_root.display())
-    };
+    let dev = dev_root_flag(root);
     check(
         "control device nodes",
         Status::Fail,
         format!("missing under {}: {}", root.dev_root.display(), missing.join(", ")),
         format!("`nvidia-ctk system create-device-nodes --control-devices{dev}` (needs the nvidia-uvm module: `modprobe nvidia-uvm`)"),
     )
+}
+
+/// ` --dev-root=DIR` for a fix command, when the device root is not `/`.
+fn dev_root_flag(root: &DriverRoot) -> String {
+    if root.dev_root == Path::new("/") {
+        String::new()
+    } else {
+        format!(" --dev-root={}", root.dev_root.display())
+    }
 }
 
 fn persistence_check(inv: &Inventory) -> Check {
@@ -609,11 +612,7 @@ fn char_links_check(root: &DriverRoot, inv: &Inventory) -> (Check, Vec<String>) 
         .filter(|(link, target)| !system::link_is(&root.dev_path(link), target))
         .map(|(link, _)| link.display().to_string())
         .collect();
-    let dev = if root.dev_root == Path::new("/") {
-        String::new()
-    } else {
-        format!(" --dev-root={}", root.dev_root.display())
-    };
+    let dev = dev_root_flag(root);
     let c = if missing.is_empty() {
         ok(
             "/dev/char links",

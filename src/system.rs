@@ -40,6 +40,12 @@ pub enum SystemError {
         major: u32,
         minor: u32,
     },
+    #[error("{path} exists but is {what}, not a symlink to {target}; remove it and run again")]
+    NotALink {
+        path: PathBuf,
+        what: String,
+        target: PathBuf,
+    },
     #[error("cannot create {path}: {source} (run as root)")]
     Create {
         path: PathBuf,
@@ -338,11 +344,10 @@ pub fn create_char_links(
                 }
             }
             Ok(m) => {
-                return Err(SystemError::Occupied {
+                return Err(SystemError::NotALink {
                     what: kind_of(&m),
                     path,
-                    major: 0,
-                    minor: 0,
+                    target: target.clone(),
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

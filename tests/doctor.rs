@@ -382,6 +382,21 @@ fn system_commands_create_what_is_missing_and_nothing_else() {
         std::fs::canonicalize(&link).unwrap(),
         std::fs::canonicalize(dev.join("dev/nvidia1")).unwrap()
     );
+    // A regular file where a link should be is refused by name, and left as it was.
+    std::fs::remove_file(&link).unwrap();
+    std::fs::write(&link, "mine").unwrap();
+    let out = Command::new(CTK)
+        .args(args(&["system", "create-dev-char-symlinks"]))
+        .output()
+        .unwrap();
+    let text = bundle::out_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("195:1 exists but is a regular file, not a symlink to ../nvidia1"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), "mine");
+    std::fs::remove_file(&link).unwrap();
     // A regular file where a node should be is refused by name, and left as it was.
     std::fs::remove_file(dev.join("dev/nvidia-uvm-tools")).unwrap();
     std::fs::write(dev.join("dev/nvidia-uvm-tools"), "mine").unwrap();
