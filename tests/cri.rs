@@ -14,7 +14,7 @@ mod common;
 
 use common::bundle::{self, out_text};
 use common::containerd::{start_containerd_cri, write_cri_config, Containerd};
-use common::installer::{source_tree, Installer};
+use common::installer::{common_args, source_tree, Installer};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -376,18 +376,16 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
     let inst = Installer::start(
         &dir,
         &[
-            format!("--toolkit-install-dir={}", dir.join("install").display()),
-            format!("--toolkit-source-root={}", source.display()),
-            format!("--driver-root={}", host.driver_root().display()),
-            format!("--proc-root={}", host.proc_root().display()),
-            format!("--pid-file={}", dir.join("run/toolkit.pid").display()),
-            format!("--cdi-output-dir={}", dir.join("cdi").display()),
-            "--runtime=containerd".to_string(),
-            format!("--config={}", engine_config.display()),
-            format!("--drop-in-config={}", drop_in.display()),
-            "--restart-mode=none".to_string(),
-            "--cdi-enabled".to_string(),
-        ],
+            common_args(&dir, &host, &source),
+            vec![
+                "--runtime=containerd".to_string(),
+                format!("--config={}", engine_config.display()),
+                format!("--drop-in-config={}", drop_in.display()),
+                "--restart-mode=none".to_string(),
+                "--cdi-enabled".to_string(),
+            ],
+        ]
+        .concat(),
     );
     let toolkit = dir.join("install/toolkit");
     let toolkit_config = toolkit.join(".config/nvidia-container-runtime/config.toml");

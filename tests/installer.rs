@@ -9,21 +9,10 @@ mod common;
 use common::bundle::{self, out_text, Bundle, Image};
 use common::containerd::start_containerd;
 use common::dockerd::{docker, start_dockerd};
-use common::installer::{source_tree, Installer, INSTALLER};
+use common::installer::{common_args, source_tree, Installer, INSTALLER};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn common_args(dir: &Path, host: &common::fakehost::FakeHost, source: &Path) -> Vec<String> {
-    vec![
-        format!("--toolkit-install-dir={}", dir.join("install").display()),
-        format!("--toolkit-source-root={}", source.display()),
-        format!("--driver-root={}", host.driver_root().display()),
-        format!("--proc-root={}", host.proc_root().display()),
-        format!("--pid-file={}", dir.join("run/toolkit.pid").display()),
-        format!("--cdi-output-dir={}", dir.join("cdi").display()),
-    ]
-}
 
 #[test]
 fn containerd_install_runs_gpu_containers_and_sigterm_restores_everything() {

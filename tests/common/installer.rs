@@ -117,3 +117,16 @@ impl Drop for Installer {
         }
     }
 }
+
+/// The flags every test run of the installer takes: its dirs under `dir`, the simulated host
+/// `host`, the source tree `source`.
+pub fn common_args(dir: &Path, host: &super::fakehost::FakeHost, source: &Path) -> Vec<String> {
+    vec![
+        format!("--toolkit-install-dir={}", dir.join("install").display()),
+        format!("--toolkit-source-root={}", source.display()),
+        format!("--driver-root={}", host.driver_root().display()),
+        format!("--proc-root={}", host.proc_root().display()),
+        format!("--pid-file={}", dir.join("run/toolkit.pid").display()),
+        format!("--cdi-output-dir={}", dir.join("cdi").display()),
+    ]
+}
