@@ -73,44 +73,43 @@ pub enum HookCommand {
     Unknown(Vec<String>),
 }
 
+/// The edits one hook invocation makes, each `None` when not asked for; the separate hooks
+/// ask for one, `apply-edits` for several.
+#[derive(Default)]
+struct Edits {
+    links: Option<Vec<String>>,
+    /// The host's /proc to build the mask from.
+    mask: Option<PathBuf>,
+    /// The host's driver version.
+    cuda_compat: Option<String>,
+    /// The folders and the host ldconfig.
+    ldcache: Option<(Vec<PathBuf>, PathBuf)>,
+}
+
 /// What the binary should print as its name in messages.
 pub fn run(args: HookArgs, program: &str) -> Result<()> {
-    let stdin = || std::io::stdin().lock();
-    match args.command {
-        HookCommand::CreateSymlinks { links } => {
-            let links = links
-                .iter()
-                .map(|l| cdi_hooks::parse_link(l))
-                .collect::<Result<Vec<_>, _>>()?;
-            let c = Container::from_state(stdin())?;
-            let root = c.enter()?;
-            cdi_hooks::create_symlinks(&root, &links)?;
-        }
+    let edits = match args.command {
+        HookCommand::CreateSymlinks { links } => Edits {
+            links: Some(links),
+            ..Edits::default()
+        },
         HookCommand::UpdateLdcache {
             folders,
             ldconfig_path,
-        } => {
-            let ldconfig = nvct::container::ldconfig::open_host(&ldconfig_path)?;
-            let c = Container::from_state(stdin())?;
-            let root = c.enter()?;
-            cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(&ldconfig), &folders)
-                .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
-        }
-        HookCommand::DisableDeviceNodeModification { proc_root } => {
-            let c = Container::from_state(stdin())?;
-            let Some(mask) = cdi_hooks::masked_proc_driver(&proc_root, &c) else {
-                return Ok(());
-            };
-            let root = c.enter()?;
-            cdi_hooks::disable_device_node_modification(&root, &mask)?;
-        }
+        } => Edits {
+            ldcache: Some((folders, ldconfig_path)),
+            ..Edits::default()
+        },
+        HookCommand::DisableDeviceNodeModification { proc_root } => Edits {
+            mask: Some(proc_root),
+            ..Edits::default()
+        },
         HookCommand::EnableCudaCompat {
             host_driver_version,
-        } => {
-            let c = Container::from_state(stdin())?;
-            let root = c.enter()?;
-            nvct::container::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
-        }
+        } => Edits {
+            cuda_compat: Some(host_driver_version),
+            ..Edits::default()
+        },
         HookCommand::ApplyEdits {
             create_symlinks,
             links,
@@ -121,38 +120,57 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             update_ldcache,
             folders,
             ldconfig_path,
-        } => {
-            let links = links
-                .iter()
-                .map(|l| cdi_hooks::parse_link(l))
-                .collect::<Result<Vec<_>, _>>()?;
-            // Host things first, before entering the container: the ldconfig binary.
-            let ldconfig = update_ldcache
-                .then(|| nvct::container::ldconfig::open_host(&ldconfig_path))
-                .transpose()?;
-            let c = Container::from_state(stdin())?;
-            let mask = disable_device_node_modification
-                .then(|| cdi_hooks::masked_proc_driver(&proc_root, &c))
-                .flatten();
-            let root = c.enter()?;
-            if create_symlinks {
-                cdi_hooks::create_symlinks(&root, &links)?;
-            }
-            if let Some(mask) = &mask {
-                cdi_hooks::disable_device_node_modification(&root, mask)?;
-            }
-            if enable_cuda_compat {
-                nvct::container::ldso_conf::enable_cuda_compat(&root, &host_driver_version)?;
-            }
-            if let Some(ldconfig) = &ldconfig {
-                cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(ldconfig), &folders)
-                    .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
-            }
-        }
+        } => Edits {
+            links: create_symlinks.then_some(links),
+            mask: disable_device_node_modification.then_some(proc_root),
+            cuda_compat: enable_cuda_compat.then_some(host_driver_version),
+            ldcache: update_ldcache.then_some((folders, ldconfig_path)),
+        },
         HookCommand::Unknown(argv) => {
             let name = argv.first().map(String::as_str).unwrap_or_default();
             eprintln!("{program}: warning: unknown hook {name:?}; doing nothing");
+            return Ok(());
         }
+    };
+    apply(edits)
+}
+
+/// Makes `e` in the container of the state on stdin, in the prestart hook's order: links,
+/// /proc mask, forward compat, ld cache. Host inputs first, then the container is entered once.
+fn apply(e: Edits) -> Result<()> {
+    let links = e
+        .links
+        .iter()
+        .flatten()
+        .map(|l| cdi_hooks::parse_link(l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ldconfig = e
+        .ldcache
+        .as_ref()
+        .map(|(_, path)| nvct::container::ldconfig::open_host(path))
+        .transpose()?;
+    let c = Container::from_state(std::io::stdin().lock())?;
+    let mask = match &e.mask {
+        // Nothing to mask (no driver files on this host): nothing to do for this edit.
+        Some(proc_root) => cdi_hooks::masked_proc_driver(proc_root, &c),
+        None => None,
+    };
+    if e.links.is_none() && mask.is_none() && e.cuda_compat.is_none() && ldconfig.is_none() {
+        return Ok(());
+    }
+    let root = c.enter()?;
+    if e.links.is_some() {
+        cdi_hooks::create_symlinks(&root, &links)?;
+    }
+    if let Some(mask) = &mask {
+        cdi_hooks::disable_device_node_modification(&root, mask)?;
+    }
+    if let Some(version) = &e.cuda_compat {
+        nvct::container::ldso_conf::enable_cuda_compat(&root, version)?;
+    }
+    if let (Some(ldconfig), Some((folders, _))) = (&ldconfig, &e.ldcache) {
+        cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(ldconfig), folders)
+            .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
     }
     Ok(())
 }
