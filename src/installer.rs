@@ -48,6 +48,8 @@ pub enum InstallError {
     Engine(#[from] runtime_config::Error),
     #[error("writing the CDI spec: {0}")]
     Cdi(String),
+    #[error("{path}: cannot record what was installed: {why}")]
+    State { path: PathBuf, why: String },
     #[error(transparent)]
     System(#[from] system::SystemError),
     #[error("restarting {engine}: {why}")]
@@ -493,7 +495,10 @@ pub fn state_path(opts: &Options) -> PathBuf {
 
 /// Writes `done` to [`state_path`] (atomically).
 pub fn save_state(opts: &Options, done: &Installed) -> Result<(), InstallError> {
-    let text = serde_json::to_string(done).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let text = serde_json::to_string(done).map_err(|e| InstallError::State {
+        path: state_path(opts),
+        why: e.to_string(),
+    })?;
     fsutil::write_atomic(&state_path(opts), text.as_bytes(), &WriteOptions::default())?;
     Ok(())
 }
