@@ -46,13 +46,13 @@ phase all cargo test --locked --all-targets --all-features -- "$@"
 # The Kubernetes manifests (packaging/kubernetes/) against the Kubernetes JSON schemas, offline.
 scripts/validate-k8s.sh
 # The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
-# with our CDI hooks under runc; the installed package's hook) and `docker run --gpus` through a
-# real dockerd. containerd (`ctr run`: tests/shim_containerd.rs, tests/shim_cdi.rs,
+# with our CDI hooks under runc; the installed package's hook), `docker run --gpus` through a
+# real dockerd, and `nvidia-ctk doctor` (its cgroup check sees the simulated host's). containerd (`ctr run`: tests/shim_containerd.rs, tests/shim_cdi.rs,
 # tests/installer.rs; its CRI plugin: tests/cri.rs) and podman
 # (tests/cdi.rs) set CPU limits, and this machine's cpu controller is bound to its cgroup v1
 # hierarchy, so on the simulated v2 host they cannot start any container (GPU or not): they run
 # on v1 only.
-container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input --test package)
+container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input --test package --test doctor)
 for host in v2 ubuntu; do
   echo "=== container tests on the simulated ${host} host"
   phase "$host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"

@@ -17,6 +17,11 @@ fn ctk(args: &[&str]) -> Output {
     Command::new(CTK).args(args).output().unwrap()
 }
 
+/// `nvidia-ctk` inside this run's simulated host (common::hostkind).
+fn on_host(args: &[&str]) -> Output {
+    common::hostkind::command(CTK).args(args).output().unwrap()
+}
+
 fn ok_or_panic(out: &Output, what: &str) {
     assert!(out.status.success(), "{what}: {}", bundle::out_text(out));
 }
@@ -94,8 +99,10 @@ impl Node {
     }
 
     /// `doctor --format json`: (exit code, checks by name, the whole output for messages).
+    /// Runs on this run's kind of host (`NVCT_TEST_HOST`: on the simulated v2 and Ubuntu hosts
+    /// doctor sees their cgroup2 mount and ldconfig).
     fn doctor(&self) -> (i32, Vec<(String, String, String, String)>, String) {
-        let out = ctk(&[
+        let out = on_host(&[
             "doctor",
             "--format=json",
             &format!("--config={}", self.config.display()),
@@ -157,6 +164,13 @@ fn a_healthy_node_is_all_ok() {
         assert_eq!(status, "ok", "{name}: {detail}\n{text}");
     }
     assert_eq!(code, 0, "{text}");
+    // The hook's cgroup path as this kind of host has it.
+    let cgroup = checks.iter().find(|c| c.0 == "cgroup").unwrap();
+    let want = match common::hostkind::kind() {
+        common::hostkind::HostKind::V1 => "cgroup v1: the hook writes device rules",
+        _ => "cgroup v2: the hook extends the container's eBPF device program",
+    };
+    assert!(cgroup.2.contains(want), "{cgroup:?}");
     let containerd = checks.iter().find(|c| c.0 == "engine containerd").unwrap();
     assert!(
         containerd.2.contains("containerd config dump"),
