@@ -13,9 +13,9 @@
 //! only: a failure leaves nothing on the host.
 
 use crate::container::rootfs::{Rootfs, Target};
-use crate::container::{self, cgroup, ldconfig, ldso_conf, proc_mask, symlinks};
+use crate::container::{self, cgroup, ld_cache, ldconfig, ldso_conf, proc_mask, symlinks};
 use crate::discover::Inventory;
-use crate::model::Arch;
+use crate::model::{Arch, FileKind};
 use crate::plan::{self, Plan};
 use crate::request::Request;
 use crate::sys;
@@ -58,6 +58,8 @@ pub struct ContainerTarget {
     pub no_cgroups: bool,
     /// Whose library layout the image is probed for (the host's).
     pub arch: Arch,
+    /// Write the ld cache natively where that gives what ldconfig would (`ld_cache.rs`).
+    pub native_ldcache: bool,
 }
 
 /// A source cloned as a detached mount, keyed by its host path.
@@ -92,13 +94,14 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
 }
 
 /// `plan` is [`plan::plan`] of `req` and `inv` with the layout unknown (what the caller logs);
-/// the child plans again with the layout it probes in the container.
+/// the child plans again with the layout it probes in the container. Returns how the ld cache
+/// was made (for the log), if it was.
 pub fn apply(
     req: &Request,
     inv: &Inventory,
     plan: &Plan,
     target: &ContainerTarget,
-) -> Result<(), ApplyError> {
+) -> Result<Option<String>, ApplyError> {
     let mut prepared = Vec::new();
     let node_flags = (
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
@@ -142,14 +145,12 @@ pub fn apply(
     if pid == 0 {
         drop(rx);
         let result = in_container(req, inv, target, &prepared, &ns, ldconfig.as_ref());
-        let code = match result {
-            Ok(()) => 0,
-            Err(msg) => {
-                let mut tx = std::fs::File::from(tx);
-                let _ = tx.write_all(msg.as_bytes());
-                1
-            }
+        // One message through the pipe: the ld cache line on success, the error otherwise.
+        let (code, msg) = match result {
+            Ok(note) => (0, note.unwrap_or_default()),
+            Err(msg) => (1, msg),
         };
+        let _ = std::fs::File::from(tx).write_all(msg.as_bytes());
         sys::exit_now(code);
     }
     drop(tx);
@@ -157,7 +158,7 @@ pub fn apply(
     let _ = rx.read_to_string(&mut msg);
     let code = sys::wait(pid).map_err(ApplyError::Fork)?;
     match code {
-        0 => Ok(()),
+        0 => Ok((!msg.is_empty()).then_some(msg)),
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
         c => Err(ApplyError::Child(format!("child exited with status {c}"))),
     }
@@ -199,7 +200,7 @@ fn in_container(
     prepared: &[Prepared],
     ns: &OwnedFd,
     ldconfig: Option<&OwnedFd>,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     sys::setns(ns.as_fd(), libc::CLONE_NEWNS)
         .map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
     // Through the container's init's root: right even when the runtime itself runs chrooted
@@ -242,11 +243,24 @@ fn in_container(
         ldso_conf::enable_cuda_compat(&root, version)
             .map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
-    if let Some(ldconfig) = ldconfig {
-        ldconfig::refresh(&root, ldconfig.as_fd(), &plan.ldcache_dirs)
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    let Some(ldconfig) = ldconfig else {
+        return Ok(None);
+    };
+    let libs: Vec<PathBuf> = plan
+        .mounts
+        .iter()
+        .filter(|m| m.kind == FileKind::Library)
+        .map(|m| m.container_path.clone())
+        .collect();
+    let refreshed = ld_cache::refresh(
+        &root,
+        ldconfig.as_fd(),
+        &plan.ldcache_dirs,
+        &libs,
+        target.native_ldcache,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Some(refreshed.to_string()))
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {

@@ -21,7 +21,8 @@
 //! Must not: execute anything from the container, mount anything from the image, or follow a
 //! container symlink to the host.
 
-use crate::container::ldconfig::{self, LdconfigError};
+use crate::container::ld_cache::{self, RefreshError, Refreshed};
+use crate::container::ldconfig::LdconfigError;
 use crate::container::ldso_conf::LdsoConfError;
 use crate::container::proc_mask;
 use crate::container::rootfs::{is_clean_absolute, Rootfs, RootfsError};
@@ -45,6 +46,8 @@ pub enum HookError {
     Rootfs(#[from] RootfsError),
     #[error(transparent)]
     Ldconfig(#[from] LdconfigError),
+    #[error(transparent)]
+    LdCache(#[from] RefreshError),
     #[error("--link {0:?} is not TARGET::LINK with an absolute, clean LINK (e.g. libcuda.so.1::/usr/lib64/libcuda.so)")]
     BadLink(String),
     #[error(transparent)]
@@ -65,6 +68,8 @@ pub struct Container {
     pub rootfs: PathBuf,
     /// Minors of the `/dev/nvidiaN` GPU nodes config.json gives the container.
     pub gpu_minors: Vec<u32>,
+    /// Destinations of config.json's mounts (the libraries a spec mounted among them).
+    pub mounts: Vec<PathBuf>,
 }
 
 impl Container {
@@ -83,10 +88,12 @@ impl Container {
             })
             .map(|(_, minor)| minor)
             .collect();
+        let mounts = oci::mounts(&spec).into_iter().map(|(_, d)| d).collect();
         Ok(Container {
             state,
             rootfs,
             gpu_minors,
+            mounts,
         })
     }
 
@@ -136,13 +143,26 @@ pub fn create_symlinks(root: &Rootfs, links: &[Symlink]) -> Result<(), HookError
     Ok(symlinks::create(root, links)?)
 }
 
-/// `update-ldcache`: the plan's `ldcache_dirs` ([`ldconfig::refresh`]).
+/// `update-ldcache`: the plan's `ldcache_dirs` ([`ld_cache::refresh`]). The injected
+/// libraries are the mounts of config.json in `folders` whose names say `.so`.
 pub fn update_ldcache(
     root: &Rootfs,
+    container: &Container,
     ldconfig: BorrowedFd,
     folders: &[PathBuf],
-) -> Result<(), HookError> {
-    Ok(ldconfig::refresh(root, ldconfig, folders)?)
+    native: bool,
+) -> Result<Refreshed, HookError> {
+    let libs: Vec<PathBuf> = container
+        .mounts
+        .iter()
+        .filter(|m| m.parent().is_some_and(|p| folders.iter().any(|f| f == p)))
+        .filter(|m| {
+            m.file_name()
+                .is_some_and(|n| n.as_bytes().windows(3).any(|w| w == b".so"))
+        })
+        .cloned()
+        .collect();
+    Ok(ld_cache::refresh(root, ldconfig, folders, &libs, native)?)
 }
 
 /// The plan's `proc_mask` for this container, computed on the host as the planner does

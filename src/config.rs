@@ -197,6 +197,8 @@ pub struct Features {
     pub allow_cuda_compat_libs_from_container: bool,
     pub disable_cuda_compat_lib_hook: bool,
     pub ignore_imex_channel_requests: bool,
+    /// Ours: write containers' ld caches with the host ldconfig only (never natively).
+    pub disable_native_ldcache: bool,
 }
 
 impl Default for Config {

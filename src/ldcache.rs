@@ -1,7 +1,8 @@
-//! Reader for glibc's `ld.so.cache`: turns the bytes of the cache file into a list of
-//! [`Entry`] values (soname → path, with the cache's flags).
+//! Reader and writer for glibc's `ld.so.cache`: turns the bytes of the cache file into a list
+//! of [`Entry`] values (soname → path, with the cache's flags), and a list back into bytes
+//! ([`write`], the new format that glibc's loader reads, sorted for its binary search).
 //!
-//! This module owns the *format* only. It is a pure parser plus one bounded file read:
+//! This module owns the *format* only. It is a pure parser and writer plus one bounded read:
 //! it does no lookup policy (which entry wins, architecture preference, hwcaps ordering,
 //! path rewriting into a driver root); callers filter the entries themselves, e.g. with
 //! [`is_x86_64`].
@@ -75,6 +76,9 @@ pub struct Entry {
     pub soname: String,
     /// The value, e.g. `/usr/lib/x86_64-linux-gnu/libcuda.so.1`.
     pub path: PathBuf,
+    /// The new format's hwcap word: 0 for ordinary entries; glibc-hwcaps entries (from
+    /// `glibc-hwcaps/` subdirectories) have bit 62 set and index the file's extension section.
+    pub hwcap: u64,
 }
 
 /// Whether `flags` mark a 64-bit x86-64 glibc library (`0x0303`).
@@ -274,8 +278,12 @@ fn parse_new(bytes: &[u8], start: usize) -> Result<Vec<Entry>, FormatError> {
         let flags = read_u32(bytes, at, "new-format entry")? as i32;
         let key = read_u32(bytes, at + 4, "new-format entry")?;
         let value = read_u32(bytes, at + 8, "new-format entry")?;
-        // osversion (u32) and hwcap (u64) are not exposed.
-        entries.push(out.entry(bytes, start, i, flags, key, value)?);
+        // osversion (at + 12) is unused by glibc; the hwcap word is at + 16.
+        let hwcap = u64::from(read_u32(bytes, at + 16, "new-format entry")?)
+            | u64::from(read_u32(bytes, at + 20, "new-format entry")?) << 32;
+        let mut e = out.entry(bytes, start, i, flags, key, value)?;
+        e.hwcap = hwcap;
+        entries.push(e);
     }
     Ok(entries)
 }
@@ -358,6 +366,7 @@ impl Output {
             flags,
             soname,
             path: PathBuf::from(OsStr::from_bytes(path)),
+            hwcap: 0,
         })
     }
 }
@@ -390,6 +399,138 @@ fn c_string<'a>(
             offset: start,
         })?;
     Ok(&rest[..nul])
+}
+
+/// glibc's order of library names (`_dl_cache_libcmp`): runs of digits compare as numbers, a
+/// digit sorts after any other character, other bytes compare as the platform's `char`.
+pub fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut i, mut j) = (0, 0);
+    let digit = |s: &[u8], k: usize| s.get(k).is_some_and(u8::is_ascii_digit);
+    let number = |s: &[u8], k: &mut usize| {
+        let mut v: i32 = 0;
+        while digit(s, *k) {
+            v = v.wrapping_mul(10).wrapping_add(i32::from(s[*k] - b'0'));
+            *k += 1;
+        }
+        v
+    };
+    let char_of = |s: &[u8], k: usize| s.get(k).map_or(0, |&c| c as std::ffi::c_char as i32);
+    while i < a.len() {
+        if digit(a, i) {
+            if !digit(b, j) {
+                return Ordering::Greater;
+            }
+            let (x, y) = (number(a, &mut i), number(b, &mut j));
+            if x != y {
+                return x.cmp(&y);
+            }
+        } else if digit(b, j) {
+            return Ordering::Less;
+        } else if char_of(a, i) != char_of(b, j) {
+            return char_of(a, i).cmp(&char_of(b, j));
+        } else {
+            i += 1;
+            j += 1;
+        }
+    }
+    0.cmp(&char_of(b, j))
+}
+
+/// Why [`write`] refused a list of entries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("entry {soname}: glibc-hwcaps entries (hwcap {hwcap:#x}) need the extension section, which is not written")]
+    Hwcaps { soname: String, hwcap: u64 },
+    #[error("entry {soname}: a soname or path that is empty, longer than {MAX_STRING_LEN} bytes or holds a NUL")]
+    BadString { soname: String },
+    #[error("{0} entries do not fit in a cache file")]
+    TooLarge(usize),
+}
+
+/// Serialises `entries` as a new-format cache (`glibc-ld.so.cache1.1`, little-endian, no
+/// extension section), as `ldconfig -c new` lays it out: the header, the entries sorted the
+/// way glibc's loader binary-searches them (by name descending in [`libcmp`] order, then by
+/// flags descending; entries that tie keep their order), then the strings, each once, a
+/// soname stored as the tail of its path where it is one.
+pub fn write(entries: &[Entry]) -> Result<Vec<u8>, WriteError> {
+    use std::collections::HashMap;
+    for e in entries {
+        let bad = |s: &[u8]| s.is_empty() || s.len() > MAX_STRING_LEN || s.contains(&0);
+        if e.hwcap != 0 {
+            return Err(WriteError::Hwcaps {
+                soname: e.soname.clone(),
+                hwcap: e.hwcap,
+            });
+        }
+        if bad(e.soname.as_bytes()) || bad(e.path.as_os_str().as_bytes()) {
+            return Err(WriteError::BadString {
+                soname: e.soname.clone(),
+            });
+        }
+    }
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by(|x, y| {
+        libcmp(y.soname.as_bytes(), x.soname.as_bytes()).then(y.flags.cmp(&x.flags))
+    });
+    let too_large = || WriteError::TooLarge(entries.len());
+    let table_len = sorted
+        .len()
+        .checked_mul(NEW_ENTRY_LEN)
+        .ok_or_else(too_large)?;
+    let strings_at = NEW_HEADER_LEN + table_len;
+    let mut strings: Vec<u8> = Vec::new();
+    let mut offsets: HashMap<&[u8], u32> = HashMap::new();
+    let mut table = Vec::with_capacity(table_len);
+    for e in &sorted {
+        let path = e.path.as_os_str().as_bytes();
+        let soname = e.soname.as_bytes();
+        let value = match offsets.get(path) {
+            Some(&at) => at,
+            None => {
+                let at = u32::try_from(strings_at + strings.len()).map_err(|_| too_large())?;
+                strings.extend_from_slice(path);
+                strings.push(0);
+                offsets.insert(path, at);
+                // The soname as the path's tail (`/lib/libx.so.1` holds `libx.so.1`).
+                if path.ends_with(soname) && path[..path.len() - soname.len()].ends_with(b"/") {
+                    offsets
+                        .entry(soname)
+                        .or_insert(at + (path.len() - soname.len()) as u32);
+                }
+                at
+            }
+        };
+        let key = match offsets.get(soname) {
+            Some(&at) => at,
+            None => {
+                let at = u32::try_from(strings_at + strings.len()).map_err(|_| too_large())?;
+                strings.extend_from_slice(soname);
+                strings.push(0);
+                offsets.insert(soname, at);
+                at
+            }
+        };
+        table.extend_from_slice(&e.flags.to_le_bytes());
+        table.extend_from_slice(&key.to_le_bytes());
+        table.extend_from_slice(&value.to_le_bytes());
+        table.extend_from_slice(&0u32.to_le_bytes()); // osversion
+        table.extend_from_slice(&e.hwcap.to_le_bytes());
+    }
+    let nlibs = u32::try_from(sorted.len()).map_err(|_| too_large())?;
+    let len_strings = u32::try_from(strings.len()).map_err(|_| too_large())?;
+    let mut out = Vec::with_capacity(strings_at + strings.len());
+    out.extend_from_slice(NEW_MAGIC);
+    out.extend_from_slice(NEW_VERSION);
+    out.extend_from_slice(&nlibs.to_le_bytes());
+    out.extend_from_slice(&len_strings.to_le_bytes());
+    out.push(ENDIAN_LITTLE);
+    out.extend_from_slice(&[0; 3]);
+    out.extend_from_slice(&0u32.to_le_bytes()); // extension_offset: none
+    out.extend_from_slice(&[0; 12]);
+    out.extend_from_slice(&table);
+    out.extend_from_slice(&strings);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -510,6 +651,7 @@ mod tests {
             flags: HOST_FLAGS,
             soname: soname.into(),
             path: path.into(),
+            hwcap: 0,
         }
     }
 
@@ -616,9 +758,17 @@ mod tests {
                 "{name}: ldconfig wrote an unexpected format"
             );
             let got = parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for e in &got {
+                let hwcaps_entry = format != "old" && e.path.to_string_lossy().contains("hwcaps");
+                assert_eq!(e.hwcap >> 62 & 1 == 1, hwcaps_entry, "{name}: {e:?}");
+            }
+            let without_hwcap = |v: Vec<Entry>| -> Vec<Entry> {
+                v.into_iter().map(|e| Entry { hwcap: 0, ..e }).collect()
+            };
+            let got = without_hwcap(got);
             assert_eq!(got, want, "{name}");
             let cache = root.path().join("etc/ld.so.cache");
-            assert_eq!(read(&cache).unwrap(), want, "{name}: read()");
+            assert_eq!(without_hwcap(read(&cache).unwrap()), want, "{name}: read()");
             let oracle = ldconfig_print(&cache);
             let ours: Vec<_> = got
                 .iter()
@@ -626,6 +776,136 @@ mod tests {
                 .collect();
             assert_eq!(ours, oracle, "{name}: differs from `ldconfig -p`");
             assert!(got.iter().all(|e| e.flags == HOST_FLAGS), "{name}");
+        }
+    }
+
+    #[test]
+    fn libcmp_cases() {
+        use std::cmp::Ordering::*;
+        let cases = [
+            ("equal", "libfoo.so.1", "libfoo.so.1", Equal),
+            (
+                "numbers, not digits",
+                "libfoo.so.10",
+                "libfoo.so.9",
+                Greater,
+            ),
+            ("leading zeros", "libfoo.so.01", "libfoo.so.1", Equal),
+            ("longer name", "libfoo.so.1.2", "libfoo.so.1", Greater),
+            ("prefix", "libfoo", "libfoo.so", Less),
+            ("digit after a letter", "lib1", "liba", Greater),
+            ("letter before a digit", "liba", "lib1", Less),
+            ("bytes", "libA.so", "liba.so", Less),
+            ("dash and dot", "lib-x.so", "lib.x.so", Less),
+        ];
+        for (name, a, b, want) in cases {
+            assert_eq!(libcmp(a.as_bytes(), b.as_bytes()), want, "case {name}");
+            assert_eq!(
+                libcmp(b.as_bytes(), a.as_bytes()),
+                want.reverse(),
+                "case {name}, reversed"
+            );
+        }
+    }
+
+    /// Our writer sorts a real ldconfig's entries back into ldconfig's own order, and the real
+    /// ldconfig (and our reader) read what it writes.
+    #[test]
+    fn written_caches_match_ldconfig() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let libs = [
+            ("libfoo.so.1.2.3", "libfoo.so.1"),
+            ("libfoo.so.10.0", "libfoo.so.10"),
+            ("libfoo.so.9", "libfoo.so.9"),
+            ("libfoo2.so.1", "libfoo2.so.1"),
+            ("libfoo-bar.so.1", "libfoo-bar.so.1"),
+            ("libFoo.so.1", "libFoo.so.1"),
+            ("liba.so.0", "liba.so.0"),
+            ("libz.so.1.2.13", "libz.so.1"),
+            ("libnvidia-ml.so.550.54.15", "libnvidia-ml.so.1"),
+            ("libcuda.so.550.54.15", "libcuda.so.1"),
+        ];
+        for (file, soname) in libs {
+            build_lib(&root.join("lib"), file, soname);
+        }
+        build_lib(&root.join("usr/lib"), "libfoo.so.1.0", "libfoo.so.1");
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/ld.so.conf"), "/lib\n/usr/lib\n").unwrap();
+        let real = parse(&make_cache(root, "new")).unwrap();
+        assert_eq!(real.len(), libs.len() + 1, "{real:?}");
+        // Another order (by path), which keeps the two libfoo.so.1 (a tie) as ldconfig has them.
+        let mut shuffled = real.clone();
+        shuffled.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_ne!(shuffled, real);
+        let bytes = write(&shuffled).unwrap();
+        assert_eq!(parse(&bytes).unwrap(), real, "our order is ldconfig's");
+        let ours = root.join("etc/ours.cache");
+        std::fs::write(&ours, &bytes).unwrap();
+        let printed = ldconfig_print(&ours);
+        let want: Vec<_> = real
+            .iter()
+            .map(|e| (e.soname.clone(), e.path.clone()))
+            .collect();
+        assert_eq!(printed, want, "`ldconfig -p` reads our cache");
+        // Strings are shared: every soname here is the tail of its path.
+        let strings: usize = real.iter().map(|e| e.path.as_os_str().len() + 1).sum();
+        assert_eq!(
+            bytes.len(),
+            NEW_HEADER_LEN + real.len() * NEW_ENTRY_LEN + strings
+        );
+    }
+
+    #[test]
+    fn write_cases() {
+        let entry = |flags, soname: &str, path: &str| Entry {
+            flags,
+            soname: soname.into(),
+            path: path.into(),
+            hwcap: 0,
+        };
+        let x86 = entry(0x0303, "libx.so.1", "/usr/lib/x86_64-linux-gnu/libx.so.1");
+        let i386 = entry(0x0003, "libx.so.1", "/usr/lib/i386-linux-gnu/libx.so.1");
+        let other_name = entry(0x0303, "libx.so.1", "/opt/libx.so.1.2");
+        let cases: Vec<(&str, Vec<Entry>, Result<Vec<Entry>, WriteError>)> = vec![
+            ("empty", vec![], Ok(vec![])),
+            (
+                "same name: flags descending",
+                vec![i386.clone(), x86.clone()],
+                Ok(vec![x86.clone(), i386.clone()]),
+            ),
+            (
+                "ties keep their order",
+                vec![other_name.clone(), x86.clone()],
+                Ok(vec![other_name.clone(), x86.clone()]),
+            ),
+            (
+                "hwcaps entry",
+                vec![Entry {
+                    hwcap: 1 << 62,
+                    ..x86.clone()
+                }],
+                Err(WriteError::Hwcaps {
+                    soname: "libx.so.1".into(),
+                    hwcap: 1 << 62,
+                }),
+            ),
+            (
+                "NUL in a path",
+                vec![entry(0x0303, "libx.so.1", "/lib/a\0b")],
+                Err(WriteError::BadString {
+                    soname: "libx.so.1".into(),
+                }),
+            ),
+            (
+                "empty soname",
+                vec![entry(0x0303, "", "/lib/a")],
+                Err(WriteError::BadString { soname: "".into() }),
+            ),
+        ];
+        for (name, input, want) in cases {
+            let got = write(&input).map(|b| parse(&b).unwrap());
+            assert_eq!(got, want, "case {name}");
         }
     }
 
@@ -701,6 +981,7 @@ mod tests {
             flags: 0x0303,
             soname: "libx.so.1".into(),
             path: "/lib/libx.so.1".into(),
+            hwcap: 0,
         };
         // compat with ONE old entry: 16 + 12 = 28, so the new header sits at 32 (aligned),
         // and the old block's offsets are relative to its end (28).
@@ -748,6 +1029,7 @@ mod tests {
                     flags: 0x0303,
                     soname: "libx.so.1".into(),
                     path: PathBuf::from(OsStr::from_bytes(b"/lib/\xffx.so")),
+                    hwcap: 0,
                 }],
             ),
         ];

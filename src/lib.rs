@@ -16,6 +16,7 @@ pub mod devices;
 pub mod discover;
 pub mod doctor;
 pub mod driver;
+pub mod elf;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod fsutil;

@@ -331,6 +331,7 @@ fn redirected_mount_targets_cdi_path() {
             image: Image::Glibc,
             runc_writes_canary: false,
             setup: |r, c| {
+                let _ = std::fs::remove_dir_all(r.join("etc/ld.so.conf.d"));
                 symlink(c, r.join("etc/ld.so.conf.d")).unwrap();
             },
         },
@@ -475,6 +476,7 @@ fn image_ldconfig_and_ld_so_conf_d_are_never_used_on_the_host() {
     )
     .unwrap();
     // ld.so.conf.d points at a host directory, and ld.so.conf includes it.
+    let _ = std::fs::remove_dir_all(r.join("etc/ld.so.conf.d"));
     symlink(&canary_dir, r.join("etc/ld.so.conf.d")).unwrap();
     std::fs::write(
         r.join("etc/ld.so.conf"),
@@ -1075,7 +1077,7 @@ fn mkfifo(path: &Path) {
 #[test]
 fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
     // A FIFO blocks the host ldconfig's open() for ever; /dev/zero grows one line without end,
-    // /dev/urandom spins a CPU. Each start must end within seconds (the ldconfig child is
+    // /dev/urandom spins a CPU; the native writer must not read any of them as the image's cache. Each start must end within seconds (the ldconfig child is
     // killed after its time limit; the container's /dev is an empty tmpfs for it), the
     // container refused with our message or started, and no process left rooted in the image.
     let h = host();
@@ -1116,6 +1118,23 @@ fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
         LdCase {
             name: "ld.so.conf links to /dev/urandom",
             setup: |r| symlink("/dev/urandom", r.join("etc/ld.so.conf")).unwrap(),
+        },
+        // The image's cache, which the native writer reads.
+        LdCase {
+            name: "ld.so.cache is a FIFO",
+            setup: |r| mkfifo(&r.join("etc/ld.so.cache")),
+        },
+        LdCase {
+            name: "ld.so.cache links to /dev/zero",
+            setup: |r| symlink("/dev/zero", r.join("etc/ld.so.cache")).unwrap(),
+        },
+        LdCase {
+            name: "ld.so.cache is garbage with a cache's magic",
+            setup: |r| {
+                let mut b = b"glibc-ld.so.cache1.1".to_vec();
+                b.extend_from_slice(&[0xff; 64]);
+                std::fs::write(r.join("etc/ld.so.cache"), b).unwrap()
+            },
         },
     ];
     std::thread::scope(|scope| {

@@ -208,60 +208,68 @@ fn install_image_ldconfig(rootfs: &Path) {
     .unwrap();
 }
 
+/// `update-ldcache` writes the cache natively (no ldconfig generator string in it), or with
+/// `--ldconfig-only` by the host ldconfig; libcuda.so.1 resolves either way.
 #[test]
-fn update_ldcache_makes_libcuda_resolvable_with_the_host_ldconfig() {
+fn update_ldcache_makes_libcuda_resolvable() {
     let h = host();
     let version = h.host.driver_version();
     let lib = format!("libcuda.so.{version}");
-    let mut b = Bundle::new(&h.dir, Image::Glibc);
-    install_image_ldconfig(&b.rootfs());
-    b.bind_ro(
-        &h.host.lib_dir().join(&lib),
-        &format!("/usr/lib/x86_64-linux-gnu/{lib}"),
-    );
-    b.add_hook(
-        "createContainer",
-        CDI_HOOK,
-        &[
+    for (name, extra, native) in [
+        ("native", None, true),
+        ("--ldconfig-only", Some("--ldconfig-only"), false),
+    ] {
+        let mut b = Bundle::new(&h.dir, Image::Glibc);
+        install_image_ldconfig(&b.rootfs());
+        b.bind_ro(
+            &h.host.lib_dir().join(&lib),
+            &format!("/usr/lib/x86_64-linux-gnu/{lib}"),
+        );
+        let mut args = vec![
             "update-ldcache",
             "--folder",
             "/usr/lib/x86_64-linux-gnu",
             "--ldconfig-path",
             "/sbin/ldconfig",
-        ],
-    );
-    let out = b.run(
-        "dlcuda; grep -c libcuda.so.1 /etc/ld.so.cache; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
-                     cat /etc/ld.so.conf.d/00-nvcr-*.conf; cat /etc/ld.so.conf",
-    );
-    let text = out_text(&out);
-    let so = stdout(&out);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        so.contains("cuDriverGetVersion rc=0 version=12040"),
-        "dlopen(libcuda.so.1) through the cache: {text}"
-    );
-    assert!(
-        so.contains(&lib),
-        "SONAME link made by the host ldconfig: {text}"
-    );
-    assert!(
-        so.contains("/usr/lib/x86_64-linux-gnu\n"),
-        "conf file lists the folder: {text}"
-    );
-    assert!(
-        so.contains("include /etc/ld.so.conf.d/*.conf"),
-        "ld.so.conf created to include the conf dir: {text}"
-    );
-    let cache = std::fs::read(b.rootfs().join("etc/ld.so.cache")).unwrap();
-    assert!(
-        cache.windows(12).any(|w| w == b"libcuda.so.1"),
-        "ld.so.cache in the rootfs has libcuda.so.1"
-    );
-    assert!(
-        !b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(),
-        "the image's /sbin/ldconfig must never run: {text}"
-    );
+        ];
+        args.extend(extra);
+        b.add_hook("createContainer", CDI_HOOK, &args);
+        let out = b.run(
+            "dlcuda; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; \
+             cat /etc/ld.so.conf.d/00-nvcr-*.conf; cat /etc/ld.so.conf",
+        );
+        let text = format!("case {name}: {}", out_text(&out));
+        let so = stdout(&out);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            so.contains("cuDriverGetVersion rc=0 version=12040"),
+            "dlopen(libcuda.so.1) through the cache: {text}"
+        );
+        assert!(so.contains(&lib), "SONAME link: {text}");
+        assert!(
+            so.contains("/usr/lib/x86_64-linux-gnu\n"),
+            "conf file lists the folder: {text}"
+        );
+        assert!(
+            so.contains("include /etc/ld.so.conf.d/*.conf"),
+            "the image's ld.so.conf is kept: {text}"
+        );
+        let cache = std::fs::read(b.rootfs().join("etc/ld.so.cache")).unwrap();
+        assert!(
+            cache.windows(12).any(|w| w == b"libcuda.so.1"),
+            "ld.so.cache in the rootfs has libcuda.so.1: {text}"
+        );
+        assert!(
+            cache.windows(10).any(|w| w == b"libc.so.6\0"),
+            "the image's libc stays in the cache: {text}"
+        );
+        let generator = cache.windows(10).any(|w| w == b"ldconfig (");
+        assert_eq!(generator, !native, "written natively: {native}: {text}");
+        assert!(
+            !b.rootfs().join("IMAGE-LDCONFIG-RAN").exists(),
+            "the image's /sbin/ldconfig must never run: {text}"
+        );
+    }
 }
 
 #[test]

@@ -260,7 +260,7 @@ fn libraries_binaries_and_ld_cache_in_a_glibc_image() {
     assert!(stdout.contains("NVIDIA-SMI fake 550.54.15"), "{text}");
     assert!(
         stdout.contains("libcuda.so.550.54.15"),
-        "SONAME link made by the host ldconfig: {text}"
+        "SONAME link: {text}"
     );
     assert!(stdout.contains("ModifyDeviceFiles: 0"), "{text}");
     assert!(
@@ -431,6 +431,103 @@ fn twenty_gpu_containers_at_once() {
         before, after,
         "mounts left behind on the host by 20 concurrent containers"
     );
+}
+
+/// How the ld cache is made, by image and config: natively (the image's cache plus ours, no
+/// ldconfig generator string left in the file) or by the host ldconfig (its generator string
+/// in the file); either way libcuda.so.1 resolves and the image's own libc stays in the cache.
+#[test]
+fn ld_cache_native_or_by_the_host_ldconfig() {
+    let h = host();
+    let disabled = bundle::write_config(
+        &h.dir,
+        &h.host.driver_root(),
+        &h.host.proc_root(),
+        "[features]\ndisable-native-ldcache = true",
+    );
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    #[derive(PartialEq)]
+    enum Prep {
+        Nothing,
+        NoCache,
+        OwnSonameFile,
+    }
+    use Prep::*;
+    // (name, image, config, prepare the rootfs, written natively)
+    let cases: Vec<(&str, Image, &Path, Prep, bool)> = vec![
+        ("image with a cache", Image::Glibc, &h.config, Nothing, true),
+        (
+            "turned off in the config",
+            Image::Glibc,
+            &disabled,
+            Nothing,
+            false,
+        ),
+        (
+            "image with a loader but no cache",
+            Image::Glibc,
+            &h.config,
+            NoCache,
+            false,
+        ),
+        (
+            "image's own file at the soname",
+            Image::Glibc,
+            &h.config,
+            OwnSonameFile,
+            false,
+        ),
+        (
+            "busybox: no loader, no cache",
+            Image::Busybox,
+            &h.config,
+            Nothing,
+            true,
+        ),
+    ];
+    for (name, image, config, prepare, native) in cases {
+        let mut b = Bundle::new(&h.dir, image);
+        let rootfs = b.rootfs();
+        match prepare {
+            Nothing => {}
+            NoCache => std::fs::remove_file(rootfs.join("etc/ld.so.cache")).unwrap(),
+            OwnSonameFile => {
+                std::fs::write(rootfs.join(&lib[1..]).join("libcuda.so.1"), b"not a link").unwrap()
+            }
+        }
+        b.hook(config)
+            .env("NVIDIA_VISIBLE_DEVICES=0")
+            .env("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+        let libdir = if image == Image::Busybox {
+            "/usr/lib64"
+        } else {
+            lib
+        };
+        let out = b.run(&format!(
+            "test -x /usr/bin/dlcuda && dlcuda; echo GEN $(grep -c 'ldconfig (' /etc/ld.so.cache); \
+             echo CUDA $(grep -c 'libcuda.so.1' /etc/ld.so.cache); echo LIBC $(grep -c 'libc.so.6' /etc/ld.so.cache); \
+             echo LINK $(readlink {libdir}/libcuda.so.1)"
+        ));
+        let text = format!("case {name}: {}", out_text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        let generator = if native { "GEN 0" } else { "GEN 1" };
+        assert!(stdout.contains(generator), "{text}");
+        assert!(stdout.contains("CUDA 1"), "{text}");
+        if image == Image::Glibc {
+            assert!(stdout.contains("LIBC 1"), "the image's libc stays: {text}");
+        }
+        // An image's own file at the soname is what ldconfig lists (as upstream's does).
+        if prepare != OwnSonameFile {
+            assert!(stdout.contains("LINK libcuda.so.550.54.15"), "{text}");
+            if image == Image::Glibc {
+                assert!(
+                    stdout.contains("cuDriverGetVersion rc=0 version=12040"),
+                    "{text}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

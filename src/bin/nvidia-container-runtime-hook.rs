@@ -221,9 +221,13 @@ fn inject(
         ldconfig: config.host_ldconfig(),
         no_cgroups: config.cli.no_cgroups,
         arch: root.arch,
+        native_ldcache: !config.features.disable_native_ldcache,
     };
-    apply::apply(&req, &inv, &plan, &target)?;
+    let ld_cache = apply::apply(&req, &inv, &plan, &target)?;
     t.step("apply");
+    if let Some(line) = ld_cache {
+        log.debug(&format!("container {}: {line}", state.id));
+    }
     log.debug(&format!("container {}: {}", state.id, t.line()));
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! The host ldconfig, run safely against a container rootfs: the one runner shared by the
-//! prestart hook (`apply.rs`) and the CDI `update-ldcache` hook (`cdi_hooks.rs`).
+//! The host ldconfig, run safely against a container rootfs: the fallback of the native ld
+//! cache writer (`ld_cache.rs`), for the prestart hook and the CDI `update-ldcache` hook alike.
 //!
 //! The binary is opened on the host ([`open_host`]) before anything touches the container and
 //! is executed from that fd (execveat), so nothing from the image is ever run. `@/sbin/ldconfig`
@@ -20,8 +20,7 @@
 //! Must not: look the binary up by a path after entering the container, or inherit any
 //! environment.
 
-use crate::container::ldso_conf::{self, LdsoConfError};
-use crate::container::rootfs::{is_clean_absolute, Rootfs, RootfsError};
+use crate::container::rootfs::{Rootfs, RootfsError};
 use crate::sys;
 use std::ffi::CString;
 use std::io;
@@ -64,10 +63,8 @@ pub enum LdconfigError {
              binary, e.g. \"@/sbin/ldconfig.real\" on Ubuntu)"
     )]
     NotStatic { path: PathBuf, what: &'static str },
-    #[error("ld cache directory {path:?} is not an absolute, clean path without newlines")]
+    #[error("ld cache directory {path:?} holds a NUL byte")]
     BadDir { path: PathBuf },
-    #[error(transparent)]
-    Conf(#[from] LdsoConfError),
     #[error("cannot prepare /etc in the container: {0}")]
     Etc(#[from] RootfsError),
     #[error("ldconfig for {rootfs}: cannot start a child in new namespaces (clone3): {source}")]
@@ -116,98 +113,7 @@ pub fn open_host(path: &Path) -> Result<OwnedFd, LdconfigError> {
     Ok(OwnedFd::from(file))
 }
 
-/// PURE: whether `head` (the first bytes of a file) is an ELF executable without an
-/// interpreter (`PT_INTERP`): one the kernel runs without loading anything else.
-pub fn static_elf(head: &[u8]) -> Result<(), &'static str> {
-    if head.len() < 52 || &head[..4] != b"\x7fELF" {
-        return Err(if head.starts_with(b"#!") {
-            "a script"
-        } else {
-            "not an ELF binary"
-        });
-    }
-    let (is64, little) = (head[4] == 2, head[5] == 1);
-    let u16_at = |o: usize| {
-        head.get(o..o + 2).map(|b| {
-            if little {
-                u16::from_le_bytes([b[0], b[1]])
-            } else {
-                u16::from_be_bytes([b[0], b[1]])
-            }
-        })
-    };
-    let u32_at = |o: usize| {
-        head.get(o..o + 4).map(|b| {
-            let a = [b[0], b[1], b[2], b[3]];
-            if little {
-                u32::from_le_bytes(a)
-            } else {
-                u32::from_be_bytes(a)
-            }
-        })
-    };
-    let u64_at = |o: usize| {
-        head.get(o..o + 8).map(|b| {
-            let a: [u8; 8] = b.try_into().unwrap_or_default();
-            if little {
-                u64::from_le_bytes(a)
-            } else {
-                u64::from_be_bytes(a)
-            }
-        })
-    };
-    let truncated = "an ELF file whose program headers cannot be read";
-    let (phoff, phentsize, phnum) = if is64 {
-        (
-            u64_at(32).ok_or(truncated)?,
-            u16_at(54).ok_or(truncated)?,
-            u16_at(56).ok_or(truncated)?,
-        )
-    } else {
-        (
-            u64::from(u32_at(28).ok_or(truncated)?),
-            u16_at(42).ok_or(truncated)?,
-            u16_at(44).ok_or(truncated)?,
-        )
-    };
-    for i in 0..u64::from(phnum) {
-        let at = phoff
-            .checked_add(i * u64::from(phentsize))
-            .ok_or(truncated)?;
-        let kind = u32_at(usize::try_from(at).map_err(|_| truncated)?).ok_or(truncated)?;
-        if kind == 3 {
-            return Err("dynamically linked (it has an interpreter)");
-        }
-    }
-    Ok(())
-}
-
-/// The plan's `ldcache_dirs`, for the prestart hook and `update-ldcache` alike: lists `dirs` in
-/// `/etc/ld.so.conf.d/00-nvcr-<hash>.conf` (so they stay in the cache when the container runs
-/// ldconfig itself; skipped when the image's `/etc/ld.so.conf.d` cannot be written safely),
-/// makes sure `/etc/ld.so.conf` includes that directory when the image has
-/// none, then runs the host ldconfig isolated ([`run_isolated`]).
-pub(crate) fn refresh(
-    root: &Rootfs,
-    ldconfig: BorrowedFd,
-    dirs: &[PathBuf],
-) -> Result<(), LdconfigError> {
-    if let Some(bad) = dirs.iter().find(|d| !is_clean_absolute(d)) {
-        return Err(LdconfigError::BadDir { path: bad.clone() });
-    }
-    if !dirs.is_empty() {
-        let text: String = dirs.iter().map(|d| format!("{}\n", d.display())).collect();
-        match ldso_conf::write_conf(root, "00-nvcr", &text) {
-            // The image's ld.so.conf.d is a link out of the rootfs or not a directory: it is
-            // not written through, and the cache still gets `dirs` from ldconfig's arguments.
-            Err(LdsoConfError::Rootfs(RootfsError::BadTarget { .. })) => {}
-            Err(e) => return Err(e.into()),
-            Ok(_) => {}
-        }
-    }
-    ldso_conf::ensure_ldso_conf(root)?;
-    run_isolated(root, ldconfig, dirs)
-}
+pub use crate::elf::static_elf;
 
 /// Runs `ldconfig DIR...` from the fd `ldconfig` (see [`open_host`]) with the rootfs as `/`.
 /// Must be called from inside the container's mount namespace (its /proc and /sys are the
@@ -314,49 +220,6 @@ fn confine(root: &Rootfs) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn elf64(phdrs: &[u32]) -> Vec<u8> {
-        let mut f = vec![0u8; 64 + 56 * phdrs.len()];
-        f[..4].copy_from_slice(b"\x7fELF");
-        f[4] = 2; // 64-bit
-        f[5] = 1; // little endian
-        f[32..40].copy_from_slice(&64u64.to_le_bytes());
-        f[54..56].copy_from_slice(&56u16.to_le_bytes());
-        f[56..58].copy_from_slice(&(phdrs.len() as u16).to_le_bytes());
-        for (i, t) in phdrs.iter().enumerate() {
-            f[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
-        }
-        f
-    }
-
-    #[test]
-    fn static_elf_cases() {
-        let mut truncated = elf64(&[1, 3]);
-        truncated.truncate(64 + 56 + 2);
-        let cases: Vec<(&str, Vec<u8>, Result<(), &str>)> = vec![
-            ("static: LOAD only", elf64(&[1, 1, 4]), Ok(())),
-            ("no program headers", elf64(&[]), Ok(())),
-            (
-                "dynamic: INTERP",
-                elf64(&[6, 3, 1]),
-                Err("dynamically linked (it has an interpreter)"),
-            ),
-            (
-                "shell wrapper",
-                b"#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n".to_vec(),
-                Err("a script"),
-            ),
-            ("empty", vec![], Err("not an ELF binary")),
-            (
-                "truncated headers",
-                truncated,
-                Err("an ELF file whose program headers cannot be read"),
-            ),
-        ];
-        for (name, bytes, want) in cases {
-            assert_eq!(static_elf(&bytes), want, "case {name}");
-        }
-    }
 
     #[test]
     fn this_hosts_ldconfig_is_static() {

@@ -65,34 +65,18 @@ pub(crate) fn write_conf(
     prefix: &str,
     text: &str,
 ) -> Result<PathBuf, LdsoConfError> {
-    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let name = format!("{prefix}-{:08x}.conf", fnv1a(text.as_bytes()));
     let path = Path::new(LDSO_CONF_D).join(&name);
-    let dir = root.mkdir_all(Path::new(LDSO_CONF_D))?;
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = format!(".{name}.nvct-{}-{n}", std::process::id());
-    let err = |source| LdsoConfError::Write {
-        path: path.clone(),
-        source,
-    };
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-    let fd = sys::openat(dir.as_fd(), Path::new(&tmp), flags, 0o644).map_err(err)?;
-    let written = std::fs::File::from(fd).write_all(text.as_bytes());
-    let renamed =
-        written.and_then(|()| sys::renameat(dir.as_fd(), Path::new(&tmp), Path::new(&name)));
-    if let Err(e) = renamed {
-        let _ = sys::unlinkat(dir.as_fd(), Path::new(&tmp));
-        return Err(match e.raw_os_error() {
-            Some(libc::EISDIR) | Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
-                LdsoConfError::NotRegular {
-                    path,
-                    what: "a directory",
-                }
-            }
-            _ => err(e),
-        });
+    match root.replace_file(Path::new(LDSO_CONF_D), &name, text.as_bytes(), 0o644) {
+        Ok(()) => Ok(path),
+        Err(RootfsError::BadTarget { path: p, what }) if p == path => {
+            Err(LdsoConfError::NotRegular { path, what })
+        }
+        Err(RootfsError::Io { path: p, source }) if p == path => {
+            Err(LdsoConfError::Write { path, source })
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(path)
 }
 
 /// 32-bit FNV-1a: a stable, short name for a conf file from its contents.

@@ -9,12 +9,13 @@
 //! | `symlinks`     | [`symlinks::create`]               | `create-symlinks`                 |
 //! | `proc_mask`    | [`proc_mask::mount`]               | `disable-device-node-modification`|
 //! | `cuda_compat`  | [`ldso_conf::enable_cuda_compat`]  | `enable-cuda-compat`              |
-//! | `ldcache_dirs` | [`ldso_conf`] + [`ldconfig::run_isolated`] | `update-ldcache`          |
+//! | `ldcache_dirs` | [`ld_cache::refresh`] (native, else [`ldconfig`]) | `update-ldcache` |
 //!
 //! Every path inside a container goes through [`rootfs`], the one gate. These functions run in
 //! the container's mount namespace; none of them executes anything from the image.
 
 pub mod cgroup;
+pub mod ld_cache;
 pub mod ldconfig;
 pub mod ldso_conf;
 pub mod mountinfo;

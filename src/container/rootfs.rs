@@ -152,6 +152,48 @@ impl Rootfs {
         Ok(dir)
     }
 
+    /// Puts a new regular file holding `bytes` at `dir/name` (a container path): `dir` is
+    /// resolved (created) through the gate, a temp file is created in it (`O_EXCL`, no symlink
+    /// followed), written, and renamed over `name`. Nothing at `name` is ever opened: an
+    /// image's symlink, hardlink (to a host file), FIFO or device there is replaced as a
+    /// directory entry; a directory there is refused.
+    pub(crate) fn replace_file(
+        &self,
+        dir: &Path,
+        name: &str,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), RootfsError> {
+        use std::io::Write;
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let path = dir.join(name);
+        let dir = self.mkdir_all(dir)?;
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = format!(".{name}.nvct-{}-{n}", std::process::id());
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let err = |source| RootfsError::Io {
+            path: path.clone(),
+            source,
+        };
+        let fd = sys::openat(dir.as_fd(), Path::new(&tmp), flags, mode).map_err(err)?;
+        let written = std::fs::File::from(fd).write_all(bytes);
+        let renamed =
+            written.and_then(|()| sys::renameat(dir.as_fd(), Path::new(&tmp), Path::new(name)));
+        if let Err(e) = renamed {
+            let _ = sys::unlinkat(dir.as_fd(), Path::new(&tmp));
+            return Err(match e.raw_os_error() {
+                Some(libc::EISDIR) | Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+                    RootfsError::BadTarget {
+                        path,
+                        what: "a directory",
+                    }
+                }
+                _ => err(e),
+            });
+        }
+        Ok(())
+    }
+
     fn mount_entry(&self, id: u64) -> Option<&mountinfo::MountEntry> {
         let mounts = self.mounts.get_or_init(|| {
             mountinfo::parse(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())

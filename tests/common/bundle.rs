@@ -367,6 +367,21 @@ fn glibc_rootfs(rootfs: &Path, build: &Path, lib64: bool) {
             .arg(rootfs.join("usr/bin/dlcuda"))
             .arg(&src),
     );
+    // As a distribution's image: an ld.so.conf naming its lib dir, and the cache its
+    // ldconfig made when the image was built.
+    let lib_dir = Path::new("/").join(libdir.strip_prefix(rootfs).unwrap());
+    std::fs::create_dir_all(rootfs.join("etc/ld.so.conf.d")).unwrap();
+    std::fs::write(
+        rootfs.join("etc/ld.so.conf"),
+        "include /etc/ld.so.conf.d/*.conf\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rootfs.join("etc/ld.so.conf.d/libc.conf"),
+        format!("{}\n", lib_dir.display()),
+    )
+    .unwrap();
+    run_ok(Command::new("/sbin/ldconfig").arg("-r").arg(rootfs));
 }
 
 /// A toolkit config.toml for a fake host.

@@ -24,7 +24,8 @@ pub enum HookCommand {
         #[arg(long = "link", value_name = "TARGET::LINK")]
         links: Vec<String>,
     },
-    /// Refresh the container's ld cache with the host ldconfig.
+    /// Refresh the container's ld cache: written natively (the image's cache plus the
+    /// injected libraries), else with the host ldconfig.
     UpdateLdcache {
         /// A container directory to add to the ld cache (repeatable).
         #[arg(long = "folder", value_name = "DIR")]
@@ -32,6 +33,9 @@ pub enum HookCommand {
         /// The host ldconfig (an absolute host path; never a binary from the container).
         #[arg(long, default_value = nvct::container::ldconfig::DEFAULT_LDCONFIG)]
         ldconfig_path: PathBuf,
+        /// Ours: always run the host ldconfig, never write the cache natively.
+        #[arg(long)]
+        ldconfig_only: bool,
     },
     /// Mask the container's /proc/driver/nvidia: params with `ModifyDeviceFiles: 0`, and only
     /// the container's own GPUs under gpus/ (as the prestart hook does).
@@ -68,6 +72,8 @@ pub enum HookCommand {
         folders: Vec<PathBuf>,
         #[arg(long, default_value = nvct::container::ldconfig::DEFAULT_LDCONFIG)]
         ldconfig_path: PathBuf,
+        #[arg(long)]
+        ldconfig_only: bool,
     },
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -82,8 +88,8 @@ struct Edits {
     mask: Option<PathBuf>,
     /// The host's driver version.
     cuda_compat: Option<String>,
-    /// The folders and the host ldconfig.
-    ldcache: Option<(Vec<PathBuf>, PathBuf)>,
+    /// The folders, the host ldconfig, whether the cache may be written natively.
+    ldcache: Option<(Vec<PathBuf>, PathBuf, bool)>,
 }
 
 /// What the binary should print as its name in messages.
@@ -96,8 +102,9 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         HookCommand::UpdateLdcache {
             folders,
             ldconfig_path,
+            ldconfig_only,
         } => Edits {
-            ldcache: Some((folders, ldconfig_path)),
+            ldcache: Some((folders, ldconfig_path, !ldconfig_only)),
             ..Edits::default()
         },
         HookCommand::DisableDeviceNodeModification { proc_root } => Edits {
@@ -120,11 +127,12 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             update_ldcache,
             folders,
             ldconfig_path,
+            ldconfig_only,
         } => Edits {
             links: create_symlinks.then_some(links),
             mask: disable_device_node_modification.then_some(proc_root),
             cuda_compat: enable_cuda_compat.then_some(host_driver_version),
-            ldcache: update_ldcache.then_some((folders, ldconfig_path)),
+            ldcache: update_ldcache.then_some((folders, ldconfig_path, !ldconfig_only)),
         },
         HookCommand::Unknown(argv) => {
             let name = argv.first().map(String::as_str).unwrap_or_default();
@@ -147,7 +155,7 @@ fn apply(e: Edits) -> Result<()> {
     let ldconfig = e
         .ldcache
         .as_ref()
-        .map(|(_, path)| nvct::container::ldconfig::open_host(path))
+        .map(|(_, path, _)| nvct::container::ldconfig::open_host(path))
         .transpose()?;
     let c = Container::from_state(std::io::stdin().lock())?;
     let mask = match &e.mask {
@@ -168,8 +176,9 @@ fn apply(e: Edits) -> Result<()> {
     if let Some(version) = &e.cuda_compat {
         nvct::container::ldso_conf::enable_cuda_compat(&root, version)?;
     }
-    if let (Some(ldconfig), Some((folders, _))) = (&ldconfig, &e.ldcache) {
-        cdi_hooks::update_ldcache(&root, std::os::fd::AsFd::as_fd(ldconfig), folders)
+    if let (Some(ldconfig), Some((folders, _, native))) = (&ldconfig, &e.ldcache) {
+        let fd = std::os::fd::AsFd::as_fd(ldconfig);
+        cdi_hooks::update_ldcache(&root, &c, fd, folders, *native)
             .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
     }
     Ok(())
