@@ -103,6 +103,10 @@ pub struct EngineInput {
     pub via: String,
     /// The text; `None` when there is no config file.
     pub text: Option<String>,
+    /// Drop-ins the engine reads over the file, in the order it applies them (CRI-O's
+    /// `crio.conf.d`; containerd's `imports` when it was not dumped by containerd itself):
+    /// (path, text). What `nvidia-ctk runtime configure` writes by default.
+    pub drop_ins: Vec<(PathBuf, String)>,
 }
 
 /// Everything the checks need beyond what they read through the config's roots.
@@ -535,7 +539,38 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
     } else {
         Status::Fail
     };
-    let Some(text) = &e.text else {
+    let merged;
+    let text = match (&e.text, e.drop_ins.is_empty()) {
+        (Some(t), true) => Some(t),
+        (t, false) => {
+            let main = Source {
+                path: &e.path,
+                text: t.as_deref().unwrap_or(""),
+            };
+            let sources: Vec<Source<'_>> = std::iter::once(main)
+                .chain(e.drop_ins.iter().map(|(path, text)| Source { path, text }))
+                .collect();
+            match runtime_config::merge_toml(&sources) {
+                Ok(m) => {
+                    merged = m;
+                    Some(&merged)
+                }
+                Err(err) => {
+                    return (
+                        check(
+                            &check_name,
+                            Status::Fail,
+                            format!("{} (read from {}): {err}", e.path.display(), e.via),
+                            format!("fix the file, then {fix}"),
+                        ),
+                        false,
+                    )
+                }
+            }
+        }
+        (None, true) => None,
+    };
+    let Some(text) = text else {
         return (
             check(
                 &check_name,
@@ -867,6 +902,60 @@ mod tests {
         ];
         for (name, checks, want) in cases {
             assert_eq!(exit_code(&checks), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn engine_check_reads_drop_ins() {
+        let entry = "[crio.runtime.runtimes.nvidia]\nruntime_path = \"nvidia-container-runtime\"\n";
+        let input = |text: Option<&str>, drop_ins: &[(&str, &str)]| EngineInput {
+            engine: Engine::Crio,
+            path: PathBuf::from("/etc/crio/crio.conf"),
+            via: "the file".into(),
+            text: text.map(str::to_string),
+            drop_ins: drop_ins
+                .iter()
+                .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+                .collect(),
+        };
+        let d = "/etc/crio/crio.conf.d/99-nvidia.toml";
+        // (case, input, status, words in the detail)
+        let cases = [
+            (
+                "entry in the file",
+                input(Some(entry), &[]),
+                Status::Ok,
+                "registered",
+            ),
+            (
+                "entry in a drop-in",
+                input(Some(""), &[(d, entry)]),
+                Status::Ok,
+                "registered",
+            ),
+            (
+                "drop-in without a main file",
+                input(None, &[(d, entry)]),
+                Status::Ok,
+                "registered",
+            ),
+            (
+                "neither",
+                input(Some("[crio]\n"), &[]),
+                Status::Fail,
+                "has no `nvidia` runtime",
+            ),
+            (
+                "bad drop-in named",
+                input(Some(""), &[(d, "[crio\n")]),
+                Status::Fail,
+                "99-nvidia.toml:1: invalid TOML",
+            ),
+        ];
+        for (name, e, status, words) in cases {
+            let (c, _) = engine_check(&e, false);
+            assert_eq!(c.status, status, "case {name}: {}", c.detail);
+            assert!(c.detail.contains(words), "case {name}: {}", c.detail);
         }
     }
 

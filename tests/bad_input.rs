@@ -1217,73 +1217,84 @@ fn engine_config_cases() {
             NothingToChange,
         ),
     ];
-    for case in cases {
-        for cmd in ["configure", "unconfigure"] {
-            if cmd == "unconfigure" && case.unconfigure == NotChecked {
-                continue;
-            }
-            let name = format!("{} / {cmd}", case.name);
-            let dir = tempfile::tempdir().unwrap();
-            let config = dir.path().join(case.file);
-            std::fs::write(&config, &case.content).unwrap();
-            std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o640)).unwrap();
-            let mtime = std::fs::metadata(&config).unwrap().modified().unwrap();
-            let config_s = config.display().to_string();
-            let rt = format!("--runtime={}", case.runtime);
-            let out = run(
-                CTK,
-                &[
-                    "runtime",
-                    cmd,
-                    &rt,
-                    "--config",
-                    &config_s,
-                    "--set-as-default",
-                ],
-                &[],
-                b"",
-            );
-            if cmd == "unconfigure" && case.unconfigure == NothingToChange {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                assert!(
-                    out.status.success()
-                        && stderr.contains("nothing to change")
-                        && !stderr.contains("panicked"),
-                    "case {name}: {}",
-                    out_text(&out)
-                );
-            } else {
-                let want: Vec<&str> = std::iter::once(config_s.as_str())
-                    .chain(case.want.iter().copied())
-                    .collect();
-                assert_clear_failure(&name, &out, &want);
-            }
-            assert_eq!(
-                std::fs::read(&config).unwrap(),
-                case.content,
-                "case {name}: bytes changed"
-            );
-            let meta = std::fs::metadata(&config).unwrap();
-            assert_eq!(
-                meta.permissions().mode() & 0o7777,
-                0o640,
-                "case {name}: mode changed"
-            );
-            assert_eq!(
-                meta.modified().unwrap(),
-                mtime,
-                "case {name}: mtime changed"
-            );
-            let entries: Vec<_> = std::fs::read_dir(dir.path())
-                .unwrap()
-                .map(|e| e.unwrap().file_name())
-                .collect();
-            assert_eq!(
-                entries,
-                [config.file_name().unwrap()],
-                "case {name}: other files were left in the directory"
-            );
+    // containerd and CRI-O: in place, and with a drop-in next to the file (upstream's default
+    // layout; the drop-in must not be written either).
+    let layouts = |runtime: &str| -> &'static [&'static str] {
+        if runtime == "docker" {
+            &["in place"]
+        } else {
+            &["in place", "drop-in"]
         }
+    };
+    let combos = cases.iter().flat_map(|case| {
+        ["configure", "unconfigure"]
+            .into_iter()
+            .flat_map(move |cmd| layouts(case.runtime).iter().map(move |l| (case, cmd, *l)))
+    });
+    for (case, cmd, layout) in combos {
+        if cmd == "unconfigure" && case.unconfigure == NotChecked {
+            continue;
+        }
+        let name = format!("{} / {cmd} / {layout}", case.name);
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join(case.file);
+        std::fs::write(&config, &case.content).unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let mtime = std::fs::metadata(&config).unwrap().modified().unwrap();
+        let config_s = config.display().to_string();
+        let rt = format!("--runtime={}", case.runtime);
+        let drop_in = match layout {
+            "drop-in" => format!(
+                "--drop-in-config={}",
+                dir.path().join("conf.d/99-nvidia.toml").display()
+            ),
+            _ => "--drop-in-config=".to_string(),
+        };
+        let mut args = vec!["runtime", cmd, &rt, "--config", &config_s, &drop_in];
+        if cmd == "configure" {
+            args.push("--set-as-default");
+        }
+        let out = run(CTK, &args, &[], b"");
+        if cmd == "unconfigure" && case.unconfigure == NothingToChange {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success()
+                    && stderr.contains("nothing to change")
+                    && !stderr.contains("panicked"),
+                "case {name}: {}",
+                out_text(&out)
+            );
+        } else {
+            let want: Vec<&str> = std::iter::once(config_s.as_str())
+                .chain(case.want.iter().copied())
+                .collect();
+            assert_clear_failure(&name, &out, &want);
+        }
+        assert_eq!(
+            std::fs::read(&config).unwrap(),
+            case.content,
+            "case {name}: bytes changed"
+        );
+        let meta = std::fs::metadata(&config).unwrap();
+        assert_eq!(
+            meta.permissions().mode() & 0o7777,
+            0o640,
+            "case {name}: mode changed"
+        );
+        assert_eq!(
+            meta.modified().unwrap(),
+            mtime,
+            "case {name}: mtime changed"
+        );
+        let entries: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            entries,
+            [config.file_name().unwrap()],
+            "case {name}: other files were left in the directory"
+        );
     }
 }
 

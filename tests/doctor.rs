@@ -1,7 +1,8 @@
 //! Black-box tests of `nvidia-ctk doctor`, `nvidia-ctk info` and `nvidia-ctk system` on
 //! simulated GPU hosts: a healthy node is all ok (exit 0); each seeded fault turns its check to
 //! `fail` with a fix line, and the exit code to 2. The engines' configs are written by our own
-//! `nvidia-ctk runtime configure` (and read back by doctor through `containerd config dump`).
+//! `nvidia-ctk runtime configure` in upstream's drop-in layout (and read back by doctor through
+//! `containerd config dump` and CRI-O's `crio.conf.d`).
 
 mod common;
 
@@ -54,19 +55,30 @@ impl Node {
             host,
             config,
         };
-        for (engine, path) in [
-            ("containerd", &node.containerd),
-            ("docker", &node.docker),
-            ("crio", &node.crio),
+        // Upstream's layout (a drop-in for containerd and CRI-O, as `runtime configure` writes by
+        // default), next to each file instead of in the host's /etc: doctor reads them through
+        // containerd's imports and CRI-O's crio.conf.d.
+        for (engine, path, drop_in) in [
+            ("containerd", &node.containerd, "conf.d/99-nvidia.toml"),
+            ("docker", &node.docker, ""),
+            ("crio", &node.crio, "crio.conf.d/99-nvidia.toml"),
         ] {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let out = ctk(&[
-                "runtime",
-                "configure",
-                &format!("--runtime={engine}"),
-                &format!("--config={}", path.display()),
-                &format!("--nvidia-runtime-path={SHIM}"),
-            ]);
+            let dir = path.parent().unwrap();
+            std::fs::create_dir_all(dir).unwrap();
+            let drop_in = match drop_in {
+                "" => String::new(),
+                d => format!("--drop-in-config={}", dir.join(d).display()),
+            };
+            let mut args = vec![
+                "runtime".to_string(),
+                "configure".into(),
+                format!("--runtime={engine}"),
+                format!("--config={}", path.display()),
+                format!("--nvidia-runtime-path={SHIM}"),
+            ];
+            args.extend((!drop_in.is_empty()).then_some(drop_in));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = ctk(&args);
             ok_or_panic(&out, engine);
         }
         let out = ctk(&[
@@ -212,6 +224,18 @@ fn each_seeded_fault_fails_its_check_with_a_fix() {
             |n| std::fs::write(&n.containerd, "version = 2\n").unwrap(),
             "engine containerd",
             "has no `nvidia` runtime",
+        ),
+        (
+            "CRI-O drop-in not TOML",
+            |n| {
+                std::fs::write(
+                    n.crio.with_file_name("crio.conf.d/99-nvidia.toml"),
+                    "[crio\n",
+                )
+                .unwrap()
+            },
+            "engine crio",
+            "99-nvidia.toml:1: invalid TOML",
         ),
         (
             "CDI spec for other GPU UUIDs",

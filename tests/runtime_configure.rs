@@ -1,7 +1,10 @@
 //! Black-box tests of `nvidia-ctk runtime configure|unconfigure`: the real binary, in a fresh
 //! temp dir per case, against committed golden files (tests/fixtures/runtime_config), the real
 //! containerd (`containerd config dump` is the judge of what we write), bad inputs, a crash at
-//! every step of the write, concurrent runs, and `--dry-run`.
+//! every step of the write, concurrent runs, and `--dry-run` / `--diff`. Upstream's default
+//! layout (no path flag: the engines' files under /etc) runs in a [`PrivateEtc`]; every other
+//! run names its files in a temp dir, and [`ctk`] refuses a run that would write the host's /etc.
+//! These tests need root (mount namespaces, overlayfs, chown).
 //!
 //! `UPDATE_GOLDEN=1 cargo test --test runtime_configure` rewrites the golden files; review the
 //! diff before committing. The containerd tests need the `containerd` binary (Debian:
@@ -23,8 +26,46 @@ fn input(name: &str) -> String {
     fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// Run the binary; the returned output is printed in full by [`ctx`] on failure.
+/// Would `nvidia-ctk ARGS` write below the host's /etc? `runtime configure|unconfigure` does
+/// unless it is a dry run or names every file it writes: `--config`, and for containerd and
+/// CRI-O a `--drop-in-config` with a value (the defaults are upstream's /etc paths), or an
+/// `--oci-hook-path` (configure without one prints the hook).
+fn writes_host_etc(args: &[&str]) -> bool {
+    let (Some(&"runtime"), Some(cmd)) = (args.first(), args.get(1)) else {
+        return false;
+    };
+    let has = |flag: &str| {
+        args.iter()
+            .any(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let dry = (has("--dry-run") && !args.contains(&"--dry-run=false")) || has("--diff");
+    if dry {
+        return false;
+    }
+    if args
+        .iter()
+        .any(|a| a.contains("oci-hook") || *a == "--config-mode=hook")
+    {
+        return !(has("--oci-hook-path") || *cmd == "configure");
+    }
+    let engine_with_drop_in = ["--runtime=containerd", "--runtime=crio"]
+        .iter()
+        .any(|r| args.contains(r));
+    let drop_in_named = args.iter().enumerate().any(|(i, a)| {
+        a.starts_with("--drop-in-config=")
+            || (*a == "--drop-in-config" && args.get(i + 1).is_some_and(|v| !v.starts_with("--")))
+    });
+    !has("--config") || (engine_with_drop_in && !drop_in_named)
+}
+
+/// Run the binary; the returned output is printed in full by [`ctx`] on failure. A run that
+/// would write the host's /etc is a bug of the test: use [`PrivateEtc`] for the default paths.
 fn ctk(args: &[&str], env: &[(&str, &str)]) -> Output {
+    assert!(
+        !writes_host_etc(args),
+        "test bug: `nvidia-ctk {}` would write the host's /etc (name the files, or run it in a PrivateEtc)",
+        args.join(" ")
+    );
     let mut cmd = Command::new(BIN);
     cmd.args(args).env_remove("NVCT_FAULT_AT");
     for (k, v) in env {
@@ -52,6 +93,159 @@ fn ok(args: &[&str]) -> Output {
 
 fn read_opt(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok()
+}
+
+#[test]
+fn the_host_etc_guard_of_these_tests() {
+    let cases: &[(&str, &[&str], bool)] = &[
+        (
+            "containerd default drop-in",
+            &[
+                "runtime",
+                "configure",
+                "--runtime=containerd",
+                "--config",
+                "/t/c.toml",
+            ],
+            true,
+        ),
+        (
+            "bare drop-in flag is the default",
+            &[
+                "runtime",
+                "configure",
+                "--runtime=crio",
+                "--config=/t/c",
+                "--drop-in-config",
+            ],
+            true,
+        ),
+        (
+            "in place",
+            &[
+                "runtime",
+                "unconfigure",
+                "--runtime=containerd",
+                "--config=/t/c",
+                "--drop-in-config=",
+            ],
+            false,
+        ),
+        (
+            "drop-in named",
+            &[
+                "runtime",
+                "configure",
+                "--runtime=crio",
+                "--config=/t/c",
+                "--drop-in-config",
+                "/t/d.toml",
+            ],
+            false,
+        ),
+        (
+            "docker named",
+            &["runtime", "configure", "--config", "/t/d.json"],
+            false,
+        ),
+        ("docker default", &["runtime", "configure"], true),
+        (
+            "dry run",
+            &["runtime", "configure", "--runtime=containerd", "--dry-run"],
+            false,
+        ),
+        (
+            "dry run off",
+            &["runtime", "configure", "--dry-run=false"],
+            true,
+        ),
+        (
+            "hook to stdout",
+            &["runtime", "configure", "--config-mode=oci-hook"],
+            false,
+        ),
+        ("other command", &["cdi", "list"], false),
+    ];
+    for (name, args, want) in cases {
+        assert_eq!(writes_host_etc(args), *want, "case {name}");
+    }
+}
+
+/// A private /etc for runs that use the engines' default paths (upstream's layout): each run
+/// gets a mount namespace with an overlay on the host's /etc whose writes land in `upper`, so
+/// the host's /etc is never written. /etc/containerd, /etc/crio and /etc/docker start empty
+/// (opaque: nothing of the host's shows through).
+struct PrivateEtc {
+    dir: tempfile::TempDir,
+}
+
+impl PrivateEtc {
+    fn new() -> PrivateEtc {
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-etc-")
+            .tempdir()
+            .unwrap();
+        for d in ["upper", "work"] {
+            fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let etc = PrivateEtc { dir };
+        let out = etc.sh(
+            "rm -rf /etc/containerd /etc/crio /etc/docker && mkdir /etc/containerd /etc/crio /etc/docker",
+            &[],
+        );
+        assert!(
+            out.status.success(),
+            "setting up the private /etc{}",
+            ctx(&[], &out)
+        );
+        etc
+    }
+
+    /// `sh -c SCRIPT sh ARGS...` in a mount namespace with the overlay on /etc.
+    fn sh(&self, script: &str, args: &[&str]) -> Output {
+        let d = self.dir.path();
+        let mount = format!(
+            "mount -t overlay overlay -o lowerdir=/etc,upperdir={},workdir={} /etc && {script}",
+            d.join("upper").display(),
+            d.join("work").display()
+        );
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &mount, "sh"])
+            .args(args)
+            .env_remove("NVCT_FAULT_AT")
+            .output()
+            .unwrap_or_else(|e| panic!("unshare (util-linux) is required: {e}"))
+    }
+
+    /// `nvidia-ctk ARGS` seeing the private /etc.
+    fn ctk(&self, args: &[&str]) -> Output {
+        let mut all = vec![BIN];
+        all.extend(args);
+        self.sh("exec \"$@\"", &all)
+    }
+
+    /// Where `/etc/...` of the private /etc is on the host.
+    fn host_path(&self, etc_path: &Path) -> PathBuf {
+        let rel = etc_path.strip_prefix("/etc").expect("a path below /etc");
+        self.dir.path().join("upper").join(rel)
+    }
+
+    /// A file of the private /etc (a removed one is absent, or an overlay whiteout).
+    fn read(&self, etc_path: &Path) -> Option<String> {
+        use std::os::unix::fs::FileTypeExt;
+        let p = self.host_path(etc_path);
+        let meta = fs::symlink_metadata(&p).ok()?;
+        if meta.file_type().is_char_device() {
+            return None;
+        }
+        read_opt(&p)
+    }
+
+    fn write(&self, etc_path: &Path, text: &str) {
+        let p = self.host_path(etc_path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
 }
 
 /// Compare `got` (with the temp dir replaced by `@TMP@`) against a golden file, or rewrite it.
@@ -85,15 +279,28 @@ enum RoundTrip {
     Removed,
 }
 
+/// Which files a case names.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Layout {
+    /// `--config <tmp>/FILE` and, for containerd and CRI-O, `--drop-in-config=""`: the config
+    /// file edited in place.
+    InPlace,
+    /// `--config <tmp>/FILE --drop-in-config <tmp>/conf.d/99-nvidia.toml`.
+    DropIn,
+    /// No path flag: the engine's default paths, upstream 1.18's layout (a drop-in for
+    /// containerd and CRI-O), in a [`PrivateEtc`].
+    Defaults,
+}
+
 struct Golden {
     name: &'static str,
     runtime: &'static str,
     /// Fixture under inputs/, or None for a missing config file.
     input: Option<&'static str>,
-    /// File name of the config inside the temp dir.
+    /// File name of the config (in the temp dir, or the engine's default under /etc).
     file: &'static str,
     args: &'static [&'static str],
-    drop_in: bool,
+    layout: Layout,
     round_trip: RoundTrip,
 }
 
@@ -104,7 +311,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v1.toml"),
         file: "config.toml",
         args: &[],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -113,7 +320,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v1.toml"),
         file: "config.toml",
         args: &["--set-as-default", "--enable-cdi"],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -122,7 +329,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v2-default.toml"),
         file: "config.toml",
         args: &[],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -131,7 +338,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v2-default.toml"),
         file: "config.toml",
         args: &["--nvidia-set-as-default", "--cdi.enabled"],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -140,7 +347,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v2-default.toml"),
         file: "config.toml",
         args: &["--set-as-default"],
-        drop_in: true,
+        layout: Layout::DropIn,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -152,7 +359,7 @@ const GOLDEN: &[Golden] = &[
             "--nvidia-runtime-name=gpu",
             "--nvidia-runtime-path=/opt/nvidia/bin/nvidia-container-runtime",
         ],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -161,7 +368,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v3.toml"),
         file: "config.toml",
         args: &["--set-as-default", "--enable-cdi"],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -170,7 +377,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("containerd-v3.toml"),
         file: "config.toml",
         args: &["--enable-cdi"],
-        drop_in: true,
+        layout: Layout::DropIn,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -179,7 +386,7 @@ const GOLDEN: &[Golden] = &[
         input: None,
         file: "config.toml",
         args: &[],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Removed,
     },
     Golden {
@@ -188,7 +395,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("daemon.json"),
         file: "daemon.json",
         args: &[],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -197,7 +404,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("daemon.json"),
         file: "daemon.json",
         args: &["--set-as-default", "--enable-cdi"],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -206,7 +413,7 @@ const GOLDEN: &[Golden] = &[
         input: None,
         file: "daemon.json",
         args: &[],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Removed,
     },
     Golden {
@@ -215,7 +422,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("crio.conf"),
         file: "crio.conf",
         args: &[],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -224,7 +431,7 @@ const GOLDEN: &[Golden] = &[
         input: Some("crio.conf"),
         file: "crio.conf",
         args: &["--set-as-default"],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -233,7 +440,71 @@ const GOLDEN: &[Golden] = &[
         input: Some("crio.conf"),
         file: "crio.conf",
         args: &["--set-as-default"],
-        drop_in: true,
+        layout: Layout::DropIn,
+        round_trip: RoundTrip::Original,
+    },
+    Golden {
+        name: "docker-absolute-path",
+        runtime: "docker",
+        input: Some("daemon.json"),
+        file: "daemon.json",
+        args: &["--runtime-path=/usr/bin/nvidia-container-runtime"],
+        layout: Layout::InPlace,
+        round_trip: RoundTrip::Original,
+    },
+    // Upstream's defaults: no path flag at all.
+    Golden {
+        name: "containerd-v1-defaults",
+        runtime: "containerd",
+        input: Some("containerd-v1.toml"),
+        file: "config.toml",
+        args: &[],
+        layout: Layout::Defaults,
+        round_trip: RoundTrip::Original,
+    },
+    Golden {
+        name: "containerd-v2-defaults",
+        runtime: "containerd",
+        input: Some("containerd-v2-default.toml"),
+        file: "config.toml",
+        args: &[],
+        layout: Layout::Defaults,
+        round_trip: RoundTrip::Original,
+    },
+    Golden {
+        name: "containerd-v3-defaults",
+        runtime: "containerd",
+        input: Some("containerd-v3.toml"),
+        file: "config.toml",
+        args: &[],
+        layout: Layout::Defaults,
+        round_trip: RoundTrip::Original,
+    },
+    Golden {
+        name: "containerd-missing-defaults",
+        runtime: "containerd",
+        input: None,
+        file: "config.toml",
+        args: &[],
+        layout: Layout::Defaults,
+        round_trip: RoundTrip::Removed,
+    },
+    Golden {
+        name: "docker-defaults",
+        runtime: "docker",
+        input: Some("daemon.json"),
+        file: "daemon.json",
+        args: &[],
+        layout: Layout::Defaults,
+        round_trip: RoundTrip::Original,
+    },
+    Golden {
+        name: "crio-defaults",
+        runtime: "crio",
+        input: Some("crio.conf"),
+        file: "crio.conf",
+        args: &[],
+        layout: Layout::Defaults,
         round_trip: RoundTrip::Original,
     },
     Golden {
@@ -242,7 +513,7 @@ const GOLDEN: &[Golden] = &[
         input: None,
         file: "oci-nvidia-hook.json",
         args: &["--config-mode=oci-hook"],
-        drop_in: false,
+        layout: Layout::InPlace,
         round_trip: RoundTrip::Removed,
     },
 ];
@@ -254,62 +525,155 @@ fn ext(file: &str) -> &str {
         .unwrap_or("conf")
 }
 
+/// Where a golden case's files are and how its commands run.
+struct CaseFiles {
+    /// The temp dir (`@TMP@` in the goldens).
+    tmp: tempfile::TempDir,
+    /// Set for [`Layout::Defaults`].
+    etc: Option<PrivateEtc>,
+    config: PathBuf,
+    drop_in: PathBuf,
+    /// `--runtime`, the path flags and the flags unconfigure needs too.
+    select: Vec<String>,
+}
+
+impl CaseFiles {
+    fn new(case: &Golden) -> CaseFiles {
+        let tmp = tempfile::Builder::new()
+            .prefix("nvct-golden-")
+            .tempdir()
+            .unwrap();
+        let hook = case.args.iter().any(|a| a.starts_with("--config-mode"));
+        let (etc, config, drop_in) = match case.layout {
+            Layout::Defaults => {
+                let dir = match case.runtime {
+                    "containerd" => "/etc/containerd",
+                    "crio" => "/etc/crio",
+                    _ => "/etc/docker",
+                };
+                let drop_in = match case.runtime {
+                    "containerd" => "/etc/containerd/conf.d/99-nvidia.toml",
+                    _ => "/etc/crio/crio.conf.d/99-nvidia.toml",
+                };
+                let config = Path::new(dir).join(case.file);
+                (Some(PrivateEtc::new()), config, PathBuf::from(drop_in))
+            }
+            _ => (
+                None,
+                tmp.path().join(case.file),
+                tmp.path().join("conf.d/99-nvidia.toml"),
+            ),
+        };
+        let mut select = vec![format!("--runtime={}", case.runtime)];
+        let path_flag = if hook { "--oci-hook-path" } else { "--config" };
+        match case.layout {
+            Layout::Defaults => {}
+            Layout::InPlace => {
+                select.push(format!("{path_flag}={}", config.display()));
+                if case.runtime != "docker" && !hook {
+                    select.push("--drop-in-config=".into());
+                }
+            }
+            Layout::DropIn => {
+                select.push(format!("{path_flag}={}", config.display()));
+                select.push(format!("--drop-in-config={}", drop_in.display()));
+            }
+        }
+        select.extend(
+            case.args
+                .iter()
+                .filter(|a| {
+                    a.starts_with("--config-mode") || a.starts_with("--nvidia-runtime-name")
+                })
+                .map(|a| a.to_string()),
+        );
+        let files = CaseFiles {
+            tmp,
+            etc,
+            config,
+            drop_in,
+            select,
+        };
+        if let Some(text) = case.input.map(input) {
+            match &files.etc {
+                Some(etc) => etc.write(&files.config, &text),
+                None => fs::write(&files.config, text).unwrap(),
+            }
+        }
+        files
+    }
+
+    fn read(&self, p: &Path) -> Option<String> {
+        match &self.etc {
+            Some(etc) => etc.read(p),
+            None => read_opt(p),
+        }
+    }
+
+    /// `nvidia-ctk runtime COMMAND <select> EXTRA`, which must succeed.
+    fn run(&self, command: &str, extra: &[&str]) -> (Vec<String>, Output) {
+        let mut args: Vec<String> = vec!["runtime".into(), command.into()];
+        args.extend(self.select.iter().cloned());
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = match &self.etc {
+            Some(etc) => etc.ctk(&a),
+            None => ctk(&a, &[]),
+        };
+        assert!(out.status.success(), "command failed{}", ctx(&a, &out));
+        (args, out)
+    }
+}
+
 #[test]
 fn golden_configure_idempotent_and_round_trip() {
     for case in GOLDEN {
-        let dir = tempfile::tempdir().unwrap();
-        let tmp = dir.path();
-        let config = tmp.join(case.file);
+        let f = CaseFiles::new(case);
+        let tmp = f.tmp.path();
         let original = case.input.map(input);
-        if let Some(text) = &original {
-            fs::write(&config, text).unwrap();
-        }
-        let drop_in = tmp.join("conf.d/99-nvidia.toml");
-        let config_s = config.display().to_string();
-        let drop_in_s = drop_in.display().to_string();
-        let rt = format!("--runtime={}", case.runtime);
-        let mut select: Vec<&str> = vec![&rt, "--config", &config_s];
-        if case.drop_in {
-            select.extend(["--drop-in-config", &drop_in_s]);
-        }
-        select.extend(
-            case.args.iter().filter(|a| {
-                a.starts_with("--config-mode") || a.starts_with("--nvidia-runtime-name")
-            }),
-        );
-        let mut args: Vec<&str> = vec!["runtime", "configure"];
-        args.extend(&select);
-        args.extend(case.args.iter().filter(|a| !select.contains(a)));
+        let extra: Vec<&str> = case
+            .args
+            .iter()
+            .copied()
+            .filter(|a| !f.select.iter().any(|s| s == a))
+            .collect();
 
-        ok(&args);
-        let main_after = read_opt(&config);
-        let drop_after = read_opt(&drop_in);
+        f.run("configure", &extra);
+        let main_after = f.read(&f.config);
+        let drop_after = f.read(&f.drop_in);
         check_golden(
             case.name,
             &format!("{}.{}", case.name, ext(case.file)),
             main_after.clone(),
             tmp,
         );
-        if case.drop_in {
+        if case.layout != Layout::InPlace && case.runtime != "docker" {
             check_golden(
                 case.name,
                 &format!("{}.drop-in.toml", case.name),
                 drop_after.clone(),
                 tmp,
             );
+        } else {
+            assert_eq!(
+                drop_after, None,
+                "case {}: a drop-in was written",
+                case.name
+            );
         }
 
         // A second run on its own output changes nothing.
-        let out = ok(&args);
+        let (args, out) = f.run("configure", &extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_eq!(
-            read_opt(&config),
+            f.read(&f.config),
             main_after,
             "case {}: second run changed the config{}",
             case.name,
             ctx(&args, &out)
         );
         assert_eq!(
-            read_opt(&drop_in),
+            f.read(&f.drop_in),
             drop_after,
             "case {}: second run changed the drop-in",
             case.name
@@ -322,32 +686,33 @@ fn golden_configure_idempotent_and_round_trip() {
         );
 
         // unconfigure (twice) restores the original.
-        let mut un: Vec<&str> = vec!["runtime", "unconfigure"];
-        un.extend(&select);
         for round in 1..=2 {
-            ok(&un);
+            f.run("unconfigure", &[]);
             let want = match case.round_trip {
                 RoundTrip::Original => original.clone(),
                 RoundTrip::Removed => None,
             };
-            if case.round_trip == RoundTrip::Removed && case.runtime != "crio" {
+            if case.round_trip == RoundTrip::Removed
+                && !case.args.iter().any(|a| a.contains("oci-hook"))
+            {
                 // configure created the file from nothing; unconfigure leaves it without our entry.
-                let left = read_opt(&config).unwrap_or_default();
+                let left = f.read(&f.config).unwrap_or_default();
                 assert!(
                     !left.contains("nvidia"),
                     "case {} round {round}: left {left}",
                     case.name
                 );
-                continue;
+            } else {
+                assert_eq!(
+                    f.read(&f.config),
+                    want,
+                    "case {} round {round}: unconfigure did not restore the original",
+                    case.name
+                );
             }
             assert_eq!(
-                read_opt(&config),
-                want,
-                "case {} round {round}: unconfigure did not restore the original",
-                case.name
-            );
-            assert!(
-                !drop_in.exists(),
+                f.read(&f.drop_in),
+                None,
                 "case {} round {round}: drop-in left behind",
                 case.name
             );
@@ -487,6 +852,8 @@ fn real_containerd_loads_what_we_write() {
         ];
         if case.drop_in {
             args.extend(["--drop-in-config", &drop_in_s]);
+        } else {
+            args.push("--drop-in-config=");
         }
         args.extend(case.args);
         ok(&args);
@@ -528,6 +895,52 @@ fn real_containerd_loads_what_we_write() {
             Some(true),
             "case {}: runc changed",
             case.name
+        );
+    }
+}
+
+#[test]
+fn real_containerd_loads_the_default_layout() {
+    // No path flag (upstream's defaults), in a private /etc: containerd itself reads
+    // /etc/containerd/config.toml and what it imports.
+    let cases: [(&str, fn() -> String, bool); 2] = [
+        ("v2: drop-in and imports", default_v2_with_systemd, true),
+        ("v1: edited in place", || input("containerd-v1.toml"), false),
+    ];
+    for (name, text, drop_in) in cases {
+        let etc = PrivateEtc::new();
+        etc.write(Path::new("/etc/containerd/config.toml"), &text());
+        let args = ["runtime", "configure", "--runtime=containerd"];
+        let out = etc.ctk(&args);
+        assert!(out.status.success(), "case {name}{}", ctx(&args, &out));
+        let written = etc.read(Path::new("/etc/containerd/conf.d/99-nvidia.toml"));
+        assert_eq!(
+            written.is_some(),
+            drop_in,
+            "case {name}{}",
+            ctx(&args, &out)
+        );
+        let out = etc.sh(
+            "exec containerd --config /etc/containerd/config.toml config dump",
+            &[],
+        );
+        let dump = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "case {name}: containerd config dump{}",
+            ctx(&[], &out)
+        );
+        let dump: toml_edit::DocumentMut = dump.parse().unwrap();
+        let nv = &dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"];
+        assert_eq!(
+            nv["options"]["BinaryName"].as_str(),
+            Some("/usr/bin/nvidia-container-runtime"),
+            "case {name}:\n{dump}"
+        );
+        assert_eq!(
+            nv["options"]["SystemdCgroup"].as_bool(),
+            Some(true),
+            "case {name}: SystemdCgroup not inherited:\n{dump}"
         );
     }
 }
@@ -594,14 +1007,13 @@ fn bad_inputs_fail_and_leave_the_file_untouched() {
             let mtime = fs::metadata(&config).unwrap().modified().unwrap();
             let config_s = config.display().to_string();
             let rt = format!("--runtime={runtime}");
-            let args = [
-                "runtime",
-                cmd,
-                &rt,
-                "--config",
-                &config_s,
-                "--set-as-default",
-            ];
+            let mut args = vec!["runtime", cmd, &rt, "--config", &config_s];
+            if *runtime != "docker" {
+                args.push("--drop-in-config=");
+            }
+            if cmd == "configure" {
+                args.push("--set-as-default");
+            }
             let out = ctk(&args, &[]);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
@@ -675,6 +1087,8 @@ fn crash_at_each_write_step_leaves_old_or_new() {
             ];
             if drop_in {
                 args.extend(["--drop-in-config", &drop_in_s]);
+            } else {
+                args.push("--drop-in-config=");
             }
             let relative = |t: Option<String>| {
                 t.map(|t| t.replace(&base.path().display().to_string(), "@TMP@"))
@@ -797,6 +1211,7 @@ fn concurrent_configures_all_land() {
                                 "--runtime=containerd",
                                 "--config",
                                 config_s,
+                                "--drop-in-config=",
                                 &rn,
                             ],
                             &[],
@@ -834,75 +1249,213 @@ fn concurrent_configures_all_land() {
     assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
 }
 
+/// Every file below `dir`, with its content and mtime.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p);
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap(), m.modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
-fn dry_run_prints_diff_and_writes_nothing() {
-    // (name, runtime, fixture, file, expected `+` line)
-    let cases = [
+fn dry_run_prints_what_would_be_written_and_writes_nothing() {
+    /// What stdout must hold.
+    enum Want {
+        /// The new content of each changed file, in this order (relative to the temp dir), as
+        /// the same command without `--dry-run` writes it.
+        Content(&'static [&'static str]),
+        /// `--diff`: a unified diff with this `+` line.
+        Diff(&'static str),
+    }
+    // (case, runtime, fixture, config file, flags, want)
+    let cases: &[(&str, &str, &str, &str, &[&str], Want)] = &[
         (
-            "containerd v2",
+            "containerd drop-in: the drop-in, then the main file",
             "containerd",
             "containerd-v2-default.toml",
             "config.toml",
-            "+        [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]",
+            &["--drop-in-config=@TMP@/conf.d/99-nvidia.toml", "--dry-run"],
+            Want::Content(&["conf.d/99-nvidia.toml", "config.toml"]),
         ),
         (
-            "docker",
+            "containerd in place",
+            "containerd",
+            "containerd-v3.toml",
+            "config.toml",
+            &["--drop-in-config=", "--dry-run=true", "--set-as-default"],
+            Want::Content(&["config.toml"]),
+        ),
+        (
+            "docker: just the new daemon.json",
             "docker",
             "daemon.json",
             "daemon.json",
-            "+    \"nvidia\": {",
+            &["--dry-run"],
+            Want::Content(&["daemon.json"]),
         ),
         (
-            "crio",
+            "crio drop-in: only the drop-in changes",
             "crio",
             "crio.conf",
             "crio.conf",
-            "+[crio.runtime.runtimes.nvidia]",
+            &[
+                "--drop-in-config=@TMP@/crio.conf.d/99-nvidia.toml",
+                "--dry-run",
+                "-q",
+            ],
+            Want::Content(&["crio.conf.d/99-nvidia.toml"]),
+        ),
+        (
+            "containerd diff",
+            "containerd",
+            "containerd-v2-default.toml",
+            "config.toml",
+            &["--drop-in-config=", "--diff"],
+            Want::Diff(
+                "+        [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]",
+            ),
+        ),
+        (
+            "docker diff with dry-run",
+            "docker",
+            "daemon.json",
+            "daemon.json",
+            &["--dry-run", "--diff"],
+            Want::Diff("+    \"nvidia\": {"),
+        ),
+        (
+            "crio diff",
+            "crio",
+            "crio.conf",
+            "crio.conf",
+            &["--drop-in-config=", "--diff"],
+            Want::Diff("+[crio.runtime.runtimes.nvidia]"),
         ),
     ];
-    for (name, runtime, fixture, file, plus) in cases {
+    for (name, runtime, fixture, file, flags, want) in cases {
         let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().display().to_string();
         let config = dir.path().join(file);
         fs::write(&config, input(fixture)).unwrap();
-        let mtime = fs::metadata(&config).unwrap().modified().unwrap();
+        let before = snapshot(dir.path());
         let config_s = config.display().to_string();
         let rt = format!("--runtime={runtime}");
-        let args = [
-            "runtime",
-            "configure",
-            &rt,
-            "--config",
-            &config_s,
-            "--dry-run",
-        ];
+        let flags: Vec<String> = flags.iter().map(|f| f.replace("@TMP@", &tmp)).collect();
+        let mut args = vec!["runtime", "configure", &rt, "--config", &config_s];
+        args.extend(flags.iter().map(String::as_str));
         let out = ok(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            stdout.contains(&format!("+++ {config_s}")),
-            "case {name}{}",
-            ctx(&args, &out)
-        );
-        assert!(
-            stdout.contains(plus),
-            "case {name}: no {plus:?}{}",
-            ctx(&args, &out)
-        );
         assert_eq!(
-            fs::read_to_string(&config).unwrap(),
-            input(fixture),
-            "case {name}"
+            snapshot(dir.path()),
+            before,
+            "case {name}: something was written"
         );
-        assert_eq!(
-            fs::metadata(&config).unwrap().modified().unwrap(),
-            mtime,
-            "case {name}"
-        );
-        assert_eq!(
-            fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "case {name}: files created"
-        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        match want {
+            Want::Diff(plus) => {
+                assert!(
+                    stdout.contains(&format!("+++ {config_s}")) && stdout.contains(plus),
+                    "case {name}: no diff with {plus:?}{}",
+                    ctx(&args, &out)
+                );
+            }
+            Want::Content(files) => {
+                // The same command for real: stdout was exactly what it writes.
+                let real: Vec<&str> = args
+                    .iter()
+                    .copied()
+                    .filter(|a| !a.starts_with("--dry-run"))
+                    .collect();
+                ok(&real);
+                let written: String = files
+                    .iter()
+                    .map(|f| fs::read_to_string(dir.path().join(f)).unwrap())
+                    .collect();
+                assert_eq!(stdout, written, "case {name}{}", ctx(&args, &out));
+                let quiet = args.contains(&"-q");
+                for f in *files {
+                    let p = dir.path().join(f).display().to_string();
+                    assert_eq!(
+                        stderr.contains(&format!("would create {p}:"))
+                            || stderr.contains(&format!("would update {p}:")),
+                        !quiet,
+                        "case {name}: stderr names {p} (unless -q){}",
+                        ctx(&args, &out)
+                    );
+                }
+            }
+        }
     }
+}
+
+#[test]
+fn dry_runs_of_the_defaults_unconfigure_and_the_hook() {
+    // No path flag: upstream's drop-in under the real /etc path (in a private /etc).
+    let etc = PrivateEtc::new();
+    let config = Path::new("/etc/containerd/config.toml");
+    etc.write(config, &input("containerd-v2-default.toml"));
+    let upper = etc.dir.path().join("upper");
+    let before = snapshot(&upper);
+    let args = ["runtime", "configure", "--runtime=containerd", "--dry-run"];
+    let out = etc.ctk(&args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert!(
+        stderr.contains("would create /etc/containerd/conf.d/99-nvidia.toml:")
+            && stderr.contains("would update /etc/containerd/config.toml:")
+            && stdout
+                .contains("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]")
+            && stdout.contains("imports = [\"/etc/containerd/conf.d/*.toml\"]"),
+        "{}",
+        ctx(&args, &out)
+    );
+    assert_eq!(snapshot(&upper), before, "the dry run wrote something");
+
+    // unconfigure --dry-run after a real configure: the drop-in would go.
+    let out = etc.ctk(&["runtime", "configure", "--runtime=containerd"]);
+    assert!(out.status.success(), "{}", ctx(&[], &out));
+    let before = snapshot(&upper);
+    let args = [
+        "runtime",
+        "unconfigure",
+        "--runtime=containerd",
+        "--dry-run",
+    ];
+    let out = etc.ctk(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success()
+            && stderr.contains("would remove /etc/containerd/conf.d/99-nvidia.toml")
+            && String::from_utf8_lossy(&out.stdout) == input("containerd-v2-default.toml"),
+        "{}",
+        ctx(&args, &out)
+    );
+    assert_eq!(snapshot(&upper), before, "the dry run wrote something");
+
+    // --config-mode=oci-hook without --oci-hook-path: the hook on stdout (upstream), no file.
+    let args = ["runtime", "configure", "--config-mode=oci-hook"];
+    let out = etc.ctk(&args);
+    let hook: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not the hook JSON: {e}{}", ctx(&args, &out)));
+    assert_eq!(
+        hook["hook"]["path"],
+        "/usr/bin/nvidia-container-runtime-hook"
+    );
+    assert_eq!(snapshot(&upper), before, "the hook was written somewhere");
 }
 
 #[test]
@@ -922,12 +1475,14 @@ fn backups_of_secret_configs_stay_secret() {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         chown(&p, Some(4321), Some(8765)).unwrap();
         for command in ["configure", "unconfigure"] {
+            // In place: the file with the secrets is the one written.
             ok(&[
                 "runtime",
                 command,
                 &format!("--runtime={runtime}"),
                 "--config",
                 p.to_str().unwrap(),
+                "--drop-in-config=",
             ]);
             let bak = PathBuf::from(format!("{}.bak", p.display()));
             for f in [&p, &bak] {
@@ -964,6 +1519,7 @@ fn symlinks_drop_ins_and_failed_writes() {
         "--runtime=containerd",
         "--config",
         link.to_str().unwrap(),
+        "--drop-in-config=",
     ]);
     assert!(
         fs::symlink_metadata(&link)
@@ -998,6 +1554,7 @@ fn symlinks_drop_ins_and_failed_writes() {
         "--runtime=containerd",
         "--config",
         link.to_str().unwrap(),
+        "--drop-in-config=",
     ]);
     assert_eq!(fs::read_to_string(&target).unwrap(), original);
     assert!(fs::symlink_metadata(&link)
@@ -1097,18 +1654,18 @@ fn symlinks_drop_ins_and_failed_writes() {
         }
         let script = if how == "IMMUTABLE" {
             format!(
-                "exec {BIN} runtime configure --runtime=containerd --config {}",
+                "exec {BIN} runtime configure --runtime=containerd --drop-in-config= --config {}",
                 conf.display()
             )
         } else if how == "RO" {
             format!(
-                "mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec {BIN} runtime configure --runtime=containerd --config {c}",
+                "mount --bind {d} {d} && mount -o remount,bind,ro {d} && exec {BIN} runtime configure --runtime=containerd --drop-in-config= --config {c}",
                 d = dir.display(),
                 c = conf.display()
             )
         } else {
             format!(
-                "exec {how} {BIN} runtime configure --runtime=containerd --config {}",
+                "exec {how} {BIN} runtime configure --runtime=containerd --drop-in-config= --config {}",
                 conf.display()
             )
         };

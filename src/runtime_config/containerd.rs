@@ -190,6 +190,22 @@ pub fn status(src: Source<'_>, name: &str) -> Result<super::Registration, Error>
     })
 }
 
+/// The `imports` entries of `src`, as written (globs; relative ones are relative to the file's
+/// directory). Used by `nvidia-ctk doctor` to read a config with its drop-ins when there is no
+/// `containerd` binary to dump it.
+pub fn imports(src: Source<'_>) -> Result<Vec<String>, Error> {
+    let doc = parse_toml(&src)?;
+    Ok(doc
+        .get("imports")
+        .and_then(Item::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 /// The glob written into `imports` for a drop-in file.
 pub(crate) fn import_glob(drop_in: &Path) -> String {
     let dir = drop_in.parent().unwrap_or(Path::new("/"));
@@ -315,7 +331,9 @@ pub fn unconfigure(
             arr.retain(|i| !i.as_str().is_some_and(|s| s == glob || s == drop_in_str));
             emptied = before != arr.len() && arr.is_empty();
         }
-        if emptied && prev.is_some_and(|p| !p.contains_key("imports")) {
+        // An `imports` left empty goes unless the backup had one (without a backup it held only
+        // ours: nothing else is lost).
+        if emptied && prev.is_none_or(|p| !p.contains_key("imports")) {
             doc.remove("imports");
         }
         out.changes.push(Change {

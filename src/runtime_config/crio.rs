@@ -11,8 +11,9 @@ use std::path::Path;
 use toml_edit::{DocumentMut, Item, Table, Value};
 
 use super::{
-    entry_table_like, has_key, parse_toml, prepare_copy, prune_empty, restore_value, set_value,
-    str_at, table_at, table_at_create, table_at_mut, Change, Error, Options, Outcome, Source,
+    entry_table_like, has_key, parse_toml, prepare_copy, prune_empty, require_tables,
+    restore_value, set_value, str_at, table_at, table_at_create, table_at_mut, Change, Error,
+    Options, Outcome, Source,
 };
 
 const RUNTIME: [&str; 2] = ["crio", "runtime"];
@@ -108,14 +109,20 @@ pub fn configure(
             .push("CRI-O enables CDI by default; --cdi.enabled changes nothing".into());
     }
     let base_doc = parse_toml(&base)?;
+    require_tables(base_doc.as_table(), &RUNTIMES, base.path)?;
     let (target, mut doc) = match drop_in {
         Some(d) => (d, DocumentMut::new()),
         None => (main.path, base_doc.clone()),
     };
     configure_doc(&mut doc, &base_doc, target, opts)?;
+    let mut text = doc.to_string();
+    if drop_in.is_some() {
+        // A new file starts at its first table, not at the blank line a copied table keeps.
+        text = text.trim_start_matches('\n').to_string();
+    }
     out.changes.push(Change {
         path: target.to_path_buf(),
-        content: Some(doc.to_string()),
+        content: Some(text),
     });
     Ok(out)
 }

@@ -44,8 +44,12 @@ use toml_edit::{DocumentMut, Item, Table, Value};
 
 /// Default name of the runtime entry.
 pub const DEFAULT_RUNTIME_NAME: &str = "nvidia";
-/// Default path of the runtime shim written into the engine's config.
+/// Default path of the runtime shim written into containerd's and CRI-O's config (upstream maps
+/// its bare default to this path for those two engines and wants an absolute path there).
 pub const DEFAULT_RUNTIME_PATH: &str = "/usr/bin/nvidia-container-runtime";
+/// Default runtime written into docker's `daemon.json`: the bare name, which dockerd looks up in
+/// its `PATH` (upstream 1.18's default for docker).
+pub const DEFAULT_RUNTIME_EXECUTABLE: &str = "nvidia-container-runtime";
 
 /// What to write into an engine's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +114,33 @@ impl Engine {
             Engine::Crio => "crio",
         }
     }
+
+    /// The engine's main config file where its packages put it.
+    pub fn default_config(self) -> &'static str {
+        match self {
+            Engine::Containerd => "/etc/containerd/config.toml",
+            Engine::Docker => "/etc/docker/daemon.json",
+            Engine::Crio => "/etc/crio/crio.conf",
+        }
+    }
+
+    /// Upstream's default drop-in (1.18.1+ for containerd, 1.19.1+ for CRI-O); docker has none.
+    pub fn default_drop_in(self) -> Option<&'static str> {
+        match self {
+            Engine::Containerd => Some("/etc/containerd/conf.d/99-nvidia.toml"),
+            Engine::Docker => None,
+            Engine::Crio => Some("/etc/crio/crio.conf.d/99-nvidia.toml"),
+        }
+    }
+
+    /// The runtime path written when none is given: absolute for containerd and CRI-O, the bare
+    /// name for docker.
+    pub fn default_runtime_path(self) -> &'static str {
+        match self {
+            Engine::Docker => DEFAULT_RUNTIME_EXECUTABLE,
+            Engine::Containerd | Engine::Crio => DEFAULT_RUNTIME_PATH,
+        }
+    }
 }
 
 /// How an engine's config registers a runtime (read by `nvidia-ctk doctor` through the same
@@ -153,6 +184,30 @@ pub enum Error {
     NotATable { path: PathBuf, key: String },
     #[error("{path}: `{key}` is not a JSON object; cannot add the runtime under it")]
     NotAnObject { path: PathBuf, key: String },
+}
+
+/// The documents of `sources` merged in order: a later value wins, tables are merged key by key
+/// (how CRI-O applies `crio.conf.d` over `crio.conf`; for containerd's `imports` close enough to
+/// tell which runtimes are registered). Each source is parsed on its own, so an error names its
+/// file. Used by `nvidia-ctk doctor` to read an engine's config with its drop-ins.
+pub fn merge_toml(sources: &[Source<'_>]) -> Result<String, Error> {
+    let mut merged = DocumentMut::new();
+    for src in sources {
+        let doc = parse_toml(src)?;
+        merge_table(merged.as_table_mut(), doc.as_table());
+    }
+    Ok(merged.to_string())
+}
+
+fn merge_table(into: &mut Table, from: &Table) {
+    for (key, item) in from.iter() {
+        match (into.get_mut(key), item) {
+            (Some(Item::Table(dst)), Item::Table(src)) => merge_table(dst, src),
+            _ => {
+                into.insert(key, item.clone());
+            }
+        }
+    }
 }
 
 /// Refuse Go templates before parsing: a file named `*.tmpl`, or `{{` anywhere in the text.
@@ -213,6 +268,23 @@ pub(crate) fn table_at_create<'t>(
         })?;
     }
     Ok(t)
+}
+
+/// Error unless every step of `keys` that `root` holds is a table: a drop-in is merged over the
+/// file, so a value of another type there makes the engine's merged config invalid even when the
+/// drop-in alone is fine.
+pub(crate) fn require_tables(root: &Table, keys: &[&str], path: &Path) -> Result<(), Error> {
+    let mut t: &dyn toml_edit::TableLike = root;
+    for (i, k) in keys.iter().enumerate() {
+        let Some(item) = t.get(k) else {
+            return Ok(());
+        };
+        t = item.as_table_like().ok_or_else(|| Error::NotATable {
+            path: path.to_path_buf(),
+            key: keys[..=i].join("."),
+        })?;
+    }
+    Ok(())
 }
 
 /// Does `root` hold anything at `keys`?
@@ -393,6 +465,65 @@ mod tests {
             };
             assert_eq!(&status(src, "nvidia").unwrap(), want, "{name}");
         }
+    }
+
+    #[test]
+    fn merge_cases() {
+        // (case, documents in order, key path to read, want)
+        let cases: &[(&str, &[&str], &[&str], Option<&str>)] = &[
+            (
+                "later value wins",
+                &["[a]\nx = \"1\"\n", "[a]\nx = \"2\"\n"],
+                &["a", "x"],
+                Some("2"),
+            ),
+            (
+                "tables merge key by key",
+                &["[a]\nx = \"1\"\n", "[a]\ny = \"2\"\n"],
+                &["a", "x"],
+                Some("1"),
+            ),
+            (
+                "new subtable",
+                &["[a]\n", "[a.b]\nz = \"3\"\n"],
+                &["a", "b", "z"],
+                Some("3"),
+            ),
+            (
+                "empty main",
+                &["", "[crio.runtime]\ndefault_runtime = \"nvidia\"\n"],
+                &["crio", "runtime", "default_runtime"],
+                Some("nvidia"),
+            ),
+        ];
+        for (name, docs, keys, want) in cases {
+            let sources: Vec<Source<'_>> = docs
+                .iter()
+                .map(|text| Source {
+                    path: Path::new("/etc/x.toml"),
+                    text,
+                })
+                .collect();
+            let merged: DocumentMut = merge_toml(&sources).unwrap().parse().unwrap();
+            let (last, parents) = keys.split_last().unwrap();
+            assert_eq!(
+                str_at(merged.as_table(), parents, last),
+                *want,
+                "case {name}"
+            );
+        }
+        let bad = [
+            Source {
+                path: Path::new("/etc/main.toml"),
+                text: "",
+            },
+            Source {
+                path: Path::new("/etc/d/99.toml"),
+                text: "[a\n",
+            },
+        ];
+        let e = merge_toml(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("/etc/d/99.toml:1: invalid TOML"), "{e}");
     }
 
     #[test]

@@ -1,15 +1,30 @@
 //! OCI hooks.d JSON (podman, CRI-O `--config-mode=oci-hook`): the file that makes the engine run
 //! `nvidia-container-runtime-hook prestart` for every container. Pure: no I/O.
 //!
-//! The hook gets an explicit, fixed `PATH` (never the caller's environment), so the file is the
-//! same on every run and the hook never inherits a container-controlled search path.
+//! The hook gets an explicit `PATH` (never the caller's environment), so the file is the same on
+//! every run and the hook never inherits a container-controlled search path: the standard
+//! directories, plus the hook's own directory when it is not one of them (as upstream does).
 
 use std::path::Path;
 
 use serde_json::json;
 
-/// Default location of the generated hook file.
+/// Where the packages install the hook file (podman and CRI-O read this directory).
 pub const DEFAULT_PATH: &str = "/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json";
+/// The hook binary the file runs by default.
+pub const DEFAULT_HOOK_BINARY: &str = "/usr/bin/nvidia-container-runtime-hook";
+
+/// `PATH=<standard dirs>[:<dir of the hook>]`.
+fn path_env(hook_path: &str) -> String {
+    let base = crate::model::HOOK_PATH_ENV;
+    let dir = Path::new(hook_path).parent().and_then(Path::to_str);
+    match dir {
+        Some(d) if !d.is_empty() && !base["PATH=".len()..].split(':').any(|p| p == d) => {
+            format!("{base}:{d}")
+        }
+        _ => base.to_string(),
+    }
+}
 
 /// The hooks.d document for a hook binary at `hook_path`, pretty-printed with a trailing newline.
 pub fn render(hook_path: &str) -> String {
@@ -21,7 +36,7 @@ pub fn render(hook_path: &str) -> String {
         "hook": {
             "path": hook_path,
             "args": [base, "prestart"],
-            "env": [crate::model::HOOK_PATH_ENV],
+            "env": [path_env(hook_path)],
         },
         "when": {"always": true, "commands": [".*"]},
         "stages": ["prestart"],
@@ -50,6 +65,26 @@ mod tests {
             );
             assert_eq!(v["stages"], serde_json::json!(["prestart"]), "case {name}");
             assert_eq!(v["when"]["always"], true, "case {name}");
+        }
+    }
+
+    #[test]
+    fn path_env_cases() {
+        let std = crate::model::HOOK_PATH_ENV;
+        let cases = [
+            (
+                "standard dir",
+                "/usr/bin/nvidia-container-runtime-hook",
+                std.to_string(),
+            ),
+            (
+                "other dir appended",
+                "/opt/nv/bin/nvidia-container-runtime-hook",
+                format!("{std}:/opt/nv/bin"),
+            ),
+        ];
+        for (name, hook, want) in cases {
+            assert_eq!(super::path_env(hook), want, "case {name}");
         }
     }
 }

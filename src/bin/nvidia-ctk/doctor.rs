@@ -138,15 +138,9 @@ pub fn run(args: DoctorArgs, v: Verbosity, matches: &clap::ArgMatches) -> Result
 }
 
 /// An engine's effective config: for containerd `containerd --config FILE config dump` when the
-/// binary is there (imports and drop-ins merged), else the file.
+/// binary is there (imports and drop-ins merged), else the file with the drop-ins the engine
+/// reads over it (containerd's `imports`, CRI-O's `crio.conf.d` next to the file).
 fn read_engine(engine: Engine, file: &Path, installed: bool) -> Result<EngineInput> {
-    let read = || -> Result<Option<String>> {
-        match std::fs::read_to_string(file) {
-            Ok(t) => Ok(Some(t)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
-        }
-    };
     if engine == Engine::Containerd && installed && file.exists() {
         let out = std::process::Command::new("containerd")
             .arg("--config")
@@ -159,13 +153,176 @@ fn read_engine(engine: Engine, file: &Path, installed: bool) -> Result<EngineInp
                 path: file.to_path_buf(),
                 via: "containerd config dump".into(),
                 text: Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+                drop_ins: Vec::new(),
             });
         }
     }
+    let text = read_optional(file)?;
+    let drop_in_files = match (engine, &text) {
+        (Engine::Crio, _) => files_in(&file.with_file_name("crio.conf.d"))?,
+        (Engine::Containerd, Some(t)) => containerd_imports(file, t)?,
+        _ => Vec::new(),
+    };
+    let mut drop_ins = Vec::new();
+    for p in drop_in_files {
+        if let Some(t) = read_optional(&p)? {
+            drop_ins.push((p, t));
+        }
+    }
+    let names: Vec<String> = drop_ins
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    let via = match (&text, names.is_empty()) {
+        (_, true) => "the file".to_string(),
+        (Some(_), false) => format!("the file and {}", names.join(", ")),
+        (None, false) => names.join(", "),
+    };
     Ok(EngineInput {
         engine,
         path: file.to_path_buf(),
-        via: "the file".into(),
-        text: read()?,
+        via,
+        text,
+        drop_ins,
     })
+}
+
+fn read_optional(file: &Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(file) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+    }
+}
+
+/// The regular files of `dir` by name (CRI-O applies them in that order); none without `dir`.
+fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    let mut files = Vec::new();
+    for e in entries {
+        let e = e.with_context(|| format!("cannot read {}", dir.display()))?;
+        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
+            files.push(e.path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The files containerd imports from `file` (text `text`): each entry, relative to the file's
+/// directory unless absolute, with a `*` in its last component matched against that directory.
+/// A file that does not parse has none (its check reports the error).
+fn containerd_imports(file: &Path, text: &str) -> Result<Vec<PathBuf>> {
+    let src = nvct::runtime_config::Source { path: file, text };
+    let Ok(imports) = nvct::runtime_config::containerd::imports(src) else {
+        return Ok(Vec::new());
+    };
+    let base = file.parent().unwrap_or(Path::new("/"));
+    let mut out = Vec::new();
+    for entry in imports {
+        let path = base.join(&entry);
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        match (name, path.parent()) {
+            (Some(pattern), Some(dir)) if pattern.contains('*') => {
+                out.extend(files_in(dir)?.into_iter().filter(|f| {
+                    f.file_name()
+                        .is_some_and(|n| glob_match(&pattern, &n.to_string_lossy()))
+                }))
+            }
+            _ => out.push(path),
+        }
+    }
+    Ok(out)
+}
+
+/// `name` matches `pattern`, whose only wildcard is `*` (any run of characters).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return name == pattern;
+    }
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn containerd_imports_cases() {
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-doctor-imports-")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("conf.d")).unwrap();
+        for f in [
+            "conf.d/99-nvidia.toml",
+            "conf.d/10-site.toml",
+            "conf.d/99-nvidia.toml.bak",
+            "extra.toml",
+        ] {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        let config = d.join("config.toml");
+        let glob = format!("imports = [\"{}/conf.d/*.toml\"]\n", d.display());
+        // (case, config text, the files imported, relative to the dir)
+        let cases: &[(&str, &str, &[&str])] = &[
+            (
+                "absolute glob, in name order",
+                &glob,
+                &["conf.d/10-site.toml", "conf.d/99-nvidia.toml"],
+            ),
+            (
+                "relative file",
+                "imports = [\"extra.toml\"]\n",
+                &["extra.toml"],
+            ),
+            (
+                "relative glob, no match",
+                "imports = [\"none/*.toml\"]\n",
+                &[],
+            ),
+            ("no imports", "version = 2\n", &[]),
+            ("not TOML: none (the check reports it)", "[x\n", &[]),
+        ];
+        for (name, text, want) in cases {
+            let got = super::containerd_imports(&config, text).unwrap();
+            let want: Vec<_> = want.iter().map(|f| d.join(f)).collect();
+            assert_eq!(got, want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn glob_cases() {
+        let cases = [
+            ("star suffix", "*.toml", "99-nvidia.toml", true),
+            (
+                "star suffix, other ext",
+                "*.toml",
+                "99-nvidia.toml.bak",
+                false,
+            ),
+            ("prefix and suffix", "99-*.toml", "99-nvidia.toml", true),
+            ("two stars", "*-*.toml", "99-nvidia.toml", true),
+            ("too short", "ab*ba", "aba", false),
+            ("no star", "a.toml", "a.toml", true),
+        ];
+        for (name, pattern, file, want) in cases {
+            assert_eq!(super::glob_match(pattern, file), want, "case {name}");
+        }
+    }
 }
