@@ -12,7 +12,7 @@
 #   jit-cdi       the shim in jit-cdi mode, GPU 0
 #   shim-nogpu    the shim, no GPU asked for (passthrough)
 # and, outside the rounds of starts, `nvidia-ctk cdi generate` on the 8- and 64-GPU hosts, and
-# the peak RSS of the hook, the shim and `cdi generate` (GNU time).
+# the peak RSS of the prestart hook and `cdi generate` (GNU time).
 #
 # Usage: scripts/bench.sh [--rounds N] [--compare DIR]     (as root)
 #   --compare DIR: a second set of binaries (nvidia-container-runtime, -runtime-hook,
@@ -144,8 +144,10 @@ def start(key):
     spec = dict(spec, root={"path": f"{b}/merged", "readonly": False})
     json.dump(spec, open(f"{b}/config.json", "w"))
     cid = f"nvct-bench-{counter}"
-    ok = subprocess.run(rt + ["create", "--bundle", b, cid], env=env, stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The container inherits create's stdio: a file, never a pipe this process would wait on.
+    with open(f"{b}.err", "w+") as err:
+        ok = subprocess.run(rt + ["create", "--bundle", b, cid], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=err)
     if ok.returncode == 0:
         subprocess.run(["runc", "start", cid], check=True)
         while json.loads(subprocess.run(["runc", "state", cid], capture_output=True).stdout or b'{"status":"stopped"}')["status"] != "stopped":
@@ -154,8 +156,10 @@ def start(key):
     t1 = time.perf_counter()
     subprocess.run(["umount", f"{b}/merged"], check=True)
     shutil.rmtree(b)
+    err = open(f"{b}.err").read().strip().splitlines()[-1:]
+    os.remove(f"{b}.err")
     if ok.returncode != 0:
-        return None, ok.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return None, err
     return t1 - t0, None
 
 # Each scenario once before the rounds: it works, and caches are warm.
@@ -219,6 +223,18 @@ for s in sets:
         else:
             print(f"{s:<4}cdi generate, {gpus} GPUs: median {ms(statistics.median(v))} ms "
                   f"(min {ms(min(v))}, max {ms(max(v))}), peak RSS {rss(argv, env)}")
-    env = {**os.environ, "NVIDIA_CTK_CONFIG_FILE_PATH": config(s, "legacy")}
-    print(f"{s:<4}shim --version: peak RSS {rss([f'{work}/{s}/nvidia-container-runtime', '--version'], env)}")
+    # The prestart hook's peak RSS: one start with GNU time in front of it.
+    key = (s, "hook-8")
+    if key in prepared:
+        spec, rt, env = prepared[key]
+        hook = spec["hooks"]["prestart"][0]
+        timed_hook = dict(hook, path="/usr/bin/time",
+                          args=["time", "-f", "%M", "-o", f"{work}/rss-hook", hook["path"]] + hook["args"][1:])
+        prepared[key] = (dict(spec, hooks={"prestart": [timed_hook]}), rt, env)
+        start(key)
+        try:
+            kib = int(open(f"{work}/rss-hook").read().split()[-1])
+            print(f"{s:<4}prestart hook, 8 GPUs: peak RSS {kib / 1024:.1f} MiB")
+        except (ValueError, IndexError, OSError):
+            print(f"{s:<4}prestart hook, 8 GPUs: peak RSS n/a")
 PY
