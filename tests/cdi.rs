@@ -333,8 +333,30 @@ fn two_gpu_host_names_and_shared_edits() {
     }
     let env = json!(["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]);
     let hook = |args: Value| json!({"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": args, "env": env});
+    // By default one apply-edits hook does every edit in one process, in this order.
     assert_eq!(
         edits["hooks"],
+        json!([hook(json!([
+            "nvidia-cdi-hook",
+            "apply-edits",
+            "--create-symlinks",
+            "--link",
+            format!("libcuda.so.1::{lib}/libcuda.so"),
+            "--disable-device-node-modification",
+            "--proc-root",
+            h.proc_root(),
+            "--enable-cuda-compat",
+            "--host-driver-version",
+            "550.54.15",
+            "--update-ldcache",
+            "--folder",
+            lib
+        ]))])
+    );
+    // With --separate-hooks, upstream's hooks, one per edit.
+    let doc = parse(&generate(&h, &["--separate-hooks"]));
+    assert_eq!(
+        doc["containerEdits"]["hooks"],
         json!([
             hook(json!([
                 "nvidia-cdi-hook",
@@ -764,7 +786,12 @@ fn environment_variables_cases() {
     ];
     for (case, env, flags, look, want) in cases {
         let env: Vec<(&str, String)> = env.into_iter().map(|(k, v)| (k, v.to_string())).collect();
-        let mut args: Vec<String> = vec!["--proc-root".into(), proc.clone()];
+        // Hook names are looked at below: upstream's separate hooks.
+        let mut args: Vec<String> = vec![
+            "--proc-root".into(),
+            proc.clone(),
+            "--separate-hooks".into(),
+        ];
         if !env.iter().any(|(k, _)| *k == "NVIDIA_CTK_DRIVER_ROOT")
             && !flags.contains(&"--driver-root")
         {

@@ -109,6 +109,12 @@ struct GenerateArgs {
     #[arg(long, env = "NVIDIA_CTK_CDI_GENERATE_NO_ALL_DEVICE", action = clap::ArgAction::Set,
           num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     no_all_device: bool,
+    /// Ours: one hook entry per edit, with upstream's hook names (create-symlinks,
+    /// update-ldcache, ...), for a hook binary that has no `apply-edits` (upstream's
+    /// nvidia-cdi-hook). By default the spec names one `apply-edits` hook that makes every edit
+    /// in one process.
+    #[arg(long)]
+    separate_hooks: bool,
     /// Discovery mode: auto or nvml (the same here: NVML, else /proc/driver/nvidia); upstream's
     /// other modes are refused by name.
     #[arg(
@@ -281,6 +287,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             disabled_hooks,
             devices,
             no_all_device: raw.no_all_device,
+            one_hook: !raw.separate_hooks,
             ..Options::default()
         },
     })
