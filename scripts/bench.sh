@@ -11,6 +11,9 @@
 #   cdi           the shim in cdi mode, GPU 0 from a spec generated beforehand
 #   jit-cdi       the shim in jit-cdi mode, GPU 0
 #   shim-nogpu    the shim, no GPU asked for (passthrough)
+#   *-glibc       hook-1 and jit-cdi again on a Debian-like image: the host's multiarch lib dir
+#                 (hard links, about 1,100 files) with its ld.so.conf and ld.so.cache, where
+#                 the ld cache step has a real cache and directory to deal with
 # and, outside the rounds of starts, `nvidia-ctk cdi generate` on the 8- and 64-GPU hosts, and
 # the peak RSS of the prestart hook and `cdi generate` (GNU time).
 #
@@ -56,6 +59,12 @@ target/release/examples/fake_host --gpus 64 "$work/host64" >/dev/null
 mkdir -p "$work/lower/bin"
 cp "$(command -v busybox)" "$work/lower/bin/busybox"
 ln -s busybox "$work/lower/bin/true"
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+mkdir -p "$work/lower-glibc/usr/lib" "$work/lower-glibc/etc"
+cp -a "$work/lower/bin" "$work/lower-glibc/"
+cp -al "/usr/lib/$multiarch" "$work/lower-glibc/usr/lib/" 2>/dev/null || cp -a "/usr/lib/$multiarch" "$work/lower-glibc/usr/lib/"
+cp -a /etc/ld.so.conf /etc/ld.so.conf.d "$work/lower-glibc/etc/"
+ldconfig -r "$work/lower-glibc"
 exec python3 - "$work" "$rounds" "$sets" <<'PY'
 import json, os, random, shutil, statistics, subprocess, sys, time
 
@@ -91,6 +100,7 @@ def scenario(s, name):
     env = dict(os.environ)
     bins = f"{work}/{s}"
     rt = ["runc"]
+    name = name.removesuffix("-glibc")
     if name in ("hook-1", "hook-8"):
         devices = "0" if name == "hook-1" else "all"
         spec["process"]["env"] += [f"NVIDIA_VISIBLE_DEVICES={devices}",
@@ -118,7 +128,7 @@ def scenario(s, name):
             env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "legacy")
     return spec, rt, env
 
-SCENARIOS = ["runc", "hook-1", "hook-8", "cdi", "jit-cdi", "shim-nogpu"]
+SCENARIOS = ["runc", "hook-1", "hook-8", "cdi", "jit-cdi", "shim-nogpu", "hook-1-glibc", "jit-cdi-glibc"]
 prepared = {}
 for s in sets:
     for name in SCENARIOS:
@@ -139,8 +149,9 @@ def start(key):
     for d in ("upper", "work", "merged"):
         os.makedirs(f"{b}/{d}")
     t0 = time.perf_counter()
+    lower = f"{work}/lower-glibc" if key[1].endswith("-glibc") else f"{work}/lower"
     subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                    f"lowerdir={work}/lower,upperdir={b}/upper,workdir={b}/work", f"{b}/merged"], check=True)
+                    f"lowerdir={lower},upperdir={b}/upper,workdir={b}/work", f"{b}/merged"], check=True)
     spec = dict(spec, root={"path": f"{b}/merged", "readonly": False})
     json.dump(spec, open(f"{b}/config.json", "w"))
     cid = f"nvct-bench-{counter}"
