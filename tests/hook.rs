@@ -633,3 +633,71 @@ fn the_debug_log_says_why_a_container_was_refused() {
         assert!(timing.contains(&format!(" {step} ")), "{step}: {timing}");
     }
 }
+
+/// NVML is loaded only for what `/proc/driver/nvidia` cannot answer: MIG devices and `cuda` /
+/// `brand` requirement terms (the debug log's discovery note says which source gave the GPUs).
+#[test]
+fn nvml_is_loaded_only_when_the_request_needs_it() {
+    let h = host();
+    let uuid = h.host.gpus()[1].uuid.clone();
+    let bus = h.host.gpus()[2].bus_id.clone();
+    let cases: Vec<(&str, Vec<String>, bool)> = vec![
+        ("index", vec!["NVIDIA_VISIBLE_DEVICES=0".into()], false),
+        (
+            "GPU UUID",
+            vec![format!("NVIDIA_VISIBLE_DEVICES={uuid}")],
+            false,
+        ),
+        (
+            "bus id",
+            vec![format!("NVIDIA_VISIBLE_DEVICES={bus}")],
+            false,
+        ),
+        ("all", vec!["NVIDIA_VISIBLE_DEVICES=all".into()], false),
+        (
+            "driver requirement",
+            vec![
+                "NVIDIA_VISIBLE_DEVICES=0".into(),
+                "NVIDIA_REQUIRE_DRIVER=driver>=500".into(),
+            ],
+            false,
+        ),
+        (
+            "cuda requirement",
+            vec![
+                "NVIDIA_VISIBLE_DEVICES=0".into(),
+                "NVIDIA_REQUIRE_CUDA=cuda>=12.0".into(),
+            ],
+            true,
+        ),
+        (
+            "brand requirement",
+            vec![
+                "NVIDIA_VISIBLE_DEVICES=0".into(),
+                "NVIDIA_REQUIRE_X=brand=tesla".into(),
+            ],
+            true,
+        ),
+    ];
+    for (i, (name, env, nvml)) in cases.into_iter().enumerate() {
+        let log = h.dir.join(format!("nvml-{i}.log"));
+        let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
+        // The file ends in its [nvidia-container-cli] table.
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            format!("{text}debug = {:?}\n", log.display().to_string()),
+        )
+        .unwrap();
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&config);
+        for e in &env {
+            b.env(e);
+        }
+        let out = b.run("ls /dev/nvidia*");
+        assert!(out.status.success(), "case {name}: {}", out_text(&out));
+        let lines = std::fs::read_to_string(&log).unwrap();
+        let from_proc = lines.contains("NVML not used: not needed for this request");
+        assert_eq!(from_proc, !nvml, "case {name}: {lines}");
+    }
+}

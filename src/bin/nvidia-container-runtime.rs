@@ -120,7 +120,7 @@ fn create(
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
                 let layout = nvct::plan::Layout { lib_dir: None };
-                let planned = discover::discover(&root)
+                let planned = discover::for_request(&root, &req)
                     .map_err(anyhow::Error::from)
                     .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
                 match planned {
