@@ -240,7 +240,7 @@ fn in_container(
         proc_mask::mount(&root, mask)?;
     }
     if let Some(version) = &plan.cuda_compat {
-        ldso_conf::enable_cuda_compat(&root, version)
+        ldso_conf::enable_cuda_compat(&root, version, Path::new(ldso_conf::CUDA_COMPAT_DIR))
             .map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
     let Some(ldconfig) = ldconfig else {

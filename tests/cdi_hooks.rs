@@ -508,6 +508,46 @@ fn enable_cuda_compat_cases() {
     );
     let out = b.run("grep -c compat /proc/mounts; true");
     assert_eq!(stdout(&out).trim(), "0", "{}", out_text(&out));
+
+    // Upstream's other flags: another compat dir; a host CUDA version (whose comparison needs
+    // the compat libcuda's ELF note, not read here) leaves forward compatibility off.
+    let flag_cases: [(&str, &str, &[&str], Option<&str>); 3] = [
+        (
+            "--cuda-compat-container-root",
+            "opt/compat",
+            &["--cuda-compat-container-root", "/opt/compat"],
+            Some("/opt/compat"),
+        ),
+        (
+            "--host-cuda-version",
+            "usr/local/cuda/compat",
+            &["--host-cuda-version", "12.4"],
+            None,
+        ),
+        (
+            "default dir",
+            "usr/local/cuda/compat",
+            &[],
+            Some("/usr/local/cuda/compat"),
+        ),
+    ];
+    for (name, dir, extra, want) in flag_cases {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        let d = b.rootfs().join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("libcuda.so.560.35.03"), "").unwrap();
+        let mut args = vec!["enable-cuda-compat", "--host-driver-version", &host_version];
+        args.extend(extra);
+        b.add_hook("createContainer", CDI_HOOK, &args);
+        let out = b.run("cat /etc/ld.so.conf.d/00-compat-*.conf 2>/dev/null; echo END");
+        let text = out_text(&out);
+        assert!(out.status.success(), "case {name}: {text}");
+        let listed = stdout(&out)
+            .lines()
+            .find(|l| l.starts_with('/'))
+            .map(String::from);
+        assert_eq!(listed.as_deref(), want, "case {name}: {text}");
+    }
 }
 
 /// Runs `binary args` directly with `stdin`.
@@ -577,6 +617,32 @@ fn command_line_cases() {
             state,
             1,
             "is not TARGET::LINK",
+        ),
+        (
+            "--container-spec: the state from a file",
+            CDI_HOOK,
+            &[
+                "disable-device-node-modification",
+                "--container-spec",
+                "/nonexistent/state.json",
+            ],
+            b"",
+            1,
+            "--container-spec /nonexistent/state.json",
+        ),
+        (
+            "--container-spec -: the state from stdin",
+            CDI_HOOK,
+            &[
+                "update-ldcache",
+                "--container-spec",
+                "-",
+                "--folder",
+                "/usr/lib",
+            ],
+            state,
+            1,
+            "/nonexistent/bundle/config.json",
         ),
         (
             "huge state",

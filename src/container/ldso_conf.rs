@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 /// Where CUDA images keep their forward-compatibility driver libraries.
-pub(crate) const CUDA_COMPAT_DIR: &str = "/usr/local/cuda/compat";
+pub const CUDA_COMPAT_DIR: &str = "/usr/local/cuda/compat";
 const LDSO_CONF: &str = "/etc/ld.so.conf";
 const LDSO_CONF_D: &str = "/etc/ld.so.conf.d";
 
@@ -29,6 +29,8 @@ pub enum LdsoConfError {
     NotRegular { path: PathBuf, what: &'static str },
     #[error("host driver version {0:?} is not a driver version like 550.54.15")]
     BadVersion(String),
+    #[error("CUDA compat directory {0:?} is not an absolute, clean container path")]
+    BadCompatDir(PathBuf),
     #[error("cannot list {path} in the container: {source}")]
     List { path: PathBuf, source: io::Error },
 }
@@ -101,16 +103,17 @@ fn driver_major(version: &str) -> Option<u32> {
 pub fn enable_cuda_compat(
     root: &Rootfs,
     host_driver_version: &str,
+    compat_dir: &Path,
 ) -> Result<Option<PathBuf>, LdsoConfError> {
+    if !crate::container::rootfs::is_clean_absolute(compat_dir) {
+        return Err(LdsoConfError::BadCompatDir(compat_dir.to_path_buf()));
+    }
     if host_driver_version.is_empty() {
         return Ok(None);
     }
     let host = driver_major(host_driver_version)
         .ok_or_else(|| LdsoConfError::BadVersion(host_driver_version.into()))?;
-    let dir = match root.resolve(
-        Path::new(CUDA_COMPAT_DIR),
-        libc::O_RDONLY | libc::O_DIRECTORY,
-    ) {
+    let dir = match root.resolve(compat_dir, libc::O_RDONLY | libc::O_DIRECTORY) {
         Ok(fd) => fd,
         Err(RootfsError::Io { source, .. })
             if matches!(source.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) =>
@@ -120,7 +123,7 @@ pub fn enable_cuda_compat(
         Err(e) => return Err(e.into()),
     };
     let names = sys::list_dir(dir.as_fd()).map_err(|source| LdsoConfError::List {
-        path: CUDA_COMPAT_DIR.into(),
+        path: compat_dir.to_path_buf(),
         source,
     })?;
     let compat: Vec<u32> = names
@@ -129,7 +132,7 @@ pub fn enable_cuda_compat(
         .collect();
     match compat.as_slice() {
         [major] if *major > host => {
-            let text = format!("{CUDA_COMPAT_DIR}\n");
+            let text = format!("{}\n", compat_dir.display());
             Ok(Some(write_conf(root, "00-compat", &text)?))
         }
         _ => Ok(None),

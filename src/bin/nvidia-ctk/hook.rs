@@ -14,6 +14,10 @@ use nvct::cdi_hooks::{self, Container};
 pub struct HookArgs {
     #[command(subcommand)]
     command: HookCommand,
+    /// Read the OCI state from this file instead of stdin ("-" or empty: stdin), as
+    /// upstream's testing-only flag of every hook.
+    #[arg(long, global = true, hide = true, value_name = "PATH")]
+    container_spec: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -49,6 +53,14 @@ pub enum HookCommand {
         /// The host's driver version (e.g. 550.54.15).
         #[arg(long, default_value = "")]
         host_driver_version: String,
+        /// The CUDA version of the host's driver (upstream compares it with the CUDA version
+        /// an ELF note of the compat libcuda declares). That note is not read here: with this
+        /// flag set, forward compatibility stays off, as upstream's for a library without it.
+        #[arg(long, default_value = "")]
+        host_cuda_version: String,
+        /// Where the image keeps its compat libraries.
+        #[arg(long, default_value = nvct::container::ldso_conf::CUDA_COMPAT_DIR)]
+        cuda_compat_container_root: PathBuf,
     },
     /// Ours: several hooks' work in one process (the hooks of jit-cdi specs), each hook's flags
     /// after its `--<hook name>`, done in the order symlinks, /proc mask, forward compat, ld
@@ -86,8 +98,8 @@ struct Edits {
     links: Option<Vec<String>>,
     /// The host's /proc to build the mask from.
     mask: Option<PathBuf>,
-    /// The host's driver version.
-    cuda_compat: Option<String>,
+    /// The host's driver version and the image's compat directory.
+    cuda_compat: Option<(String, PathBuf)>,
     /// The folders, the host ldconfig, whether the cache may be written natively.
     ldcache: Option<(Vec<PathBuf>, PathBuf, bool)>,
 }
@@ -113,8 +125,12 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         },
         HookCommand::EnableCudaCompat {
             host_driver_version,
+            host_cuda_version,
+            cuda_compat_container_root: dir,
         } => Edits {
-            cuda_compat: Some(host_driver_version),
+            cuda_compat: host_cuda_version
+                .is_empty()
+                .then_some((host_driver_version, dir)),
             ..Edits::default()
         },
         HookCommand::ApplyEdits {
@@ -131,7 +147,10 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         } => Edits {
             links: create_symlinks.then_some(links),
             mask: disable_device_node_modification.then_some(proc_root),
-            cuda_compat: enable_cuda_compat.then_some(host_driver_version),
+            cuda_compat: enable_cuda_compat.then(|| {
+                let dir = nvct::container::ldso_conf::CUDA_COMPAT_DIR.into();
+                (host_driver_version, dir)
+            }),
             ldcache: update_ldcache.then_some((folders, ldconfig_path, !ldconfig_only)),
         },
         HookCommand::Unknown(argv) => {
@@ -140,12 +159,12 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             return Ok(());
         }
     };
-    apply(edits)
+    apply(edits, args.container_spec.as_deref())
 }
 
 /// Makes `e` in the container of the state on stdin, in the prestart hook's order: links,
 /// /proc mask, forward compat, ld cache. Host inputs first, then the container is entered once.
-fn apply(e: Edits) -> Result<()> {
+fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
     let links = e
         .links
         .iter()
@@ -157,7 +176,14 @@ fn apply(e: Edits) -> Result<()> {
         .as_ref()
         .map(|(_, path, _)| nvct::container::ldconfig::open_host(path))
         .transpose()?;
-    let c = Container::from_state(std::io::stdin().lock())?;
+    let c = match state.filter(|p| !p.as_os_str().is_empty() && *p != std::path::Path::new("-")) {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("--container-spec {}", path.display()))?;
+            Container::from_state(file)?
+        }
+        None => Container::from_state(std::io::stdin().lock())?,
+    };
     let mask = match &e.mask {
         // Nothing to mask (no driver files on this host): nothing to do for this edit.
         Some(proc_root) => cdi_hooks::masked_proc_driver(proc_root, &c),
@@ -173,8 +199,8 @@ fn apply(e: Edits) -> Result<()> {
     if let Some(mask) = &mask {
         cdi_hooks::disable_device_node_modification(&root, mask)?;
     }
-    if let Some(version) = &e.cuda_compat {
-        nvct::container::ldso_conf::enable_cuda_compat(&root, version)?;
+    if let Some((version, dir)) = &e.cuda_compat {
+        nvct::container::ldso_conf::enable_cuda_compat(&root, version, dir)?;
     }
     if let (Some(ldconfig), Some((folders, _, native))) = (&ldconfig, &e.ldcache) {
         let fd = std::os::fd::AsFd::as_fd(ldconfig);
