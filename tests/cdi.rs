@@ -504,7 +504,7 @@ fn flags_cases() {
         (
             "an unknown mode",
             vec!["--mode", "fast"],
-            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto or nvml",
+            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml or imex",
         ),
         (
             "a CSV-mode flag",
@@ -1251,4 +1251,65 @@ fn roots_come_from_the_toolkit_config_when_not_given() {
     let (ok, _, stderr, text) = generate_with_env(&env, &[]);
     assert!(!ok, "{text}");
     assert!(stderr.contains(&config.display().to_string()), "{text}");
+}
+
+/// `--mode imex`: upstream's IMEX channel spec (kind `nvidia.com/imex-channel` unless
+/// `--class`), a device per channel named by its number, `all`, no common edits; valid against
+/// the schema, and podman gives a container exactly the channel it names.
+#[test]
+fn imex_channel_specs() {
+    bundle::require("podman");
+    let h = host(2, false);
+    let doc = parse(&generate(&h, &["--mode", "imex"]));
+    assert_eq!(doc["kind"], "nvidia.com/imex-channel", "{doc}");
+    let names: Vec<&str> = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (0..common::fakehost::IMEX_CHANNELS)
+        .map(|c| c.to_string())
+        .chain(["all".to_string()])
+        .collect();
+    assert_eq!(names, want, "{doc}");
+    assert!(
+        doc.get("containerEdits")
+            .is_none_or(|e| e.as_object().is_none_or(|o| o.is_empty())),
+        "{doc}"
+    );
+    let node = &doc["devices"][1]["containerEdits"]["deviceNodes"][0];
+    assert_eq!(
+        node["path"], "/dev/nvidia-caps-imex-channels/channel1",
+        "{doc}"
+    );
+    assert_eq!(node["major"], common::fakehost::NVIDIA_IMEX_MAJOR, "{doc}");
+    // One channel by number or by upstream's channelN name; an unknown one is refused.
+    for id in ["1", "channel1"] {
+        let doc = parse(&generate(&h, &["--mode", "imex", "--device-id", id]));
+        assert_eq!(doc["devices"][0]["name"], "1", "--device-id {id}: {doc}");
+    }
+    let (ok, _, stderr, text) = generate_with_env(
+        &[],
+        &[
+            "--driver-root".into(),
+            h.driver_root().display().to_string(),
+            "--proc-root".into(),
+            h.proc_root().display().to_string(),
+            "--mode".into(),
+            "imex".into(),
+            "--device-id".into(),
+            "7".into(),
+        ],
+    );
+    assert!(!ok && stderr.contains("matches no IMEX channel"), "{text}");
+
+    let spec = InstalledSpec::with_flags(&h, &["--mode", "imex"]);
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let (stdout, text) = podman(
+        &rootfs,
+        &format!("{}=1", spec.kind),
+        "ls -1 /dev/nvidia-caps-imex-channels",
+    );
+    assert_eq!(stdout.trim(), "channel1", "{text}");
 }

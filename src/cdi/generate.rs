@@ -99,7 +99,22 @@ pub struct Options {
     /// One `apply-edits` hook that does every hook's work in one process, instead of one hook
     /// per edit (jit-cdi: specs only our own hook ever runs; saves a process start per hook).
     pub one_hook: bool,
+    /// What the spec describes: the GPUs, or the IMEX channels (`--mode imex`).
+    pub mode: SpecMode,
 }
+
+/// The devices of a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpecMode {
+    #[default]
+    Gpus,
+    /// One device per `/dev/nvidia-caps-imex-channels/channelN` (named `N`), as upstream's
+    /// `--mode imex` (kind `nvidia.com/imex-channel`); no common edits.
+    ImexChannels,
+}
+
+/// The class of upstream's IMEX channel specs (`nvidia.com/imex-channel=N`).
+pub const IMEX_CLASS: &str = "imex-channel";
 
 impl Default for Options {
     fn default() -> Self {
@@ -118,6 +133,7 @@ impl Default for Options {
                 .collect(),
             no_all_device: false,
             one_hook: false,
+            mode: SpecMode::Gpus,
         }
     }
 }
@@ -139,6 +155,10 @@ pub enum GenerateError {
     #[error("no NVIDIA GPUs found on this host: a spec would have only devices without edits, which \
              podman and containerd refuse; is the driver loaded and nvidia-container-cli.root right?")]
     NoGpus,
+    #[error("--device-id {id:?} matches no IMEX channel on this host ({count} under /dev/nvidia-caps-imex-channels)")]
+    UnknownChannel { id: String, count: usize },
+    #[error("no IMEX channels found under /dev/nvidia-caps-imex-channels of the dev root: create              them (the IMEX daemon's nvidia-caps-imex-channels, or `mknod` with the major from              /proc/devices), or leave out --mode imex")]
+    NoImexChannels,
 }
 
 /// One GPU or MIG device that gets entries in the spec.
@@ -338,6 +358,9 @@ fn one_hook(opts: &Options, hooks: &[Hook]) -> Hook {
 pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
     let kind = format!("{}/{}", opts.vendor, opts.class);
     name::parse_kind(&kind).map_err(GenerateError::Kind)?;
+    if opts.mode == SpecMode::ImexChannels {
+        return imex_channels(inv, opts, kind);
+    }
     let mut strategies: Vec<NameStrategy> = Vec::new();
     for s in &opts.strategies {
         if !strategies.contains(s) {
@@ -423,6 +446,70 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         kind,
         devices,
         container_edits,
+    };
+    spec.cdi_version = version::minimum(&spec).to_string();
+    Ok(spec)
+}
+
+/// The IMEX channel spec: a device per channel node the host has (those `opts.devices` names,
+/// by channel number), and `all`.
+fn imex_channels(inv: &Inventory, opts: &Options, kind: String) -> Result<Spec, GenerateError> {
+    let channel = |n: &&crate::devices::DeviceNode| {
+        n.path
+            .strip_prefix(crate::devices::IMEX_CHANNEL_DIR)
+            .ok()
+            .and_then(|p| p.to_str()?.strip_prefix("channel")?.parse::<u32>().ok())
+    };
+    let mut found: Vec<(u32, &crate::devices::DeviceNode)> = inv
+        .nodes
+        .iter()
+        .filter_map(|n| channel(&n).map(|id| (id, n)))
+        .collect();
+    found.sort_by_key(|(id, _)| *id);
+    let wanted: Vec<(u32, &crate::devices::DeviceNode)> = match &opts.devices {
+        Devices::None | Devices::All => found,
+        Devices::List(ids) => {
+            let mut out = Vec::new();
+            for id in ids {
+                let hit = match id {
+                    DeviceId::Index(i) => found.iter().find(|(c, _)| c == i),
+                    _ => None,
+                };
+                out.push(*hit.ok_or_else(|| GenerateError::UnknownChannel {
+                    id: id.to_string(),
+                    count: found.len(),
+                })?);
+            }
+            out
+        }
+    };
+    if wanted.is_empty() {
+        return Err(GenerateError::NoImexChannels);
+    }
+    let mut devices: Vec<Device> = wanted
+        .iter()
+        .map(|(id, n)| Device {
+            name: id.to_string(),
+            container_edits: ContainerEdits {
+                device_nodes: vec![node(n)],
+                ..Default::default()
+            },
+        })
+        .collect();
+    if !opts.no_all_device {
+        devices.push(Device {
+            name: "all".into(),
+            container_edits: ContainerEdits {
+                device_nodes: wanted.iter().map(|(_, n)| node(n)).collect(),
+                ..Default::default()
+            },
+        });
+    }
+    let mut spec = Spec {
+        cdi_version: String::new(),
+        kind,
+        devices,
+        container_edits: ContainerEdits::default(),
     };
     spec.cdi_version = version::minimum(&spec).to_string();
     Ok(spec)

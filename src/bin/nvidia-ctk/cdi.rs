@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use nvct::cdi::generate::SpecMode;
 use nvct::cdi::{self, list, validate, Format, HookKind, NameStrategy, Options};
 use nvct::fsutil::{self, WriteOptions};
 use nvct::request::{DeviceId, Devices};
@@ -68,12 +69,13 @@ struct GenerateArgs {
         default_value = cdi::generate::DEFAULT_VENDOR
     )]
     vendor: String,
-    /// The class half of the spec's kind (`vendor/class`).
+    /// The class half of the spec's kind (`vendor/class`) [default: gpu; imex-channel with
+    /// --mode imex].
     #[arg(
         long,
         alias = "cdi-class",
         env = "NVIDIA_CTK_CDI_GENERATE_CLASS",
-        default_value = cdi::generate::DEFAULT_CLASS
+        default_value = ""
     )]
     class: String,
     /// The nvidia-cdi-hook the spec's hooks run.
@@ -115,8 +117,9 @@ struct GenerateArgs {
     /// in one process.
     #[arg(long)]
     separate_hooks: bool,
-    /// Discovery mode: auto or nvml (the same here: NVML, else /proc/driver/nvidia); upstream's
-    /// other modes are refused by name.
+    /// What to describe: auto or nvml (the GPUs; the same here: NVML, else
+    /// /proc/driver/nvidia), or imex (the IMEX channels, kind nvidia.com/imex-channel);
+    /// upstream's other modes are refused by name.
     #[arg(
         long,
         alias = "discovery-mode",
@@ -176,15 +179,15 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         (None, Some(p)) => Format::from_path(p).unwrap_or(Format::Yaml),
         (None, None) => Format::Yaml,
     };
-    match raw.mode.as_str() {
-        "" | "auto" | "nvml" => {}
-        m @ ("csv" | "wsl" | "management" | "gds" | "mofed" | "imex" | "nvswitch" | "gdrcopy") => bail!(
-            "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit yet;              auto and nvml are (docs/COMPAT.md)"
+    let mode = match raw.mode.as_str() {
+        "" | "auto" | "nvml" => SpecMode::Gpus,
+        "imex" => SpecMode::ImexChannels,
+        m @ ("csv" | "wsl" | "management" | "gds" | "mofed" | "nvswitch" | "gdrcopy") => bail!(
+            "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit yet; \
+             auto, nvml and imex are (docs/COMPAT.md)"
         ),
-        m => bail!(
-            "--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto or nvml"
-        ),
-    }
+        m => bail!("--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml or imex"),
+    };
     for (flag, given) in [
         ("--csv.file", !raw.csv_file.is_empty()),
         ("--csv.ignore-pattern", !raw.csv_ignore_pattern.is_empty()),
@@ -230,6 +233,11 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         let parsed: Result<Vec<DeviceId>> = ids
             .iter()
             .map(|s| {
+                // IMEX channels are named `N` or `channelN`, as upstream takes them.
+                let s = match mode {
+                    SpecMode::ImexChannels => s.strip_prefix("channel").unwrap_or(s),
+                    SpecMode::Gpus => s,
+                };
                 DeviceId::parse(s).with_context(|| {
                     format!(
                         "--device-id {s:?} (or NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS): not an \
@@ -279,7 +287,13 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         root: DriverRoot::new(driver_root, dev_root, proc_root.clone()),
         opts: Options {
             vendor: or_default(raw.vendor, cdi::generate::DEFAULT_VENDOR),
-            class: or_default(raw.class, cdi::generate::DEFAULT_CLASS),
+            class: or_default(
+                raw.class,
+                match mode {
+                    SpecMode::Gpus => cdi::generate::DEFAULT_CLASS,
+                    SpecMode::ImexChannels => cdi::generate::IMEX_CLASS,
+                },
+            ),
             strategies,
             hook_path: or_default(raw.nvidia_cdi_hook_path, cdi::generate::DEFAULT_HOOK_PATH),
             ldconfig_path: raw.ldconfig_path.filter(|p| !p.is_empty()),
@@ -288,6 +302,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             devices,
             no_all_device: raw.no_all_device,
             one_hook: !raw.separate_hooks,
+            mode,
             ..Options::default()
         },
     })
