@@ -1313,3 +1313,134 @@ fn imex_channel_specs() {
     );
     assert_eq!(stdout.trim(), "channel1", "{text}");
 }
+
+/// `cdi transform root`: a spec generated from a driver root, moved to the host path of that
+/// root, from a file and from stdin; every host path moves, container paths stay, the result is
+/// still a valid spec; bad arguments are refused by name.
+#[test]
+fn transform_root_moves_host_paths() {
+    let h = host(2, false);
+    let dir = scratch().join(format!("transform-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.json");
+    std::fs::write(&input, generate(&h, &["--format", "json"])).unwrap();
+    let from = h.driver_root().display().to_string();
+    let output = dir.join("out.json");
+    let run = |args: &[&str], stdin: Option<&[u8]>| {
+        use std::io::Write;
+        let mut child = Command::new(CTK)
+            .args(["cdi", "transform", "root"])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or_default()).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    };
+    let out = run(
+        &[
+            "--from",
+            &from,
+            "--to",
+            "/run/nvidia/driver",
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    let text = doc.to_string();
+    assert!(
+        !text.contains(&from),
+        "nothing of the old root is left: {text}"
+    );
+    let mounts = doc["containerEdits"]["mounts"].as_array().unwrap();
+    assert!(!mounts.is_empty());
+    for (m, o) in mounts
+        .iter()
+        .zip(original["containerEdits"]["mounts"].as_array().unwrap())
+    {
+        let host = m["hostPath"].as_str().unwrap();
+        assert!(host.starts_with("/run/nvidia/driver/"), "{m}");
+        assert_eq!(
+            m["containerPath"], o["containerPath"],
+            "container paths stay"
+        );
+    }
+    let node = &doc["devices"][0]["containerEdits"]["deviceNodes"][0];
+    assert!(
+        node["hostPath"]
+            .as_str()
+            .unwrap()
+            .starts_with("/run/nvidia/driver/dev/"),
+        "{node}"
+    );
+    assert_eq!(node["path"], "/dev/nvidia0");
+    // Still a spec; the validator checks host paths exist, which these do not: only the
+    // schema problems matter here.
+    let v = Command::new(CTK)
+        .args(["cdi", "validate"])
+        .arg(&output)
+        .output()
+        .unwrap();
+    let problems = String::from_utf8_lossy(&v.stderr);
+    assert!(!problems.contains("schema"), "{problems}");
+    // stdin to stdout (YAML), relative to the container.
+    let out = run(
+        &[
+            "--from",
+            "/dev",
+            "--to",
+            "/ctr/dev",
+            "--relative-to",
+            "container",
+        ],
+        Some(std::fs::read(&input).unwrap().as_slice()),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(yaml.contains("path: /ctr/dev/nvidia0"), "{yaml}");
+    assert!(
+        yaml.contains(&format!("hostPath: {from}/dev/nvidia0")),
+        "host paths stay: {yaml}"
+    );
+    // Refusals.
+    for (args, needle) in [
+        (vec!["--to", "/x"], "--from"),
+        (
+            vec!["--from", "rel", "--to", "/x"],
+            "a root is an absolute path",
+        ),
+        (
+            vec!["--from", "/a", "--relative-to", "guest"],
+            "expected host or container",
+        ),
+        (
+            vec!["--from", "/a", "--input", "/nonexistent/spec.yaml"],
+            "/nonexistent/spec.yaml",
+        ),
+    ] {
+        let out = run(&args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! CDI (Container Device Interface): our own small model of the spec format, names and
 //! versions, the pure generator, the resolution of requested names to edits (`inject.rs`, for the
 //! runtime shim), (Inventory → Spec, through the planner), the checks of
-//! `cdi validate`, and the reading of spec directories for `cdi list`.
+//! `cdi validate`, the reading of spec directories for `cdi list`, and `cdi transform root`.
 //! Why not the `container-device-interface` crate: docs/CDI.md.
 
 pub mod generate;
@@ -9,6 +9,7 @@ pub mod inject;
 pub mod list;
 pub mod name;
 pub mod spec;
+pub mod transform;
 pub mod validate;
 pub mod version;
 

@@ -30,6 +30,35 @@ enum CdiCommand {
     List(ListArgs),
     /// Check a CDI spec file; exit 1 naming each field at fault.
     Validate(ValidateArgs),
+    /// Rewrite a CDI spec (`transform root`: its paths from one root to another).
+    #[command(subcommand)]
+    Transform(TransformCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum TransformCommand {
+    /// Move the spec's paths from the root --from to the root --to (e.g. a spec generated in a
+    /// driver container, whose paths must be the host's).
+    Root(RootArgs),
+}
+
+#[derive(Args, Debug)]
+struct RootArgs {
+    /// The root to replace.
+    #[arg(long)]
+    from: String,
+    /// Its replacement (the same as --from: nothing changes).
+    #[arg(long, default_value = "")]
+    to: String,
+    /// The spec to read; "-" is stdin.
+    #[arg(long, default_value = "-")]
+    input: String,
+    /// Where to write the result (atomically, mode 0644); stdout when empty.
+    #[arg(long, default_value = "")]
+    output: String,
+    /// Which paths move: host (host paths, hooks run on the host) or container.
+    #[arg(long, default_value = "host")]
+    relative_to: String,
 }
 
 /// `cdi generate` flags exactly as typed. Each also reads upstream's environment variable (what
@@ -434,10 +463,69 @@ fn validate_file(raw: ValidateArgs, v: Verbosity) -> Result<()> {
     }
 }
 
+fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
+    let rel = cdi::transform::RelativeTo::parse(&raw.relative_to).with_context(|| {
+        format!(
+            "--relative-to {:?}: expected host or container",
+            raw.relative_to
+        )
+    })?;
+    for (flag, value) in [("--from", &raw.from), ("--to", &raw.to)] {
+        if !value.is_empty() && !value.starts_with('/') {
+            bail!("{flag} {value:?}: a root is an absolute path");
+        }
+    }
+    if raw.from.is_empty() {
+        bail!("--from: the root to replace is required (e.g. --from /driver-root)");
+    }
+    let text = if raw.input == "-" {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
+            .context("reading the spec from stdin")?;
+        t
+    } else {
+        list::read_text(Path::new(&raw.input))
+            .map_err(|e| anyhow::anyhow!("reading --input {}: {e}", raw.input))?
+    };
+    let mut spec = cdi::spec::parse_value(&text)
+        .with_context(|| format!("--input {}: not a YAML or JSON document", raw.input))?;
+    if !spec.is_object() {
+        bail!(
+            "--input {}: not a CDI spec (the document is not a mapping)",
+            raw.input
+        );
+    }
+    cdi::transform::root(&mut spec, &raw.from, &raw.to, rel);
+    let output = (!raw.output.is_empty()).then(|| PathBuf::from(&raw.output));
+    let format = output
+        .as_deref()
+        .and_then(Format::from_path)
+        .unwrap_or(Format::Yaml);
+    let text = match format {
+        Format::Json => serde_json::to_string_pretty(&spec)? + "\n",
+        Format::Yaml => serde_norway::to_string(&spec)?,
+    };
+    match &output {
+        None => std::io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .context("writing the spec to stdout")?,
+        Some(path) => {
+            fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;
+            set_mode_0644(path)?;
+            if !v.quiet {
+                eprintln!("nvidia-ctk: wrote {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: CdiArgs, v: Verbosity) -> Result<()> {
     match args.command {
         CdiCommand::Generate(a) => generate(*a, v),
         CdiCommand::List(a) => list_specs(a, v),
         CdiCommand::Validate(a) => validate_file(a, v),
+        CdiCommand::Transform(TransformCommand::Root(a)) => transform_root(a, v),
     }
 }
