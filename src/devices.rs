@@ -174,7 +174,7 @@ pub(crate) fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNo
 }
 
 /// Every NVIDIA device node present under the device root: control nodes, one per GPU minor,
-/// and the MIG capability nodes. Sorted by container path.
+/// the MIG capability nodes, IMEX channels and the opt-in sets' nodes. Sorted by container path.
 pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, DevicesError> {
     let mut names: Vec<String> = [
         "/dev/nvidiactl",
@@ -198,6 +198,7 @@ pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, Devices
             }
         }
     }
+    names.extend(crate::optin::node_names(root));
     let mut out = Vec::new();
     for name in names {
         out.extend(stat_node(root, &name)?);

@@ -111,6 +111,7 @@ fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverErr
     files.extend(driver::firmware(root, &driver_version));
     files.extend(driver::configs(root));
     files.extend(driver::ipc(root));
+    files.extend(crate::optin::files(root));
     let proc_driver = read_proc_driver(root, &gpus);
     Ok(Inventory {
         driver_version,
@@ -170,6 +171,7 @@ mod tests {
             mig_monitor: None,
             imex_channels: None,
             cuda_compat: false,
+            opt_ins: Default::default(),
         };
         let list =
             |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());

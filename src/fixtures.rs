@@ -20,6 +20,7 @@ pub fn request(devices: Devices, caps: &[Capability]) -> Request {
         mig_monitor: None,
         imex_channels: None,
         cuda_compat: true,
+        opt_ins: Default::default(),
     }
 }
 

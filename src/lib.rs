@@ -27,6 +27,7 @@ pub mod log;
 pub mod model;
 pub mod nvml;
 pub mod oci;
+pub mod optin;
 pub mod plan;
 pub mod process;
 pub mod request;

@@ -164,6 +164,14 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     if let Some(ch) = &req.imex_channels {
         wanted.extend(imex_channel_paths(ch, inv).into_iter().map(|p| (p, true)));
     }
+    // The opt-in sets: every node of each the host has (none: a note), and their files.
+    let (optin_nodes, optin_files, optin_notes) = crate::optin::select(&req.opt_ins, inv);
+    notes.extend(optin_notes);
+    wanted.extend(
+        optin_nodes
+            .iter()
+            .map(|n| (n.path.display().to_string(), true)),
+    );
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {
         match inv.nodes.iter().find(|n| n.path == Path::new(&path)) {
@@ -222,6 +230,8 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             FileKind::Firmware if !caps.is_empty() => f.driver_path.clone(),
             FileKind::Ipc if ipc.contains(f.name.as_str()) => f.driver_path.clone(),
             FileKind::Config if config_dirs.contains(f.name.as_str()) => f.driver_path.clone(),
+            // An opt-in set's files come with its nodes (GDS: none, nothing to use them with).
+            FileKind::Config if optin_files.contains(&f) => f.driver_path.clone(),
             _ => continue,
         };
         mounts.push(FileMount {

@@ -7,6 +7,7 @@
 
 use crate::config::Config;
 pub use crate::model::{normalize_bus_id, Capability, DeviceId, Devices};
+pub use crate::optin::OptIn;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,8 @@ pub struct Request {
     pub imex_channels: Option<ImexChannels>,
     /// The config allows CUDA forward compatibility ([`Config::cuda_compat_enabled`]).
     pub cuda_compat: bool,
+    /// The opt-in sets asked for (`NVIDIA_GDS=enabled`, ...: [`OptIn`]).
+    pub opt_ins: BTreeSet<OptIn>,
 }
 
 /// Which IMEX channels a container asked for.
@@ -82,6 +85,10 @@ impl Request {
                 let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
                 out += &format!("; IMEX channels {}", ids.join(","));
             }
+        }
+        if !self.opt_ins.is_empty() {
+            let names: Vec<&str> = self.opt_ins.iter().map(|o| o.name()).collect();
+            out += &format!("; {}", names.join(","));
         }
         out
     }
@@ -207,9 +214,18 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
             mig_monitor,
             imex_channels,
             cuda_compat: config.cuda_compat_enabled(),
+            opt_ins: opt_ins(view),
         }),
         notes,
     })
+}
+
+/// The opt-in sets whose variable is exactly `enabled`, as upstream compares it.
+pub(crate) fn opt_ins(view: &ContainerView) -> BTreeSet<OptIn> {
+    OptIn::ALL
+        .into_iter()
+        .filter(|o| view.get(o.env()) == Some("enabled"))
+        .collect()
 }
 
 /// `NVIDIA_IMEX_CHANNELS` (`all`, or a comma list of channel numbers; empty, `none` and `void`

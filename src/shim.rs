@@ -34,7 +34,7 @@ use crate::request::{self, ContainerView, DeviceId, Devices};
 use crate::spec_edit::{self, SpecEditError};
 use oci_spec::runtime::Spec;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// File name of the hook binary; a prestart hook with this file name is ours.
@@ -219,8 +219,12 @@ pub enum Action {
     Legacy(Box<request::Request>),
     /// Apply the edits of these devices from the specs of `spec-dirs`.
     Cdi(Vec<QualifiedName>),
-    /// Apply edits generated now for these devices (and these IMEX channels).
-    JitCdi(Vec<QualifiedName>, Option<request::ImexChannels>),
+    /// Apply edits generated now for these devices (and these IMEX channels and opt-in sets).
+    JitCdi(
+        Vec<QualifiedName>,
+        Option<request::ImexChannels>,
+        BTreeSet<request::OptIn>,
+    ),
 }
 
 /// The container's CDI request (see the module doc).
@@ -355,7 +359,11 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
                         source,
                     }
                 })?;
-            Ok(names(env_only.names).map_or(Action::PassThrough, |n| Action::JitCdi(n, imex)))
+            let sets = request::opt_ins(&view);
+            Ok(
+                names(env_only.names)
+                    .map_or(Action::PassThrough, |n| Action::JitCdi(n, imex, sets)),
+            )
         }
     }
 }
@@ -404,6 +412,26 @@ pub fn imex_edits(
         edits.device_nodes.push(cdi::generate::node(node));
     }
     Ok(edits)
+}
+
+/// `jit-cdi` mode: the device nodes and files of the opt-in sets `sets` the host has
+/// ([`crate::optin::select`], as the planner gives them).
+pub fn opt_in_edits(sets: &BTreeSet<request::OptIn>, inv: &Inventory) -> ContainerEdits {
+    let (nodes, files, _) = crate::optin::select(sets, inv);
+    ContainerEdits {
+        device_nodes: nodes.into_iter().map(cdi::generate::node).collect(),
+        mounts: files
+            .into_iter()
+            .map(|f| {
+                cdi::generate::mount(&crate::plan::FileMount {
+                    host_path: f.host_path.clone(),
+                    container_path: f.driver_path.clone(),
+                    kind: f.kind,
+                })
+            })
+            .collect(),
+        ..Default::default()
+    }
 }
 
 /// `jit-cdi` mode: a spec generated from `inv` for exactly `names` (all of `default-kind`),
@@ -976,12 +1004,14 @@ mod tests {
                 vec![("cdi.k8s.io/x", "gpu0")],
                 Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name"),
             ),
-            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None))),
+            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
             ("jit-cdi, nothing", Mode::JitCdi, vec![], vec![], Ok(PassThrough)),
             ("jit-cdi ignores annotations", Mode::JitCdi, vec![], ann.to_vec(), Ok(PassThrough)),
-            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None))),
+            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
             ("jit-cdi with IMEX channels", Mode::JitCdi, vec![gpu0, "NVIDIA_IMEX_CHANNELS=1"], vec![],
-                Ok(JitCdi(q(&["nvidia.com/gpu=0"]), Some(request::ImexChannels::List(vec![1]))))),
+                Ok(JitCdi(q(&["nvidia.com/gpu=0"]), Some(request::ImexChannels::List(vec![1])), BTreeSet::new()))),
+            ("jit-cdi with opt-in sets", Mode::JitCdi, vec![gpu0, "NVIDIA_GDS=enabled", "NVIDIA_MOFED=yes", "NVIDIA_GDRCOPY=enabled"], vec![],
+                Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None, [request::OptIn::Gds, request::OptIn::Gdrcopy].into()))),
             ("jit-cdi, bad IMEX channel", Mode::JitCdi, vec![gpu0, "NVIDIA_IMEX_CHANNELS=x"], vec![],
                 Err("NVIDIA_IMEX_CHANNELS=\"x\": \"x\" is not a channel number")),
         ];

@@ -769,6 +769,72 @@ fn imex_channels_in_both_paths() {
     }
 }
 
+/// Not an attack: the opt-in sets through the two-path harness. `NVIDIA_GDS=enabled` and
+/// `NVIDIA_MOFED=enabled` give the host's `/dev/nvidia-fs*` and `/dev/infiniband/uverbs*`
+/// nodes, allowed by the device rules (ENXIO from nodes without a driver, not EPERM), and GDS's
+/// `/etc/cufile.json`; without the variables (or with another value than `enabled`) none.
+#[test]
+fn opt_in_sets_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("opt-in");
+    std::fs::create_dir_all(&work).unwrap();
+    let dev = h.host.dev_root().join("dev");
+    std::fs::create_dir_all(dev.join("infiniband")).unwrap();
+    for (node, major, minor) in [("nvidia-fs0", 240, 0), ("infiniband/uverbs0", 231, 192)] {
+        let path = std::ffi::CString::new(dev.join(node).as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string; EEXIST (another host kind's run made it) is fine.
+        let rc = unsafe {
+            libc::mknod(
+                path.as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(major, minor),
+            )
+        };
+        assert!(rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST));
+    }
+    std::fs::write(
+        h.host.driver_root().join("etc/cufile.json"),
+        "{\"cufile\": 1}\n",
+    )
+    .unwrap();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for (env, want) in [
+            (vec!["NVIDIA_GDS=enabled", "NVIDIA_MOFED=enabled"], true),
+            (vec!["NVIDIA_GDS=yes"], false),
+            (vec![], false),
+        ] {
+            let mut b = Bundle::new(&h.dir, Image::Busybox);
+            for e in &env {
+                b.env(e);
+            }
+            request_gpu(h, &mut b, path, &work);
+            let out = b.run(
+                "ls /dev/nvidia-fs0 /dev/infiniband/uverbs0; cat /etc/cufile.json; \
+                 cat /dev/nvidia-fs0; cat /dev/infiniband/uverbs0; true",
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            let context = format!("path {path:?}, {env:?}: {}", bundle::out_text(&out));
+            assert!(out.status.success(), "{context}");
+            assert_eq!(stdout.contains("/dev/nvidia-fs0"), want, "{context}");
+            assert_eq!(
+                stdout.contains("/dev/infiniband/uverbs0"),
+                want,
+                "{context}"
+            );
+            assert_eq!(stdout.contains("\"cufile\": 1"), want, "{context}");
+            if want {
+                for node in ["/dev/nvidia-fs0", "/dev/infiniband/uverbs0"] {
+                    assert!(
+                        stderr.contains(&format!("can't open '{node}': No such device or address")),
+                        "{node} allowed (ENXIO): {context}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn device_isolation_in_both_paths() {
     // Only GPU 0 is injected. The container has CAP_MKNOD (as Docker's default set grants):

@@ -504,7 +504,7 @@ fn flags_cases() {
         (
             "an unknown mode",
             vec!["--mode", "fast"],
-            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml or imex",
+            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, imex, gds",
         ),
         (
             "a CSV-mode flag",
@@ -1443,4 +1443,67 @@ fn transform_root_moves_host_paths() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// `--mode gds|mofed|gdrcopy|nvswitch`: upstream's gated specs (kind `nvidia.com/<set>`, one
+/// device `all` with the set's nodes, GDS also its files); a set the host lacks is refused; a
+/// podman container given `nvidia.com/gds=all` has the node and the file.
+#[test]
+fn opt_in_set_specs() {
+    bundle::require("podman");
+    let h = host(1, true); // its own host: the nodes below are added to it
+    let dev = h.dev_root().join("dev");
+    for (node, major, minor) in [("nvidia-fs0", 240u32, 0u32), ("gdrdrv", 241, 0)] {
+        let path = std::ffi::CString::new(dev.join(node).as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        let rc = unsafe {
+            libc::mknod(
+                path.as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(major, minor),
+            )
+        };
+        assert!(rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST));
+    }
+    std::fs::write(h.driver_root().join("etc/cufile.json"), "{}\n").unwrap();
+    let doc = parse(&generate(&h, &["--mode", "gds"]));
+    assert_eq!(doc["kind"], "nvidia.com/gds", "{doc}");
+    assert_eq!(doc["devices"].as_array().unwrap().len(), 1, "{doc}");
+    let edits = &doc["devices"][0]["containerEdits"];
+    assert_eq!(doc["devices"][0]["name"], "all");
+    assert_eq!(edits["deviceNodes"][0]["path"], "/dev/nvidia-fs0", "{doc}");
+    assert_eq!(
+        edits["mounts"][0]["containerPath"], "/etc/cufile.json",
+        "{doc}"
+    );
+    let doc = parse(&generate(&h, &["--mode", "gdrcopy"]));
+    assert_eq!(doc["kind"], "nvidia.com/gdrcopy", "{doc}");
+    assert_eq!(
+        doc["devices"][0]["containerEdits"]["deviceNodes"][0]["path"],
+        "/dev/gdrdrv"
+    );
+    let (ok, _, stderr, text) = generate_with_env(
+        &[],
+        &[
+            "--driver-root".into(),
+            h.driver_root().display().to_string(),
+            "--proc-root".into(),
+            h.proc_root().display().to_string(),
+            "--mode".into(),
+            "nvswitch".into(),
+        ],
+    );
+    assert!(!ok && stderr.contains("no nvswitch device nodes"), "{text}");
+
+    let spec = InstalledSpec::with_flags(&h, &["--mode", "gds"]);
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let (stdout, text) = podman(
+        &rootfs,
+        &format!("{}=all", spec.kind),
+        "ls /dev/nvidia-fs0; cat /etc/cufile.json",
+    );
+    assert!(
+        stdout.contains("/dev/nvidia-fs0") && stdout.contains("{}"),
+        "{text}"
+    );
 }

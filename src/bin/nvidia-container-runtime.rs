@@ -157,17 +157,21 @@ fn create(
                 shim::inject_from_specs(&mut spec, &from_specs, &specs, &searched, &path)?;
             }
             if !auto.is_empty() {
-                inject_jit(&mut spec, &[auto], None, config, &path, log)?;
+                inject_jit(&mut spec, &[auto], Extras::none(), config, &path, log)?;
             }
             format!("injected CDI devices {} (cdi mode)", join(&names))
         }
-        shim::Action::JitCdi(names, imex) => {
+        shim::Action::JitCdi(names, imex, sets) => {
             let (auto, default_kind) = shim::split_auto_kind(&names);
             let groups: Vec<Vec<nvct::cdi::QualifiedName>> = [default_kind, auto]
                 .into_iter()
                 .filter(|g| !g.is_empty())
                 .collect();
-            let cdi_hook = inject_jit(&mut spec, &groups, imex.as_ref(), config, &path, log)?;
+            let extras = Extras {
+                imex: imex.as_ref(),
+                sets: &sets,
+            };
+            let cdi_hook = inject_jit(&mut spec, &groups, extras, config, &path, log)?;
             format!(
                 "injected CDI devices {} (jit-cdi mode, hooks {})",
                 join(&names),
@@ -194,12 +198,30 @@ fn create(
     Ok(())
 }
 
+/// What jit-cdi injects besides the named devices.
+#[derive(Clone, Copy)]
+struct Extras<'a> {
+    imex: Option<&'a nvct::request::ImexChannels>,
+    sets: &'a std::collections::BTreeSet<nvct::request::OptIn>,
+}
+
+impl Extras<'_> {
+    fn none() -> Extras<'static> {
+        static NO_SETS: std::collections::BTreeSet<nvct::request::OptIn> =
+            std::collections::BTreeSet::new();
+        Extras {
+            imex: None,
+            sets: &NO_SETS,
+        }
+    }
+}
+
 /// Generates a spec for each group of names (one kind each) from a fresh discovery and applies
 /// its edits; returns the CDI hook the edits run.
 fn inject_jit(
     spec: &mut serde_json::Value,
     groups: &[Vec<nvct::cdi::QualifiedName>],
-    imex: Option<&nvct::request::ImexChannels>,
+    extras: Extras,
     config: &Config,
     path: &Path,
     log: &mut Logger,
@@ -214,8 +236,11 @@ fn inject_jit(
         let generated = shim::jit_spec(names, &inv, config, &cdi_hook, path)?;
         shim::inject(spec, &shim::jit_edits(&generated), path)?;
     }
-    if let Some(ch) = imex {
+    if let Some(ch) = extras.imex {
         shim::inject(spec, &[&shim::imex_edits(ch, &inv, path)?], path)?;
+    }
+    if !extras.sets.is_empty() {
+        shim::inject(spec, &[&shim::opt_in_edits(extras.sets, &inv)], path)?;
     }
     Ok(cdi_hook)
 }

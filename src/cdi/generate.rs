@@ -111,6 +111,9 @@ pub enum SpecMode {
     /// One device per `/dev/nvidia-caps-imex-channels/channelN` (named `N`), as upstream's
     /// `--mode imex` (kind `nvidia.com/imex-channel`); no common edits.
     ImexChannels,
+    /// An opt-in set as its one device `all` (kind `nvidia.com/<set>`), as upstream's gated
+    /// modes (`--mode gds`, `mofed`, `gdrcopy`, `nvswitch`).
+    OptIn(crate::optin::OptIn),
 }
 
 /// The class of upstream's IMEX channel specs (`nvidia.com/imex-channel=N`).
@@ -159,6 +162,14 @@ pub enum GenerateError {
     UnknownChannel { id: String, count: usize },
     #[error("no IMEX channels found under /dev/nvidia-caps-imex-channels of the dev root: create              them (the IMEX daemon's nvidia-caps-imex-channels, or `mknod` with the major from              /proc/devices), or leave out --mode imex")]
     NoImexChannels,
+    #[error(
+        "no {set} device nodes found under the dev root ({env}=enabled would give a container \
+             nothing): is the {set} driver loaded?"
+    )]
+    NoOptInNodes {
+        set: &'static str,
+        env: &'static str,
+    },
 }
 
 /// One GPU or MIG device that gets entries in the spec.
@@ -240,6 +251,7 @@ fn request(devices: Devices, capabilities: BTreeSet<Capability>, cuda_compat: bo
         mig_monitor: None,
         imex_channels: None,
         cuda_compat,
+        opt_ins: Default::default(),
     }
 }
 
@@ -255,7 +267,7 @@ pub(crate) fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
     }
 }
 
-fn mount(m: &FileMount) -> Mount {
+pub(crate) fn mount(m: &FileMount) -> Mount {
     let mut options: Vec<String> = ["ro", "nosuid", "nodev", "bind"].map(String::from).into();
     if m.kind == FileKind::Ipc {
         options.push("noexec".into());
@@ -358,8 +370,10 @@ fn one_hook(opts: &Options, hooks: &[Hook]) -> Hook {
 pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
     let kind = format!("{}/{}", opts.vendor, opts.class);
     name::parse_kind(&kind).map_err(GenerateError::Kind)?;
-    if opts.mode == SpecMode::ImexChannels {
-        return imex_channels(inv, opts, kind);
+    match opts.mode {
+        SpecMode::ImexChannels => return imex_channels(inv, opts, kind),
+        SpecMode::OptIn(set) => return opt_in(inv, set, kind),
+        SpecMode::Gpus => {}
     }
     let mut strategies: Vec<NameStrategy> = Vec::new();
     for s in &opts.strategies {
@@ -446,6 +460,43 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         kind,
         devices,
         container_edits,
+    };
+    spec.cdi_version = version::minimum(&spec).to_string();
+    Ok(spec)
+}
+
+/// The spec of an opt-in set: its device `all` with the set's nodes and files
+/// ([`crate::optin::select`]).
+fn opt_in(inv: &Inventory, set: crate::optin::OptIn, kind: String) -> Result<Spec, GenerateError> {
+    let (nodes, files, _) = crate::optin::select(&[set].into(), inv);
+    if nodes.is_empty() {
+        return Err(GenerateError::NoOptInNodes {
+            set: set.name(),
+            env: set.env(),
+        });
+    }
+    let mounts = files
+        .into_iter()
+        .map(|f| {
+            mount(&FileMount {
+                host_path: f.host_path.clone(),
+                container_path: f.driver_path.clone(),
+                kind: f.kind,
+            })
+        })
+        .collect();
+    let mut spec = Spec {
+        cdi_version: String::new(),
+        kind,
+        devices: vec![Device {
+            name: "all".into(),
+            container_edits: ContainerEdits {
+                device_nodes: nodes.into_iter().map(node).collect(),
+                mounts,
+                ..Default::default()
+            },
+        }],
+        container_edits: ContainerEdits::default(),
     };
     spec.cdi_version = version::minimum(&spec).to_string();
     Ok(spec)

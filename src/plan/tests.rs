@@ -610,3 +610,107 @@ fn imex_channel_cases() {
         }
     }
 }
+
+/// The opt-in sets (`NVIDIA_GDS=enabled`, ...): each set's nodes the host has, with their
+/// rules; GDS's files only with its nodes; a set the host lacks is a note, not a refusal.
+#[test]
+fn opt_in_sets() {
+    use crate::optin::OptIn;
+    let mut inv = inventory();
+    let extra = [
+        node("/dev/nvidia-fs0", 240, 0),
+        node("/dev/nvidia-fs1", 240, 1),
+        node("/dev/infiniband/uverbs0", 231, 192),
+        node("/dev/infiniband/rdma_cm", 10, 58),
+        node("/dev/gdrdrv", 241, 0),
+    ];
+    inv.nodes.extend(extra.iter().cloned());
+    let mut cufile = file(FileKind::Config, "optin-gds", "/etc/cufile.json");
+    cufile.host_path = "/host/etc/cufile.json".into();
+    inv.files.push(cufile);
+    let base = plan(
+        &request(Devices::List(vec![DeviceId::Index(0)]), &[]),
+        &inv,
+        &layout(),
+    )
+    .unwrap();
+    let gds_mount = mount(
+        "/host/etc/cufile.json",
+        "/etc/cufile.json",
+        FileKind::Config,
+    );
+    // (name, sets, extra nodes, extra mounts, note)
+    let cases: Vec<(
+        &str,
+        Vec<OptIn>,
+        Vec<DeviceNode>,
+        Vec<FileMount>,
+        Option<&str>,
+    )> = vec![
+        ("none", vec![], vec![], vec![], None),
+        (
+            "gds",
+            vec![OptIn::Gds],
+            extra[..2].to_vec(),
+            vec![gds_mount.clone()],
+            None,
+        ),
+        (
+            "mofed",
+            vec![OptIn::Mofed],
+            extra[2..4].to_vec(),
+            vec![],
+            None,
+        ),
+        (
+            "gdrcopy",
+            vec![OptIn::Gdrcopy],
+            extra[4..].to_vec(),
+            vec![],
+            None,
+        ),
+        (
+            "nvswitch: none on this host",
+            vec![OptIn::Nvswitch],
+            vec![],
+            vec![],
+            Some("NVIDIA_NVSWITCH=enabled: the host has no nvswitch device nodes"),
+        ),
+        (
+            "all four",
+            OptIn::ALL.to_vec(),
+            extra.to_vec(),
+            vec![gds_mount.clone()],
+            Some("NVIDIA_NVSWITCH=enabled: the host has no nvswitch device nodes"),
+        ),
+    ];
+    for (name, sets, nodes, mounts, note) in cases {
+        let mut req = request(Devices::List(vec![DeviceId::Index(0)]), &[]);
+        req.opt_ins = sets.into_iter().collect();
+        let got = plan(&req, &inv, &layout()).unwrap();
+        let mut want_nodes = base.device_nodes.clone();
+        want_nodes.extend(nodes);
+        want_nodes.sort();
+        assert_eq!(got.device_nodes, want_nodes, "case {name}");
+        assert_eq!(got.cgroup_rules, rules(&want_nodes), "case {name}");
+        let mut want_mounts = base.mounts.clone();
+        want_mounts.extend(mounts);
+        want_mounts.sort();
+        assert_eq!(got.mounts, want_mounts, "case {name}");
+        assert_eq!(
+            got.notes.iter().any(|n| Some(n.as_str()) == note),
+            note.is_some(),
+            "case {name}: {:?}",
+            got.notes
+        );
+    }
+    // GDS's files without its nodes: nothing.
+    let mut no_nodes = inv.clone();
+    no_nodes.nodes.retain(|n| !OptIn::Gds.has_node(&n.path));
+    let mut req = request(Devices::List(vec![DeviceId::Index(0)]), &[]);
+    req.opt_ins = [OptIn::Gds].into();
+    assert_eq!(
+        plan(&req, &no_nodes, &layout()).unwrap().mounts,
+        base.mounts
+    );
+}

@@ -211,11 +211,17 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let mode = match raw.mode.as_str() {
         "" | "auto" | "nvml" => SpecMode::Gpus,
         "imex" => SpecMode::ImexChannels,
-        m @ ("csv" | "wsl" | "management" | "gds" | "mofed" | "nvswitch" | "gdrcopy") => bail!(
-            "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit yet; \
-             auto, nvml and imex are (docs/COMPAT.md)"
-        ),
-        m => bail!("--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml or imex"),
+        m => match nvct::optin::OptIn::parse(m) {
+            Some(set) => SpecMode::OptIn(set),
+            None if ["csv", "wsl", "management"].contains(&m) => bail!(
+                "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit \
+                 yet; auto, nvml, imex, gds, mofed, gdrcopy and nvswitch are (docs/COMPAT.md)"
+            ),
+            None => bail!(
+                "--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, imex, gds, \
+                 mofed, gdrcopy or nvswitch"
+            ),
+        },
     };
     for (flag, given) in [
         ("--csv.file", !raw.csv_file.is_empty()),
@@ -265,7 +271,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
                 // IMEX channels are named `N` or `channelN`, as upstream takes them.
                 let s = match mode {
                     SpecMode::ImexChannels => s.strip_prefix("channel").unwrap_or(s),
-                    SpecMode::Gpus => s,
+                    SpecMode::Gpus | SpecMode::OptIn(_) => s,
                 };
                 DeviceId::parse(s).with_context(|| {
                     format!(
@@ -321,6 +327,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
                 match mode {
                     SpecMode::Gpus => cdi::generate::DEFAULT_CLASS,
                     SpecMode::ImexChannels => cdi::generate::IMEX_CLASS,
+                    SpecMode::OptIn(set) => set.name(),
                 },
             ),
             strategies,

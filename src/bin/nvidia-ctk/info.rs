@@ -105,6 +105,7 @@ pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
             mig_monitor: None,
             imex_channels: None,
             cuda_compat: false,
+            opt_ins: Default::default(),
         };
         let files = match plan::plan(&req, &inv, &Layout { lib_dir: None }) {
             Ok(p) => p.mounts.into_iter().map(|m| m.container_path).collect(),

@@ -1,0 +1,217 @@
+//! The opt-in device sets: what a container gets with `NVIDIA_GDS`, `NVIDIA_MOFED`,
+//! `NVIDIA_GDRCOPY` or `NVIDIA_NVSWITCH` set to `enabled` (with a GPU request), and what
+//! `cdi generate --mode gds|mofed|gdrcopy|nvswitch` describes, as upstream's gated modes:
+//!
+//! | set | device nodes | files (GDS: only when it has nodes) |
+//! |---|---|---|
+//! | `gds` | `/dev/nvidia-fs*` | `/run/udev`, `/etc/cufile.json` |
+//! | `mofed` | `/dev/infiniband/uverbs*`, `/dev/infiniband/rdma_cm` | |
+//! | `gdrcopy` | `/dev/gdrdrv` | |
+//! | `nvswitch` | `/dev/nvidia-nvswitchctl`, `/dev/nvidia-nvswitch*` | |
+//!
+//! Each is what the host has: a set whose nodes are missing gives nothing (the planner notes it).
+//! The nodes are found by discovery (`devices::nodes`, [`node_names`]) and the files by
+//! [`files`]; the planner and the CDI paths select from the inventory with [`OptIn::has_node`].
+
+use crate::devices::DeviceNode;
+use crate::model::{DriverFile, FileKind, Inventory};
+use crate::root::DriverRoot;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum OptIn {
+    Gds,
+    Mofed,
+    Gdrcopy,
+    Nvswitch,
+}
+
+/// A node pattern: a directory and a name prefix (`exact`: the whole name).
+struct Pattern {
+    dir: &'static str,
+    name: &'static str,
+    exact: bool,
+}
+
+const fn prefix(dir: &'static str, name: &'static str) -> Pattern {
+    Pattern {
+        dir,
+        name,
+        exact: false,
+    }
+}
+
+const fn exact(dir: &'static str, name: &'static str) -> Pattern {
+    Pattern {
+        dir,
+        name,
+        exact: true,
+    }
+}
+
+impl OptIn {
+    pub const ALL: [OptIn; 4] = [OptIn::Gds, OptIn::Mofed, OptIn::Gdrcopy, OptIn::Nvswitch];
+
+    /// The `cdi generate --mode` value and the spec's class (`nvidia.com/gds`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OptIn::Gds => "gds",
+            OptIn::Mofed => "mofed",
+            OptIn::Gdrcopy => "gdrcopy",
+            OptIn::Nvswitch => "nvswitch",
+        }
+    }
+
+    /// The variable that asks for the set (`=enabled`).
+    pub fn env(self) -> &'static str {
+        match self {
+            OptIn::Gds => "NVIDIA_GDS",
+            OptIn::Mofed => "NVIDIA_MOFED",
+            OptIn::Gdrcopy => "NVIDIA_GDRCOPY",
+            OptIn::Nvswitch => "NVIDIA_NVSWITCH",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<OptIn> {
+        OptIn::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    fn patterns(self) -> &'static [Pattern] {
+        const GDS: [Pattern; 1] = [prefix("/dev", "nvidia-fs")];
+        const MOFED: [Pattern; 2] = [
+            prefix("/dev/infiniband", "uverbs"),
+            exact("/dev/infiniband", "rdma_cm"),
+        ];
+        const GDRCOPY: [Pattern; 1] = [exact("/dev", "gdrdrv")];
+        const NVSWITCH: [Pattern; 1] = [prefix("/dev", "nvidia-nvswitch")];
+        match self {
+            OptIn::Gds => &GDS,
+            OptIn::Mofed => &MOFED,
+            OptIn::Gdrcopy => &GDRCOPY,
+            OptIn::Nvswitch => &NVSWITCH,
+        }
+    }
+
+    /// Whether the device node at container path `path` belongs to this set.
+    pub fn has_node(self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+        else {
+            return false;
+        };
+        self.patterns().iter().any(|p| {
+            Path::new(p.dir) == dir
+                && if p.exact {
+                    name == p.name
+                } else {
+                    name.starts_with(p.name)
+                }
+        })
+    }
+
+    /// Whether a driver file (from [`files`]) belongs to this set.
+    pub fn has_file(self, f: &DriverFile) -> bool {
+        f.kind == FileKind::Config && f.name == format!("optin-{}", self.name())
+    }
+}
+
+/// What `sets` give a container on the host `inv`, for every path (the planner, jit-cdi, `cdi
+/// generate --mode`): each set's nodes, the files of the sets that have nodes, and a note for
+/// each set the host has no nodes of.
+pub fn select<'a>(
+    sets: &BTreeSet<OptIn>,
+    inv: &'a Inventory,
+) -> (Vec<&'a DeviceNode>, Vec<&'a DriverFile>, Vec<String>) {
+    let (mut nodes, mut files, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+    for o in sets {
+        let own: Vec<&DeviceNode> = inv.nodes.iter().filter(|n| o.has_node(&n.path)).collect();
+        if own.is_empty() {
+            notes.push(format!(
+                "{}=enabled: the host has no {} device nodes",
+                o.env(),
+                o.name()
+            ));
+            continue;
+        }
+        nodes.extend(own);
+        files.extend(inv.files.iter().filter(|f| o.has_file(f)));
+    }
+    (nodes, files, notes)
+}
+
+/// The container paths of every opt-in node under the device root (discovery stats them).
+pub fn node_names(root: &DriverRoot) -> Vec<String> {
+    let mut out = Vec::new();
+    for o in OptIn::ALL {
+        for p in o.patterns() {
+            let Ok(entries) = std::fs::read_dir(root.dev_path(p.dir)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let is_char = e.file_type().is_ok_and(|t| {
+                    use std::os::unix::fs::FileTypeExt;
+                    t.is_char_device()
+                });
+                let Some(name) = e.file_name().to_str().map(String::from) else {
+                    continue;
+                };
+                let matches = if p.exact {
+                    name == p.name
+                } else {
+                    name.starts_with(p.name)
+                };
+                if is_char && matches {
+                    out.push(format!("{}/{name}", p.dir));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The files of the sets that have some (GDS: `/run/udev`, `/etc/cufile.json`) present in the
+/// driver root, as config files named `optin-<set>`, mounted at their own path.
+pub fn files(root: &DriverRoot) -> Vec<DriverFile> {
+    let mut out = Vec::new();
+    for path in ["/run/udev", "/etc/cufile.json"] {
+        let host_path = root.host_path(Path::new(path));
+        if host_path.exists() {
+            out.push(DriverFile {
+                kind: FileKind::Config,
+                name: format!("optin-{}", OptIn::Gds.name()),
+                host_path,
+                driver_path: PathBuf::from(path),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn has_node_cases() {
+        let cases = [
+            (OptIn::Gds, "/dev/nvidia-fs0", true),
+            (OptIn::Gds, "/dev/nvidia-fs", true),
+            (OptIn::Gds, "/dev/nvidia0", false),
+            (OptIn::Mofed, "/dev/infiniband/uverbs3", true),
+            (OptIn::Mofed, "/dev/infiniband/rdma_cm", true),
+            (OptIn::Mofed, "/dev/infiniband/umad0", false),
+            (OptIn::Mofed, "/dev/uverbs0", false),
+            (OptIn::Gdrcopy, "/dev/gdrdrv", true),
+            (OptIn::Gdrcopy, "/dev/gdrdrv1", false),
+            (OptIn::Nvswitch, "/dev/nvidia-nvswitchctl", true),
+            (OptIn::Nvswitch, "/dev/nvidia-nvswitch2", true),
+            (OptIn::Nvswitch, "/dev/nvidiactl", false),
+        ];
+        for (set, path, want) in cases {
+            assert_eq!(set.has_node(Path::new(path)), want, "{set:?} {path}");
+        }
+    }
+}
