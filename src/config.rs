@@ -161,6 +161,17 @@ impl From<LogLevel> for String {
 pub struct Modes {
     pub cdi: CdiMode,
     pub legacy: LegacyMode,
+    pub jit_cdi: JitCdiMode,
+}
+
+/// `nvidia-container-runtime.modes.jit-cdi`: upstream's settings of the specs jit-cdi makes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct JitCdiMode {
+    /// Hooks left out of jit-cdi's edits (`cdi generate --disable-hook` names, or `all`).
+    pub nvcdi_disable_hooks: Vec<String>,
+    /// Upstream's spec generator feature flags: accepted, none changes anything here.
+    pub nvcdi_feature_flags: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -62,6 +62,12 @@ pub enum ShimError {
         path: PathBuf,
         source: cdi::inject::InjectError,
     },
+    #[error(
+        "{path}: nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks names {hook:?}, \
+             which is no hook (create-symlinks, update-ldcache, disable-device-node-modification, \
+             enable-cuda-compat, all)"
+    )]
+    DisabledHook { path: PathBuf, hook: String },
     #[error("{path}: unresolvable CDI device {name}: {why}")]
     JitDevice {
         path: PathBuf,
@@ -479,6 +485,17 @@ pub fn jit_spec(
         })?;
         ids.push((id, name));
     }
+    let jit = &config.runtime.modes.jit_cdi;
+    let mut disabled_hooks = cdi::HookKind::parse_disabled(
+        jit.nvcdi_disable_hooks.iter().map(String::as_str),
+    )
+    .map_err(|hook| ShimError::DisabledHook {
+        path: path.to_path_buf(),
+        hook,
+    })?;
+    if !config.cuda_compat_enabled() {
+        disabled_hooks.insert(cdi::HookKind::EnableCudaCompat);
+    }
     let ldconfig = config.host_ldconfig();
     let opts = cdi::Options {
         vendor: vendor.into(),
@@ -488,11 +505,7 @@ pub fn jit_spec(
         ldconfig_path: (ldconfig != Path::new(crate::container::ldconfig::DEFAULT_LDCONFIG))
             .then(|| ldconfig.display().to_string()),
         proc_root: config.proc_root(),
-        disabled_hooks: if config.cuda_compat_enabled() {
-            Default::default()
-        } else {
-            [cdi::HookKind::EnableCudaCompat].into()
-        },
+        disabled_hooks,
         devices: if all {
             Devices::All
         } else {
@@ -1125,6 +1138,50 @@ mod tests {
             find_cdi_hook(&c, &nowhere).unwrap(),
             ctk_dir.path().join(CDI_HOOK_NAME),
             "next to nvidia-ctk.path"
+        );
+    }
+}
+
+#[cfg(test)]
+mod jit_tests {
+    use super::*;
+
+    /// `modes.jit-cdi.nvcdi-disable-hooks` leaves those hooks out of jit-cdi's edits; an
+    /// unknown name is an error naming the key.
+    #[test]
+    fn jit_cdi_disabled_hooks() {
+        let inv = crate::fixtures::inventory_in("/usr/lib/x86_64-linux-gnu");
+        let names = vec![QualifiedName::parse("nvidia.com/gpu=0").unwrap()];
+        let hook_args = |disabled: &[&str]| -> Result<Vec<String>, String> {
+            let mut config = Config::default();
+            config.runtime.modes.jit_cdi.nvcdi_disable_hooks =
+                disabled.iter().map(|s| s.to_string()).collect();
+            let spec = jit_spec(
+                &names,
+                &inv,
+                &config,
+                Path::new("/h/nvidia-cdi-hook"),
+                Path::new("/b/config.json"),
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(spec
+                .container_edits
+                .hooks
+                .iter()
+                .flat_map(|h| h.args.clone())
+                .collect())
+        };
+        let all = hook_args(&[]).unwrap();
+        assert!(all.contains(&"--create-symlinks".to_string()), "{all:?}");
+        assert!(all.contains(&"--update-ldcache".to_string()), "{all:?}");
+        let some = hook_args(&["create-symlinks", "chmod"]).unwrap();
+        assert!(!some.contains(&"--create-symlinks".to_string()), "{some:?}");
+        assert!(some.contains(&"--update-ldcache".to_string()), "{some:?}");
+        assert_eq!(hook_args(&["all"]).unwrap(), Vec::<String>::new());
+        let err = hook_args(&["frobnicate"]).unwrap_err();
+        assert!(
+            err.contains("nvcdi-disable-hooks names \"frobnicate\""),
+            "{err}"
         );
     }
 }

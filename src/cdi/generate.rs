@@ -75,7 +75,31 @@ impl HookKind {
     pub fn parse(s: &str) -> Option<HookKind> {
         HookKind::ALL.into_iter().find(|h| h.name() == s)
     }
+
+    /// The hooks a `--disable-hook` list (or `modes.jit-cdi.nvcdi-disable-hooks`) names:
+    /// hook names, `all`, and upstream's hooks our specs never carry (nothing to leave out).
+    /// `Err` names the first unknown one.
+    pub fn parse_disabled<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeSet<HookKind>, String> {
+        let mut out = BTreeSet::new();
+        for h in names {
+            if h == "all" {
+                out.extend(HookKind::ALL);
+            } else if !UPSTREAM_ONLY_HOOKS.contains(&h) {
+                out.insert(HookKind::parse(h).ok_or_else(|| h.to_string())?);
+            }
+        }
+        Ok(out)
+    }
 }
+
+/// Hook names upstream's `--disable-hook` takes that our specs never carry.
+pub const UPSTREAM_ONLY_HOOKS: &[&str] = &[
+    "chmod",
+    "create-soname-symlinks",
+    "update-application-profile",
+];
 
 /// Typed options of `cdi generate` (the CLI resolves its flags into this).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,6 @@
 //! then the library does the work (`nvct::cdi`): discover → pure generate → one atomic write
 //! (mode 0644) or stdout; list spec directories; validate one spec file (exit 1 on problems).
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -181,13 +180,6 @@ struct ValidateArgs {
     file: PathBuf,
 }
 
-/// Hook names upstream's `--disable-hook` takes that our specs never carry.
-const UPSTREAM_ONLY_HOOKS: &[&str] = &[
-    "chmod",
-    "create-soname-symlinks",
-    "update-application-profile",
-];
-
 /// `cdi generate`, resolved.
 #[derive(Debug)]
 struct Generate {
@@ -244,23 +236,14 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     if strategies.is_empty() {
         strategies = Options::default().strategies;
     }
-    let mut disabled_hooks = BTreeSet::new();
-    for h in nonempty(&raw.disable_hook) {
-        if h == "all" {
-            disabled_hooks.extend(HookKind::ALL);
-        } else if UPSTREAM_ONLY_HOOKS.contains(&h) {
-            // Hooks of upstream's that our specs never carry: nothing to leave out.
-        } else {
-            let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
-            disabled_hooks.insert(HookKind::parse(h).with_context(|| {
-                format!(
-                    "--disable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS): expected \
-                     all or one of {}",
-                    names.join(", ")
-                )
-            })?);
-        }
-    }
+    let disabled_hooks = HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(|h| {
+        let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
+        anyhow::anyhow!(
+            "--disable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS): expected all or \
+             one of {}",
+            names.join(", ")
+        )
+    })?;
     let ids: Vec<&str> = nonempty(&raw.device_id).collect();
     let devices = if ids.is_empty() || ids.contains(&"all") {
         Devices::All
