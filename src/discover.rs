@@ -71,6 +71,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
     let mut files = driver::libraries(root, &driver_version, &cache);
+    files.extend(driver::libraries32(root, &driver_version, &cache));
     files.extend(driver::binaries(root));
     files.extend(driver::firmware(root, &driver_version));
     files.extend(driver::configs(root));

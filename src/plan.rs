@@ -37,6 +37,19 @@ pub struct Layout {
     /// `None` when the container's layout is not known (a CDI spec): each library keeps its
     /// path inside the driver root, and the ld cache covers every directory they are in.
     pub lib_dir: Option<PathBuf>,
+    /// Where 32-bit libraries go (compat32): `/usr/lib/i386-linux-gnu` on Debian-like images,
+    /// else `/usr/lib32` or `/usr/lib` (see `container::probe_layout`). `None` as for
+    /// `lib_dir`: each keeps its path inside the driver root.
+    pub lib32_dir: Option<PathBuf>,
+}
+
+impl Layout {
+    /// The layout of a container not known (a CDI spec, the shim): every library keeps its
+    /// path inside the driver root.
+    pub const UNKNOWN: Layout = Layout {
+        lib_dir: None,
+        lib32_dir: None,
+    };
 }
 
 /// A read-only bind mount of a host file or directory.
@@ -204,6 +217,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .flat_map(|c| driver::config_dirs_for(*c))
         .map(|(dir, _)| *dir)
         .collect();
+    let compat32 = caps.contains(&Capability::Compat32);
     let mut mounts = Vec::new();
     for f in &inv.files {
         let file_name = f
@@ -216,6 +230,13 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
                 Some(dir) => dir.join(file_name),
                 None => f.driver_path.clone(),
             },
+            // compat32: the 32-bit builds of the families the other capabilities ask for.
+            FileKind::Library32 if compat32 && families.contains(f.name.as_str()) => {
+                match &layout.lib32_dir {
+                    Some(dir) => dir.join(file_name),
+                    None => f.driver_path.clone(),
+                }
+            }
             FileKind::Binary if binaries.contains(f.name.as_str()) => {
                 Path::new("/usr/bin").join(file_name)
             }
@@ -233,7 +254,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     mounts.sort();
     let lib_dirs: BTreeSet<PathBuf> = mounts
         .iter()
-        .filter(|m| m.kind == FileKind::Library)
+        .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
         .filter_map(|m| m.container_path.parent().map(Path::to_path_buf))
         .collect();
     let ldcache_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();

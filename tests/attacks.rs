@@ -743,6 +743,56 @@ fn graphics_and_display_config_files_in_both_paths() {
     }
 }
 
+/// Not an attack: compat32 through the two-path harness. `graphics,compat32,utility` starts
+/// the container; the 32-bit builds are mounted read-only in the 32-bit dir (the prestart hook
+/// probes the image's: `/usr/lib32` in busybox; a CDI spec keeps the driver's own,
+/// `/usr/lib/i386-linux-gnu`) and the container's ld cache lists them as i386 (`libc6`
+/// without `x86-64`).
+#[test]
+fn compat32_libraries_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("compat32");
+    std::fs::create_dir_all(&work).unwrap();
+    let v = h.host.driver_version();
+    for (path, dir) in [
+        (Path_::Hook, "/usr/lib32"),
+        (Path_::JitCdi, "/usr/lib/i386-linux-gnu"),
+    ] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,compat32,utility");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run(&format!(
+            "grep ' {dir}/' /proc/mounts; echo x > {dir}/libGLX_nvidia.so.{v} 2>/dev/null || echo RO"
+        ));
+        let context = format!("{path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        for family in ["libGLX_nvidia", "libnvidia-ml"] {
+            let target = format!("{dir}/{family}.so.{v}");
+            let line = stdout
+                .lines()
+                .find(|l| l.split(' ').nth(1) == Some(target.as_str()))
+                .unwrap_or_else(|| panic!("{target} not mounted: {context}"));
+            assert!(line.contains(" ro,"), "{line}: {context}");
+        }
+        assert!(stdout.contains("RO"), "read-only: {context}");
+        let listing = std::process::Command::new("/sbin/ldconfig")
+            .arg("-p")
+            .arg("-C")
+            .arg(b.rootfs().join("etc/ld.so.cache"))
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&listing.stdout);
+        for soname in ["libGLX_nvidia.so.0", "libnvidia-ml.so.1"] {
+            let want = format!("{soname} (libc6) => {dir}/{soname}");
+            assert!(
+                listing.lines().any(|l| l.trim() == want),
+                "{path:?}: the cache lacks {want:?}:\n{listing}"
+            );
+        }
+    }
+}
+
 /// Not an attack: IMEX channels through the two-path harness. The requested channel is in
 /// the container and allowed by its device rules (ENXIO from a host without the driver, not
 /// EPERM); the other is not there.

@@ -7,13 +7,13 @@
 mod common;
 
 use common::fakehost::{
-    FakeHost, CUDA_VERSION, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
-    NVIDIA_UVM_MAJOR,
+    FakeHost, CUDA_VERSION, LIB32_DIR, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
+    NVIDIA_UVM_MAJOR, STUB_LIBS32,
 };
 use nvct::nvml::{discover_gpus, NvmlHost};
 use nvml_wrapper::Nvml;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use tempfile::TempDir;
 
@@ -269,6 +269,24 @@ fn ld_cache_lists_the_driver_libraries() {
         assert!(
             listing.lines().any(|l| l.trim() == want),
             "cache lacks {want:?}:\n{listing}"
+        );
+    }
+    // The 32-bit stubs: i386 entries (`libc6` without `x86-64`, flags 0x0003), ELF32 EM_386.
+    for (name, version) in STUB_LIBS32 {
+        let soname = format!("{name}.so.{version}");
+        let want = format!("{soname} (libc6) => /{LIB32_DIR}/{soname}");
+        assert!(
+            listing.lines().any(|l| l.trim() == want),
+            "cache lacks {want:?}:\n{listing}"
+        );
+        let header = run(Command::new("readelf")
+            .arg("-hd")
+            .arg(host.driver_root().join(LIB32_DIR).join(&soname)));
+        assert!(
+            header.contains("ELF32")
+                && header.contains("Intel 80386")
+                && header.contains(&format!("Library soname: [{soname}]")),
+            "{soname}:\n{header}"
         );
     }
 }
@@ -566,6 +584,27 @@ fn discovery_follows_each_library_layout() {
             );
         }
         assert!(libs.iter().any(|f| f.name == "libcuda"), "{name}: {libs:?}");
+        // The 32-bit libraries: through the cache's i386 entries, in the layout's 32-bit dir;
+        // none on aarch64.
+        let libs32: Vec<(&str, &Path)> = inv
+            .files
+            .iter()
+            .filter(|f| f.kind == FileKind::Library32)
+            .map(|f| (f.name.as_str(), f.driver_path.parent().unwrap()))
+            .collect();
+        let want32: Vec<(&str, PathBuf)> = match layout.lib32_dir() {
+            Some(dir) => {
+                let mut names: Vec<&str> = STUB_LIBS32.iter().map(|(n, _)| *n).collect();
+                names.sort();
+                names
+                    .into_iter()
+                    .map(|n| (n, Path::new("/").join(dir)))
+                    .collect()
+            }
+            None => vec![],
+        };
+        let want32: Vec<(&str, &Path)> = want32.iter().map(|(n, d)| (*n, d.as_path())).collect();
+        assert_eq!(libs32, want32, "{name}: 32-bit libraries");
         // The other architecture: cache entries do not match, and its dirs hold nothing
         // (lib64 is x86-64's and aarch64's alike on RHEL, so only the Debian layouts differ).
         if layout != LibLayout::Rhel {

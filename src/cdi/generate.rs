@@ -112,9 +112,11 @@ impl Default for Options {
             proc_root: DEFAULT_PROC_ROOT.into(),
             disabled_hooks: BTreeSet::new(),
             devices: Devices::All,
+            // As upstream's `cdi generate`: no 32-bit libraries (its specs carry the ld cache's
+            // 64-bit entries only).
             capabilities: Capability::ALL
                 .into_iter()
-                .filter(|c| c.implemented())
+                .filter(|c| *c != Capability::Compat32)
                 .collect(),
             no_all_device: false,
             one_hook: false,
@@ -347,7 +349,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     if strategies.is_empty() {
         return Err(GenerateError::NoStrategy);
     }
-    let layout = Layout { lib_dir: None };
+    let layout = Layout::UNKNOWN;
 
     let cuda_compat = !opts.disabled_hooks.contains(&HookKind::EnableCudaCompat);
     let shared = plan::plan(

@@ -11,6 +11,7 @@ fn inventory() -> Inventory {
 fn layout() -> Layout {
     Layout {
         lib_dir: Some("/usr/lib64".into()),
+        lib32_dir: Some("/usr/lib".into()),
     }
 }
 
@@ -324,7 +325,7 @@ fn unknown_layout_keeps_driver_paths_for_libraries() {
     let got = plan(
         &request(Devices::None, &[Capability::Utility]),
         &inv,
-        &Layout { lib_dir: None },
+        &Layout::UNKNOWN,
     )
     .unwrap();
     assert_eq!(
@@ -395,6 +396,7 @@ fn each_library_layout_whole_plan() {
             &inventory_in(host_dir),
             &Layout {
                 lib_dir: Some(image_dir.into()),
+                lib32_dir: None,
             },
         )
         .unwrap();
@@ -608,5 +610,113 @@ fn imex_channel_cases() {
             (Err(PlanError::MissingNode(p)), Err(w)) => assert_eq!(p, w, "{name}"),
             (g, w) => panic!("{name}: got {g:?}, want {w:?}"),
         }
+    }
+}
+
+#[test]
+fn compat32_cases() {
+    // The host's 32-bit builds (found through its ld cache's i386 entries) of libcuda,
+    // libnvidia-ml and libGLX_nvidia.
+    let lib32 = "/usr/lib/i386-linux-gnu";
+    let mut inv = inventory();
+    for family in ["libcuda", "libnvidia-ml", "libGLX_nvidia"] {
+        inv.files.push(file(
+            FileKind::Library32,
+            family,
+            &format!("{lib32}/{family}.so.550.54.15"),
+        ));
+    }
+    let debian = Layout {
+        lib_dir: Some("/usr/lib/x86_64-linux-gnu".into()),
+        lib32_dir: Some(lib32.into()),
+    };
+    let rhel = Layout {
+        lib_dir: Some("/usr/lib64".into()),
+        lib32_dir: Some("/usr/lib".into()),
+    };
+    use Capability::*;
+    // (case, capabilities, layout, the 32-bit libraries the container gets (container paths),
+    // ldcache_dirs): the whole plan is the plan without compat32 plus exactly these.
+    let cases: Vec<(&str, Vec<Capability>, &Layout, Vec<&str>, Vec<&str>)> = vec![
+        (
+            "compute,compat32 in a debian image",
+            vec![Compute, Compat32],
+            &debian,
+            vec!["/usr/lib/i386-linux-gnu/libcuda.so.550.54.15"],
+            vec![lib32, "/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "graphics,compat32,utility: each requested family's 32-bit build",
+            vec![Graphics, Compat32, Utility],
+            &debian,
+            vec![
+                "/usr/lib/i386-linux-gnu/libGLX_nvidia.so.550.54.15",
+                "/usr/lib/i386-linux-gnu/libnvidia-ml.so.550.54.15",
+            ],
+            vec![lib32, "/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "rhel image: /usr/lib",
+            vec![Compute, Utility, Compat32],
+            &rhel,
+            vec![
+                "/usr/lib/libcuda.so.550.54.15",
+                "/usr/lib/libnvidia-ml.so.550.54.15",
+            ],
+            vec!["/usr/lib", "/usr/lib64"],
+        ),
+        (
+            "unknown layout (a CDI spec): the driver's own 32-bit dir",
+            vec![Compute, Compat32],
+            &Layout::UNKNOWN,
+            vec!["/usr/lib/i386-linux-gnu/libcuda.so.550.54.15"],
+            vec![lib32, "/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "video,compat32: the host has no 32-bit build of a video library",
+            vec![Video, Compat32],
+            &debian,
+            vec![],
+            vec!["/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "no compat32: none",
+            vec![Compute, Utility],
+            &debian,
+            vec![],
+            vec!["/usr/lib/x86_64-linux-gnu"],
+        ),
+    ];
+    for (name, caps, layout, libs32, dirs) in cases {
+        let req = request(Devices::List(vec![DeviceId::Index(0)]), &caps);
+        let got = plan(&req, &inv, layout).unwrap();
+        let without: Vec<Capability> = caps.iter().copied().filter(|c| *c != Compat32).collect();
+        let mut want = plan(
+            &request(Devices::List(vec![DeviceId::Index(0)]), &without),
+            &inv,
+            layout,
+        )
+        .unwrap();
+        for lib in &libs32 {
+            let file = Path::new(lib).file_name().unwrap();
+            want.mounts.push(mount(
+                Path::new("/drv/usr/lib/i386-linux-gnu")
+                    .join(file)
+                    .to_str()
+                    .unwrap(),
+                lib,
+                FileKind::Library32,
+            ));
+        }
+        want.mounts.sort();
+        want.ldcache_dirs = dirs.iter().map(PathBuf::from).collect();
+        assert_eq!(got, want, "case {name}");
+        // The 32-bit libraries never get the 64-bit libcuda.so link.
+        assert!(
+            got.symlinks
+                .iter()
+                .all(|l| !l.link.starts_with("/usr/lib/i386-linux-gnu")),
+            "case {name}"
+        );
     }
 }

@@ -470,3 +470,51 @@ fn same_input_same_bytes() {
         assert_eq!(a.encode(f).unwrap(), b.encode(f).unwrap());
     }
 }
+
+#[test]
+fn compat32_libraries_per_capability_set() {
+    // A host with a 32-bit libcuda (an i386 ld cache entry): `cdi generate`, as upstream's,
+    // writes no 32-bit library; a spec asked for compat32 (jit-cdi) mounts it at its driver
+    // path and refreshes the ld cache with its dir.
+    let lib32 = "/usr/lib/i386-linux-gnu/libcuda.so.550.54.15";
+    let mut inv = inventory(false);
+    inv.files.push(file(FileKind::Library32, "libcuda", lib32));
+    let every: BTreeSet<Capability> = Capability::ALL.into_iter().collect();
+    // (case, capabilities, whether the 32-bit libcuda is mounted)
+    let cases = [
+        (
+            "cdi generate's defaults",
+            Options::default().capabilities,
+            false,
+        ),
+        ("every capability (jit-cdi)", every, true),
+    ];
+    for (name, capabilities, want) in cases {
+        let spec = generate(
+            &inv,
+            &Options {
+                capabilities,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let mounted = spec
+            .container_edits
+            .mounts
+            .iter()
+            .any(|m| m.container_path == lib32 && m.host_path == format!("/drv{lib32}"));
+        assert_eq!(mounted, want, "{name}: {:?}", spec.container_edits.mounts);
+        let ldcache = hook_args(&spec)
+            .into_iter()
+            .find(|a| a.get(1) == Some(&"update-ldcache"))
+            .unwrap();
+        assert_eq!(
+            ldcache.contains(&"/usr/lib/i386-linux-gnu"),
+            want,
+            "{name}: {ldcache:?}"
+        );
+    }
+    assert!(!Options::default()
+        .capabilities
+        .contains(&Capability::Compat32));
+}
