@@ -66,7 +66,10 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
             })
         }
     };
-    let nodes = devices::nodes(root, &gpus)?;
+    let mut nodes = devices::nodes(root, &gpus)?;
+    let (drm_nodes, drm) = devices::drm(root, &gpus);
+    nodes.extend(drm_nodes);
+    nodes.sort();
     let mig_minors = devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
@@ -82,6 +85,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
         cuda_version,
         gpus,
         nodes,
+        drm,
         mig_minors,
         files,
         proc_driver,

@@ -282,6 +282,19 @@ pub struct ProcDriver {
     pub gpu_files: BTreeMap<String, Vec<(String, String)>>,
 }
 
+/// The DRM nodes of one GPU (for graphics and display): the `/dev/dri/card*` and
+/// `/dev/dri/renderD*` that `<sys>/bus/pci/devices/<bus id>/drm/` names and the device root
+/// has, and the host's `/dev/dri/by-path/pci-<bus id>-{card,render}` links to them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Drm {
+    /// Container paths (`/dev/dri/card1`, `/dev/dri/renderD128`), each also in
+    /// [`Inventory::nodes`].
+    pub nodes: Vec<PathBuf>,
+    /// (target as the host's link has it, link path): (`../card1`,
+    /// `/dev/dri/by-path/pci-0000:18:00.0-card`).
+    pub by_path: Vec<(PathBuf, PathBuf)>,
+}
+
 /// Everything the planner needs to know about the host, as plain data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Inventory {
@@ -289,8 +302,11 @@ pub struct Inventory {
     /// `12.4`, when NVML told us.
     pub cuda_version: Option<String>,
     pub gpus: Vec<Gpu>,
-    /// Every NVIDIA device node present, sorted by container path.
+    /// Every NVIDIA device node present (the GPUs' DRM nodes included), sorted by container
+    /// path.
     pub nodes: Vec<DeviceNode>,
+    /// Per GPU bus id, its DRM nodes (GPUs without any are not listed).
+    pub drm: BTreeMap<String, Drm>,
     /// `/proc/driver/nvidia-caps/mig-minors`.
     pub mig_minors: BTreeMap<String, u32>,
     pub files: Vec<DriverFile>,

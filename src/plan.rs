@@ -177,6 +177,28 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     if let Some(ch) = &req.imex_channels {
         wanted.extend(imex_channel_paths(ch, inv).into_iter().map(|p| (p, true)));
     }
+    // graphics, display: each selected GPU's DRM nodes and their /dev/dri/by-path links, as
+    // upstream (a MIG device gets none: upstream gives them only to MIG devices with the
+    // `gfx` attribute, which NVML does not report here).
+    let mut drm_links: Vec<Symlink> = Vec::new();
+    if caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display) {
+        for (gpu, _) in selected.iter().filter(|(_, mig)| mig.is_none()) {
+            match inv.drm.get(&gpu.bus_id) {
+                Some(drm) => {
+                    wanted.extend(drm.nodes.iter().map(|p| (p.display().to_string(), true)));
+                    drm_links.extend(drm.by_path.iter().map(|(target, link)| Symlink {
+                        target: target.clone(),
+                        link: link.clone(),
+                    }));
+                }
+                None => notes.push(format!(
+                    "GPU {} ({}) has no DRM nodes on the host (no /dev/dri card or render node \
+                     under its sysfs drm directory): none given",
+                    gpu.index, gpu.bus_id
+                )),
+            }
+        }
+    }
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {
         match inv.nodes.iter().find(|n| n.path == Path::new(&path)) {
@@ -259,7 +281,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .collect();
     let ldcache_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
 
-    let symlinks = mounts
+    let mut symlinks: Vec<Symlink> = mounts
         .iter()
         .filter(|m| m.kind == FileKind::Library)
         .find(|m| {
@@ -275,6 +297,9 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         })
         .into_iter()
         .collect();
+    symlinks.extend(drm_links);
+    symlinks.sort();
+    symlinks.dedup();
     let bus_ids: Vec<&str> = selected
         .iter()
         .map(|(gpu, _)| gpu.bus_id.as_str())

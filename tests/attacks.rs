@@ -793,6 +793,48 @@ fn compat32_libraries_in_both_paths() {
     }
 }
 
+/// Not an attack: the GPU's `/dev/dri` nodes through the two-path harness, with graphics:
+/// GPU 0's card and render nodes (its sysfs `drm/` entries), allowed by the device rules (ENXIO
+/// from a host without the driver, not EPERM), and the `/dev/dri/by-path` links to them.
+#[test]
+fn dri_nodes_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("dri");
+    std::fs::create_dir_all(&work).unwrap();
+    let (card, render) = FakeHost::drm_names(0);
+    let bus = &h.host.gpus()[0].bus_id;
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,utility");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run(&format!(
+            "ls /dev/dri; readlink /dev/dri/by-path/pci-{bus}-card; readlink /dev/dri/by-path/pci-{bus}-render; \
+             cat /dev/dri/{card}; cat /dev/dri/{render}; true"
+        ));
+        let context = format!("{path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "by-path".to_string(),
+                card.clone(),
+                render.clone(),
+                format!("../{card}"),
+                format!("../{render}")
+            ],
+            "{context}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{card}': No such device or address"))
+                && stderr.contains(&format!("{render}': No such device or address")),
+            "{context}"
+        );
+    }
+}
+
 /// Not an attack: IMEX channels through the two-path harness. The requested channel is in
 /// the container and allowed by its device rules (ENXIO from a host without the driver, not
 /// EPERM); the other is not there.

@@ -615,3 +615,44 @@ fn discovery_follows_each_library_layout() {
         }
     }
 }
+
+#[test]
+fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
+    // The toolkit reads sysfs at <proc root>/../sys: the fake host's DIR/sys.
+    let (_dir, host) = build(2, false);
+    let root = nvct::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+    assert_eq!(root.sys_path("/"), host.sys_root());
+    let inv = nvct::discover::discover(&root).unwrap();
+    for gpu in host.gpus() {
+        let (card, render) = FakeHost::drm_names(gpu.index);
+        let drm = inv
+            .drm
+            .get(&gpu.bus_id)
+            .unwrap_or_else(|| panic!("GPU {}: no DRM nodes: {:?}", gpu.index, inv.drm));
+        assert_eq!(
+            drm.nodes,
+            [format!("/dev/dri/{card}"), format!("/dev/dri/{render}")].map(PathBuf::from),
+            "GPU {}",
+            gpu.index
+        );
+        assert_eq!(
+            drm.by_path,
+            [
+                (
+                    PathBuf::from(format!("../{card}")),
+                    PathBuf::from(format!("/dev/dri/by-path/pci-{}-card", gpu.bus_id))
+                ),
+                (
+                    PathBuf::from(format!("../{render}")),
+                    PathBuf::from(format!("/dev/dri/by-path/pci-{}-render", gpu.bus_id))
+                ),
+            ],
+            "GPU {}",
+            gpu.index
+        );
+        for path in &drm.nodes {
+            let n = inv.nodes.iter().find(|n| &n.path == path).unwrap();
+            assert_eq!(n.major, common::fakehost::DRM_MAJOR, "{path:?}");
+        }
+    }
+}

@@ -764,3 +764,57 @@ fn compat32_libraries_in_the_images_32_bit_dir() {
         );
     }
 }
+
+/// graphics and display: the selected GPU's own `/dev/dri` card and render nodes (found through
+/// its sysfs `drm/` directory), allowed by the device cgroup (ENXIO from a host without the
+/// driver, never EPERM), with udev's `/dev/dri/by-path` links; no other GPU's; none for compute.
+#[test]
+fn dri_nodes_of_the_selected_gpu() {
+    let h = host();
+    let (card, render) = FakeHost::drm_names(1);
+    let (other_card, _) = FakeHost::drm_names(0);
+    let bus = &h.host.gpus()[1].bus_id;
+    for (caps, want) in [
+        ("graphics", true),
+        ("display", true),
+        ("compute,utility", false),
+    ] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&h.config)
+            .env("NVIDIA_VISIBLE_DEVICES=1")
+            .env(&format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
+        let out = b.run(&format!(
+            "for f in /dev/dri/*; do test -c $f && echo \"DRI $f $(stat -c '%t:%T' $f)\"; done; \
+             for l in /dev/dri/by-path/*; do test -L $l && echo \"LINK $l $(readlink $l)\"; done; \
+             cat /dev/dri/{card} /dev/dri/{render}; true"
+        ));
+        let text = format!("{caps}: {}", out_text(&out));
+        assert!(out.status.success(), "{text}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let dri: Vec<&str> = stdout.lines().filter(|l| l.starts_with("DRI ")).collect();
+        let links: Vec<&str> = stdout.lines().filter(|l| l.starts_with("LINK ")).collect();
+        if want {
+            assert_eq!(
+                dri,
+                [
+                    format!("DRI /dev/dri/{card} e2:2"),
+                    format!("DRI /dev/dri/{render} e2:81")
+                ],
+                "{text}"
+            );
+            assert_eq!(
+                links,
+                [
+                    format!("LINK /dev/dri/by-path/pci-{bus}-card ../{card}"),
+                    format!("LINK /dev/dri/by-path/pci-{bus}-render ../{render}")
+                ],
+                "{text}"
+            );
+            assert!(!stderr.contains("not permitted"), "allowed: {text}");
+            assert!(!stdout.contains(&other_card), "{text}");
+        } else {
+            assert!(dri.is_empty() && links.is_empty(), "{text}");
+        }
+    }
+}

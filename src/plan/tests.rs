@@ -720,3 +720,135 @@ fn compat32_cases() {
         );
     }
 }
+
+#[test]
+fn drm_node_cases() {
+    // GPU 0 has card1 and renderD128 with both by-path links; GPU 1 (in MIG mode) card2 and
+    // renderD129 without links; GPU 2 none (no sysfs drm directory, or no nodes).
+    let mut inv = inventory();
+    let bus = |i: u32| inv.gpus[i as usize].bus_id.clone();
+    let (bus0, bus1, bus2) = (bus(0), bus(1), bus(2));
+    let dri = |name: &str, minor| node(&format!("/dev/dri/{name}"), 226, minor);
+    let by_path = |kind: &str, target: &str| {
+        (
+            PathBuf::from(target),
+            PathBuf::from(format!("/dev/dri/by-path/pci-{bus0}-{kind}")),
+        )
+    };
+    let without_drm = inv.clone();
+    inv.nodes.extend([
+        dri("card1", 1),
+        dri("renderD128", 128),
+        dri("card2", 2),
+        dri("renderD129", 129),
+    ]);
+    inv.nodes.sort();
+    inv.drm.insert(
+        bus0.clone(),
+        crate::model::Drm {
+            nodes: vec!["/dev/dri/card1".into(), "/dev/dri/renderD128".into()],
+            by_path: vec![
+                by_path("card", "../card1"),
+                by_path("render", "../renderD128"),
+            ],
+        },
+    );
+    inv.drm.insert(
+        bus1.clone(),
+        crate::model::Drm {
+            nodes: vec!["/dev/dri/card2".into(), "/dev/dri/renderD129".into()],
+            by_path: vec![],
+        },
+    );
+    let links0 = vec![
+        Symlink {
+            target: "../card1".into(),
+            link: format!("/dev/dri/by-path/pci-{bus0}-card").into(),
+        },
+        Symlink {
+            target: "../renderD128".into(),
+            link: format!("/dev/dri/by-path/pci-{bus0}-render").into(),
+        },
+    ];
+    let no_drm_note = |i: u32, bus: &str| {
+        format!(
+            "GPU {i} ({bus}) has no DRM nodes on the host (no /dev/dri card or render node \
+             under its sysfs drm directory): none given"
+        )
+    };
+    use Capability::*;
+    // (case, devices, capabilities, the DRM nodes added, the links added, the notes)
+    let cases: Vec<(
+        &str,
+        Vec<DeviceId>,
+        Vec<Capability>,
+        Vec<DeviceNode>,
+        Vec<Symlink>,
+        Vec<String>,
+    )> = vec![
+        (
+            "graphics on GPU 0: its nodes and by-path links",
+            vec![DeviceId::Index(0)],
+            vec![Graphics, Utility],
+            vec![dri("card1", 1), dri("renderD128", 128)],
+            links0.clone(),
+            vec![],
+        ),
+        (
+            "display on GPUs 0 and 1: each GPU's own nodes, links where the host has them",
+            vec![DeviceId::Index(0), DeviceId::Index(1)],
+            vec![Display],
+            vec![
+                dri("card1", 1),
+                dri("card2", 2),
+                dri("renderD128", 128),
+                dri("renderD129", 129),
+            ],
+            links0.clone(),
+            vec![],
+        ),
+        (
+            "graphics on GPU 2, which has none: a note",
+            vec![DeviceId::Index(2)],
+            vec![Graphics],
+            vec![],
+            vec![],
+            vec![no_drm_note(2, &bus2)],
+        ),
+        (
+            "compute on GPU 0: none",
+            vec![DeviceId::Index(0)],
+            vec![Compute, Utility],
+            vec![],
+            vec![],
+            vec![],
+        ),
+        (
+            "graphics on MIG device 1:0: none (upstream: only MIG devices with gfx)",
+            vec![DeviceId::MigIndex(1, 0)],
+            vec![Graphics],
+            vec![],
+            vec![],
+            vec![],
+        ),
+    ];
+    for (name, ids, caps, nodes, links, notes) in cases {
+        let req = request(Devices::List(ids), &caps);
+        let got = plan(&req, &inv, &layout()).unwrap();
+        // The same plan on a host without DRM nodes, with them added.
+        let mut want = plan(&req, &without_drm, &layout()).unwrap();
+        want.device_nodes.extend(nodes);
+        want.device_nodes.sort();
+        want.cgroup_rules = rules(&want.device_nodes);
+        want.symlinks.extend(links);
+        want.symlinks.sort();
+        // (its notes: the DRM ones of this host first, then the rest)
+        let rest = want
+            .notes
+            .iter()
+            .filter(|n| !n.contains("no DRM nodes"))
+            .cloned();
+        want.notes = notes.into_iter().chain(rest).collect();
+        assert_eq!(got, want, "case {name}");
+    }
+}

@@ -83,6 +83,8 @@ pub const NVIDIA_MAJOR: u32 = 195;
 pub const NVIDIA_UVM_MAJOR: u32 = 508;
 pub const NVIDIA_CAPS_MAJOR: u32 = 509;
 pub const NVIDIA_IMEX_MAJOR: u32 = 510;
+/// The DRM major (`/dev/dri/card*`, `/dev/dri/renderD*`).
+pub const DRM_MAJOR: u32 = 226;
 /// IMEX channel nodes the host has (`/dev/nvidia-caps-imex-channels/channel0`, ...).
 pub const IMEX_CHANNELS: u32 = 2;
 
@@ -168,6 +170,21 @@ impl FakeHost {
     /// `DIR/proc`: the host's `/proc` (only the parts the toolkit reads).
     pub fn proc_root(&self) -> PathBuf {
         self.dir.join("proc")
+    }
+
+    /// `DIR/sys`: the host's `/sys` (each GPU's `bus/pci/devices/<bus id>/drm/` entries), which
+    /// the toolkit reads beside the procfs root (`<proc root>/../sys`).
+    pub fn sys_root(&self) -> PathBuf {
+        self.dir.join("sys")
+    }
+
+    /// GPU `index`'s DRM node names: `card<index + 1>` (card0 is left to a BMC's display, as
+    /// on many servers) and `renderD<128 + index>`.
+    pub fn drm_names(index: u32) -> (String, String) {
+        (
+            format!("card{}", index + 1),
+            format!("renderD{}", 128 + index),
+        )
     }
 
     /// `DIR/fake-nvml.json`: the fake NVML's topology.
@@ -264,6 +281,7 @@ impl FakeHostBuilder {
         write_libraries(&host, &fake_nvml)?;
         write_binaries_and_firmware(&host)?;
         write_device_nodes(&mut host)?;
+        write_drm(&host)?;
         write_proc(&host)?;
         let config = nvml_config_json(&host);
         write(&host.nvml_config(), &config)?;
@@ -670,6 +688,36 @@ fn write_device_nodes(host: &mut FakeHost) -> io::Result<()> {
         }
         mknod(&path, major, minor)?;
         host.device_nodes.push(DeviceNode { path, major, minor });
+    }
+    Ok(())
+}
+
+/// Per GPU: `DIR/sys/bus/pci/devices/<bus id>/drm/{cardN,renderDM}` (directories, as sysfs
+/// has them), the nodes `dev/dri/cardN` and `dev/dri/renderDM` (major 226; not in
+/// `device_nodes()`), and udev's links `dev/dri/by-path/pci-<bus id>-{card,render}` →
+/// `../cardN`, `../renderDM`.
+fn write_drm(host: &FakeHost) -> io::Result<()> {
+    let dri = host.dev_root().join("dev/dri");
+    let by_path = dri.join("by-path");
+    std::fs::create_dir_all(&by_path).map_err(context("cannot create directory", &by_path))?;
+    for gpu in &host.gpus {
+        let (card, render) = FakeHost::drm_names(gpu.index);
+        let sys = host
+            .sys_root()
+            .join("bus/pci/devices")
+            .join(&gpu.bus_id)
+            .join("drm");
+        for (name, minor, kind) in [
+            (&card, gpu.index + 1, "card"),
+            (&render, 128 + gpu.index, "render"),
+        ] {
+            let entry = sys.join(name);
+            std::fs::create_dir_all(&entry).map_err(context("cannot create directory", &entry))?;
+            mknod(&dri.join(name), DRM_MAJOR, minor)?;
+            let link = by_path.join(format!("pci-{}-{kind}", gpu.bus_id));
+            std::os::unix::fs::symlink(format!("../{name}"), &link)
+                .map_err(context("cannot create link", &link))?;
+        }
     }
     Ok(())
 }

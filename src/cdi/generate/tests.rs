@@ -26,6 +26,7 @@ fn inventory(mig: bool) -> Inventory {
         cuda_version: Some("12.4".into()),
         gpus: vec![gpu(0, false), gpu(1, mig)],
         nodes,
+        drm: BTreeMap::new(),
         mig_minors: BTreeMap::from([
             ("gpu1/gi2/access".into(), 21),
             ("gpu1/gi2/ci0/access".into(), 22),
@@ -517,4 +518,110 @@ fn compat32_libraries_per_capability_set() {
     assert!(!Options::default()
         .capabilities
         .contains(&Capability::Compat32));
+}
+
+#[test]
+fn drm_nodes_are_each_gpus_own() {
+    // GPU 0 has card1 and renderD128 and their by-path links; GPU 1 has none. As upstream's
+    // specs: the nodes are in GPU 0's own entry (and `all`), with a create-symlinks hook for
+    // the by-path links; not in the spec-level edits; none without graphics and display.
+    let mut inv = inventory(false);
+    let bus0 = inv.gpus[0].bus_id.clone();
+    inv.nodes.push(host_node("/dev/dri/card1", 226, 1));
+    inv.nodes.push(host_node("/dev/dri/renderD128", 226, 128));
+    inv.nodes.sort();
+    inv.drm.insert(
+        bus0.clone(),
+        crate::model::Drm {
+            nodes: vec!["/dev/dri/card1".into(), "/dev/dri/renderD128".into()],
+            by_path: vec![
+                (
+                    "../card1".into(),
+                    format!("/dev/dri/by-path/pci-{bus0}-card").into(),
+                ),
+                (
+                    "../renderD128".into(),
+                    format!("/dev/dri/by-path/pci-{bus0}-render").into(),
+                ),
+            ],
+        },
+    );
+    let link_args = vec![
+        "nvidia-cdi-hook".to_string(),
+        "create-symlinks".into(),
+        "--link".into(),
+        format!("../card1::/dev/dri/by-path/pci-{bus0}-card"),
+        "--link".into(),
+        format!("../renderD128::/dev/dri/by-path/pci-{bus0}-render"),
+    ];
+    let compute: BTreeSet<Capability> = [Capability::Compute, Capability::Utility].into();
+    // (case, capabilities, whether GPU 0's entry and `all` get the nodes and the hook)
+    let cases = [
+        (
+            "defaults (graphics, display)",
+            Options::default().capabilities,
+            true,
+        ),
+        ("compute and utility only", compute, false),
+    ];
+    for (name, capabilities, want) in cases {
+        let spec = generate(
+            &inv,
+            &Options {
+                capabilities,
+                strategies: vec![NameStrategy::Index],
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let device = |n: &str| {
+            &spec
+                .devices
+                .iter()
+                .find(|d| d.name == n)
+                .unwrap()
+                .container_edits
+        };
+        let paths = |e: &ContainerEdits| -> Vec<String> {
+            e.device_nodes.iter().map(|n| n.path.clone()).collect()
+        };
+        let dri = if want {
+            vec![
+                "/dev/dri/card1".to_string(),
+                "/dev/dri/renderD128".into(),
+                "/dev/nvidia0".into(),
+            ]
+        } else {
+            vec!["/dev/nvidia0".to_string()]
+        };
+        assert_eq!(paths(device("0")), dri, "{name}");
+        assert_eq!(paths(device("1")), vec!["/dev/nvidia1"], "{name}");
+        let hooks = |e: &ContainerEdits| -> Vec<Vec<String>> {
+            e.hooks.iter().map(|h| h.args.clone()).collect()
+        };
+        let want_hooks = if want {
+            vec![link_args.clone()]
+        } else {
+            vec![]
+        };
+        assert_eq!(hooks(device("0")), want_hooks, "{name}");
+        assert_eq!(hooks(device("all")), want_hooks, "{name}");
+        assert!(hooks(device("1")).is_empty(), "{name}");
+        assert!(
+            !paths(&spec.container_edits)
+                .iter()
+                .any(|p| p.starts_with("/dev/dri")),
+            "{name}"
+        );
+        let card = device("0").device_nodes.first().unwrap();
+        assert_eq!(
+            (card.major, card.minor, card.host_path.as_deref()),
+            if want {
+                (Some(226), Some(1), Some("/host/dev/dri/card1"))
+            } else {
+                (Some(195), Some(0), Some("/host/dev/nvidia0"))
+            },
+            "{name}"
+        );
+    }
 }
