@@ -47,6 +47,8 @@ pub(crate) fn libraries_for(cap: Capability) -> &'static [&'static str] {
             "libGLESv1_CM_nvidia",
             "libnvidia-glvkspirv",
             "libnvidia-cbl",
+            // GBM's backend (`gbm/nvidia-drm_gbm.so` links to it), as upstream's graphics.
+            "libnvidia-allocator",
         ],
         Capability::Ngx => &["libnvidia-ngx"],
         // compat32 adds no family: it adds the 32-bit builds of the other capabilities'.

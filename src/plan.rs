@@ -41,6 +41,10 @@ pub struct Layout {
     /// else `/usr/lib32` or `/usr/lib` (see `container::probe_layout`). `None` as for
     /// `lib_dir`: each keeps its path inside the driver root.
     pub lib32_dir: Option<PathBuf>,
+    /// Whether the image has its own `libGLX_indirect.so.0` in `lib_dir` (Mesa's): then it
+    /// keeps it. `false` when the layout is not known: a CDI spec makes the link (as upstream's,
+    /// whose `create-symlinks` replaces a link that points elsewhere).
+    pub glx_indirect: bool,
 }
 
 impl Layout {
@@ -49,6 +53,7 @@ impl Layout {
     pub const UNKNOWN: Layout = Layout {
         lib_dir: None,
         lib32_dir: None,
+        glx_indirect: false,
     };
 }
 
@@ -297,6 +302,38 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         })
         .into_iter()
         .collect();
+    // graphics (upstream's CDI links): GBM's `gbm/nvidia-drm_gbm.so` -> the allocator, and
+    // glvnd's `libGLX_indirect.so.0` -> libGLX_nvidia unless the image has its own.
+    let library = |family: &str| {
+        let prefix = format!("{family}.so.");
+        mounts.iter().find(|m| {
+            m.kind == FileKind::Library
+                && m.container_path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix))
+        })
+    };
+    let gfx = caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display);
+    if let Some(dir) = library("libnvidia-allocator")
+        .filter(|_| gfx)
+        .and_then(|m| m.container_path.parent())
+    {
+        symlinks.push(Symlink {
+            target: "../libnvidia-allocator.so.1".into(),
+            link: dir.join("gbm/nvidia-drm_gbm.so"),
+        });
+    }
+    if let Some(glx) = library("libGLX_nvidia").filter(|_| gfx && !layout.glx_indirect) {
+        if let (Some(dir), Some(name)) =
+            (glx.container_path.parent(), glx.container_path.file_name())
+        {
+            symlinks.push(Symlink {
+                target: name.into(),
+                link: dir.join("libGLX_indirect.so.0"),
+            });
+        }
+    }
     symlinks.extend(drm_links);
     symlinks.sort();
     symlinks.dedup();

@@ -656,7 +656,7 @@ fn image_loader_env_never_reaches_host_side_processes() {
 /// How a GPU request reaches the container in a test: the legacy prestart hook, or the shim's
 /// `jit-cdi` edits of config.json (mounts, device nodes and cgroup rules made by runc itself,
 /// `createContainer` hooks).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Path_ {
     Hook,
     JitCdi,
@@ -832,6 +832,52 @@ fn dri_nodes_in_both_paths() {
                 && stderr.contains(&format!("{render}': No such device or address")),
             "{context}"
         );
+    }
+}
+
+/// Not an attack: GBM and glvnd's indirect GLX through the two-path harness, in a Debian-like
+/// image (libraries in /usr/lib/x86_64-linux-gnu in both paths). graphics gets
+/// `gbm/nvidia-drm_gbm.so` -> `../libnvidia-allocator.so.1` (which resolves) and
+/// `libGLX_indirect.so.0` -> libGLX_nvidia. An image with Mesa's `libGLX_indirect.so.0` keeps
+/// it with the prestart hook; a CDI spec replaces it, as upstream's `create-symlinks` does.
+#[test]
+fn gbm_and_glx_indirect_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("gbm");
+    std::fs::create_dir_all(&work).unwrap();
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let v = h.host.driver_version();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for mesa in [false, true] {
+            let mut b = Bundle::new(&h.dir, Image::Glibc);
+            if mesa {
+                symlink(
+                    "libGLX_mesa.so.0",
+                    b.rootfs().join(&lib[1..]).join("libGLX_indirect.so.0"),
+                )
+                .unwrap();
+            }
+            b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,utility");
+            request_gpu(h, &mut b, path, &work);
+            let out = b.run(&format!(
+                "echo GBM $(readlink {lib}/gbm/nvidia-drm_gbm.so); \
+                 test -e {lib}/gbm/nvidia-drm_gbm.so && echo RESOLVES; \
+                 echo GLX $(readlink {lib}/libGLX_indirect.so.0)"
+            ));
+            let context = format!("{path:?}, mesa {mesa}: {}", bundle::out_text(&out));
+            assert!(out.status.success(), "{context}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("GBM ../libnvidia-allocator.so.1") && stdout.contains("RESOLVES"),
+                "{context}"
+            );
+            let glx = if mesa && path == Path_::Hook {
+                "GLX libGLX_mesa.so.0".to_string()
+            } else {
+                format!("GLX libGLX_nvidia.so.{v}")
+            };
+            assert!(stdout.contains(&glx), "want {glx:?}: {context}");
+        }
     }
 }
 

@@ -363,6 +363,10 @@ fn two_gpu_host_names_and_shared_edits() {
                 "nvidia-cdi-hook",
                 "create-symlinks",
                 "--link",
+                format!("../libnvidia-allocator.so.1::{lib}/gbm/nvidia-drm_gbm.so"),
+                "--link",
+                format!("libGLX_nvidia.so.550.54.15::{lib}/libGLX_indirect.so.0"),
+                "--link",
                 format!("libcuda.so.1::{lib}/libcuda.so")
             ])),
             hook(json!([

@@ -31,6 +31,7 @@ pub mod symlinks;
 /// (here: one with the 64-bit multiarch dir; upstream looks for `/etc/debian_version`) gets
 /// `/usr/lib/i386-linux-gnu`; any other gets `/usr/lib32` if it has one, else `/usr/lib` if
 /// that is a directory other than the 64-bit one (RHEL, Fedora), else `/usr/lib32` (created).
+/// And whether the image has its own `libGLX_indirect.so.0` there (which it then keeps).
 pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
     use std::path::{Path, PathBuf};
     let dirs = arch.image_lib_dirs();
@@ -53,9 +54,17 @@ pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> c
             PathBuf::from("/usr/lib32")
         }
     });
+    // Anything at the path (Mesa's link, or a file) is the image's own.
+    let glx_indirect = root
+        .resolve(
+            &lib_dir.join("libGLX_indirect.so.0"),
+            libc::O_PATH | libc::O_NOFOLLOW,
+        )
+        .is_ok();
     crate::plan::Layout {
         lib_dir: Some(lib_dir),
         lib32_dir,
+        glx_indirect,
     }
 }
 

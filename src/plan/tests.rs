@@ -12,6 +12,7 @@ fn layout() -> Layout {
     Layout {
         lib_dir: Some("/usr/lib64".into()),
         lib32_dir: Some("/usr/lib".into()),
+        glx_indirect: false,
     }
 }
 
@@ -397,6 +398,7 @@ fn each_library_layout_whole_plan() {
             &Layout {
                 lib_dir: Some(image_dir.into()),
                 lib32_dir: None,
+                glx_indirect: false,
             },
         )
         .unwrap();
@@ -629,10 +631,12 @@ fn compat32_cases() {
     let debian = Layout {
         lib_dir: Some("/usr/lib/x86_64-linux-gnu".into()),
         lib32_dir: Some(lib32.into()),
+        glx_indirect: false,
     };
     let rhel = Layout {
         lib_dir: Some("/usr/lib64".into()),
         lib32_dir: Some("/usr/lib".into()),
+        glx_indirect: false,
     };
     use Capability::*;
     // (case, capabilities, layout, the 32-bit libraries the container gets (container paths),
@@ -849,6 +853,89 @@ fn drm_node_cases() {
             .filter(|n| !n.contains("no DRM nodes"))
             .cloned();
         want.notes = notes.into_iter().chain(rest).collect();
+        assert_eq!(got, want, "case {name}");
+    }
+}
+
+#[test]
+fn gbm_and_glx_indirect_cases() {
+    // The host's libnvidia-allocator (GBM's backend) and libGLX_nvidia.
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let base = inventory();
+    let mut inv = base.clone();
+    for family in ["libnvidia-allocator", "libGLX_nvidia"] {
+        inv.files.push(file(
+            FileKind::Library,
+            family,
+            &format!("{lib}/{family}.so.550.54.15"),
+        ));
+    }
+    let debian = |glx_indirect| Layout {
+        lib_dir: Some(lib.into()),
+        lib32_dir: Some("/usr/lib/i386-linux-gnu".into()),
+        glx_indirect,
+    };
+    let gbm = |dir: &str| Symlink {
+        target: "../libnvidia-allocator.so.1".into(),
+        link: format!("{dir}/gbm/nvidia-drm_gbm.so").into(),
+    };
+    let glx = |dir: &str| Symlink {
+        target: "libGLX_nvidia.so.550.54.15".into(),
+        link: format!("{dir}/libGLX_indirect.so.0").into(),
+    };
+    use Capability::*;
+    // (case, capabilities, layout, the libraries mounted from the two, the links added)
+    let cases: Vec<(&str, Vec<Capability>, Layout, Vec<&str>, Vec<Symlink>)> = vec![
+        (
+            "graphics, an image without libGLX_indirect: both links",
+            vec![Graphics],
+            debian(false),
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib), glx(lib)],
+        ),
+        (
+            "graphics, an image with Mesa's libGLX_indirect: it keeps it",
+            vec![Graphics],
+            debian(true),
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib)],
+        ),
+        (
+            "display: the same libraries and links",
+            vec![Display],
+            debian(false),
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib), glx(lib)],
+        ),
+        (
+            "graphics, layout unknown (a CDI spec): both, at the driver's paths",
+            vec![Graphics],
+            Layout::UNKNOWN,
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib), glx(lib)],
+        ),
+        (
+            "compute: the allocator, no GBM link",
+            vec![Compute],
+            debian(false),
+            vec!["libnvidia-allocator"],
+            vec![],
+        ),
+    ];
+    for (name, caps, layout, libs, links) in cases {
+        let req = request(Devices::None, &caps);
+        let got = plan(&req, &inv, &layout).unwrap();
+        // The plan on a host without the two libraries, plus exactly these.
+        let mut want = plan(&req, &base, &layout).unwrap();
+        for family in libs {
+            let path = format!("{lib}/{family}.so.550.54.15");
+            want.mounts
+                .push(mount(&format!("/drv{path}"), &path, FileKind::Library));
+        }
+        want.mounts.sort();
+        want.ldcache_dirs = vec![lib.into()];
+        want.symlinks.extend(links);
+        want.symlinks.sort();
         assert_eq!(got, want, "case {name}");
     }
 }

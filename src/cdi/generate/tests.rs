@@ -625,3 +625,31 @@ fn drm_nodes_are_each_gpus_own() {
         );
     }
 }
+
+#[test]
+fn gbm_and_glx_indirect_links_as_upstreams() {
+    // As upstream's `cdi generate`: create-symlinks makes gbm/nvidia-drm_gbm.so ->
+    // ../libnvidia-allocator.so.1 and libGLX_indirect.so.0 -> libGLX_nvidia.so.<version>,
+    // next to the libraries at their driver paths.
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let mut inv = inventory(false);
+    for family in ["libnvidia-allocator", "libGLX_nvidia"] {
+        inv.files.push(file(
+            FileKind::Library,
+            family,
+            &format!("{lib}/{family}.so.550.54.15"),
+        ));
+    }
+    let spec = generate(&inv, &Options::default()).unwrap();
+    let links = hook_args(&spec)
+        .into_iter()
+        .find(|a| a.get(1) == Some(&"create-symlinks"))
+        .unwrap();
+    for want in [
+        format!("../libnvidia-allocator.so.1::{lib}/gbm/nvidia-drm_gbm.so"),
+        format!("libGLX_nvidia.so.550.54.15::{lib}/libGLX_indirect.so.0"),
+        format!("libcuda.so.1::{lib}/libcuda.so"),
+    ] {
+        assert!(links.contains(&want.as_str()), "{want}: {links:?}");
+    }
+}
