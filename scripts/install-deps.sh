@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
 # runc, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
-# headers, and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
+# headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
+# no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
 # systemd (systemd-analyze verify of the units), and with pip the Python packages of
 # scripts/validate-k8s.sh and tests/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),

@@ -249,7 +249,7 @@ fn in_container(
     let libs: Vec<PathBuf> = plan
         .mounts
         .iter()
-        .filter(|m| m.kind == FileKind::Library)
+        .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
         .map(|m| m.container_path.clone())
         .collect();
     let refreshed = ld_cache::refresh(

@@ -173,6 +173,67 @@ pub(crate) fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNo
     }))
 }
 
+/// The DRM nodes of each GPU: the `card*` and `renderD*` entries of
+/// `<sys>/bus/pci/devices/<bus id>/drm/` that are character devices at `/dev/dri/<name>` under
+/// the device root, and the device root's `/dev/dri/by-path/pci-<bus id>-{card,render}` links
+/// whose target is one of them. A GPU without any is left out; nothing here is an error (DRM
+/// is optional: the planner notes what is missing).
+pub fn drm(
+    root: &DriverRoot,
+    gpus: &[Gpu],
+) -> (Vec<DeviceNode>, BTreeMap<String, crate::model::Drm>) {
+    let mut nodes = Vec::new();
+    let mut out = BTreeMap::new();
+    for gpu in gpus {
+        let dir = root.sys_path(format!("bus/pci/devices/{}/drm", gpu.bus_id));
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| {
+                (n.starts_with("card") || n.starts_with("renderD"))
+                    && !n.contains('/')
+                    && n.len() < 64
+            })
+            .collect();
+        names.sort();
+        let mut drm = crate::model::Drm::default();
+        for name in &names {
+            let path = format!("/dev/dri/{name}");
+            if let Ok(Some(node)) = stat_node(root, &path) {
+                drm.nodes.push(node.path.clone());
+                nodes.push(node);
+            }
+        }
+        for kind in ["card", "render"] {
+            let link = PathBuf::from(format!("/dev/dri/by-path/pci-{}-{kind}", gpu.bus_id));
+            let Ok(target) = std::fs::read_link(root.dev_path(&link)) else {
+                continue;
+            };
+            let to = target.file_name().and_then(|n| n.to_str());
+            let in_dri = match target.parent() {
+                Some(p) if target.is_absolute() => p == Path::new("/dev/dri"),
+                Some(p) => p == Path::new(".."),
+                None => false,
+            };
+            if in_dri
+                && drm
+                    .nodes
+                    .iter()
+                    .any(|n| n.file_name().and_then(|f| f.to_str()) == to)
+            {
+                drm.by_path.push((target, link));
+            }
+        }
+        if !drm.nodes.is_empty() {
+            out.insert(gpu.bus_id.clone(), drm);
+        }
+    }
+    (nodes, out)
+}
+
 /// Every NVIDIA device node present under the device root: control nodes, one per GPU minor,
 /// the MIG capability nodes, IMEX channels and the opt-in sets' nodes. Sorted by container path.
 pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, DevicesError> {

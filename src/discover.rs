@@ -102,11 +102,15 @@ fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverErr
             })
         }
     };
-    let nodes = devices::nodes(root, &gpus)?;
+    let mut nodes = devices::nodes(root, &gpus)?;
+    let (drm_nodes, drm) = devices::drm(root, &gpus);
+    nodes.extend(drm_nodes);
+    nodes.sort();
     let mig_minors = devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
     let mut files = driver::libraries(root, &driver_version, &cache);
+    files.extend(driver::libraries32(root, &driver_version, &cache));
     files.extend(driver::binaries(root));
     files.extend(driver::firmware(root, &driver_version));
     files.extend(driver::configs(root));
@@ -118,6 +122,7 @@ fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverErr
         cuda_version,
         gpus,
         nodes,
+        drm,
         mig_minors,
         files,
         proc_driver,

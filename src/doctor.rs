@@ -639,9 +639,16 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
     (c, systemd)
 }
 
-/// The check, and the device nodes without a `/dev/char` link.
+/// The check, and the device nodes without a `/dev/char` link. The DRM nodes (`/dev/dri`) are
+/// udev's to link, not `create-dev-char-symlinks`' (as upstream's): not checked.
 fn char_links_check(root: &DriverRoot, inv: &Inventory) -> (Check, Vec<String>) {
-    let links = system::char_links(&system::node_numbers(&inv.nodes));
+    let nvidia: Vec<crate::model::DeviceNode> = inv
+        .nodes
+        .iter()
+        .filter(|n| !n.path.starts_with("/dev/dri"))
+        .cloned()
+        .collect();
+    let links = system::char_links(&system::node_numbers(&nvidia));
     let missing: Vec<String> = links
         .iter()
         .filter(|(link, target)| !system::link_is(&root.dev_path(link), target))

@@ -47,8 +47,11 @@ pub(crate) fn libraries_for(cap: Capability) -> &'static [&'static str] {
             "libGLESv1_CM_nvidia",
             "libnvidia-glvkspirv",
             "libnvidia-cbl",
+            // GBM's backend (`gbm/nvidia-drm_gbm.so` links to it), as upstream's graphics.
+            "libnvidia-allocator",
         ],
         Capability::Ngx => &["libnvidia-ngx"],
+        // compat32 adds no family: it adds the 32-bit builds of the other capabilities'.
         Capability::Compat32 => &[],
     }
 }
@@ -137,16 +140,36 @@ const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
 /// the dirs the root's ld cache names for them and the usual lib dirs. `cache` is the root's
 /// parsed ld.so.cache (empty if it has none).
 pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> Vec<DriverFile> {
-    let families: BTreeSet<&str> = Capability::ALL
+    let mut dirs = cache_dirs(cache, |flags| root.arch.matches_cache_flags(flags));
+    for d in root.arch.lib_dirs().map(PathBuf::from) {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    scan(root, &dirs, version, FileKind::Library)
+}
+
+/// The driver's 32-bit libraries (compat32): files named `<family>.so.<version>` in the dirs
+/// the root's ld cache names for the families' i386 entries (flags `0x0003`), as upstream
+/// finds them (through the ld cache only: a 32-bit dir is not the same on every distribution).
+pub fn libraries32(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> Vec<DriverFile> {
+    let dirs = cache_dirs(cache, |flags| root.arch.matches_cache_flags32(flags));
+    scan(root, &dirs, version, FileKind::Library32)
+}
+
+fn families() -> BTreeSet<&'static str> {
+    Capability::ALL
         .into_iter()
         .flat_map(libraries_for)
         .copied()
-        .collect();
+        .collect()
+}
+
+/// The dirs of the cache entries with `flags` that are of a known family, in cache order.
+fn cache_dirs(cache: &[ldcache::Entry], flags: impl Fn(i32) -> bool) -> Vec<PathBuf> {
+    let families = families();
     let mut dirs: Vec<PathBuf> = Vec::new();
-    for e in cache
-        .iter()
-        .filter(|e| root.arch.matches_cache_flags(e.flags))
-    {
+    for e in cache.iter().filter(|e| flags(e.flags)) {
         let family = e.soname.split(".so").next().unwrap_or("");
         if let Some(dir) = e.path.parent().filter(|_| families.contains(family)) {
             if !dirs.iter().any(|d| d == dir) {
@@ -154,16 +177,17 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
             }
         }
     }
-    for d in root.arch.lib_dirs().map(PathBuf::from) {
-        if !dirs.contains(&d) {
-            dirs.push(d);
-        }
-    }
+    dirs
+}
 
+/// The regular files `<family>.so.<version>` in `dirs` (driver-root paths), the first of each
+/// family, as `kind`.
+fn scan(root: &DriverRoot, dirs: &[PathBuf], version: &str, kind: FileKind) -> Vec<DriverFile> {
+    let families = families();
     let suffix = format!(".so.{version}");
     let mut out: Vec<DriverFile> = Vec::new();
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(root.host_path(&dir)) else {
+        let Ok(entries) = std::fs::read_dir(root.host_path(dir)) else {
             continue;
         };
         let mut names: Vec<String> = entries
@@ -182,7 +206,7 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
             let host_path = root.host_path(&driver_path);
             if is_regular_file(&host_path) {
                 out.push(DriverFile {
-                    kind: FileKind::Library,
+                    kind,
                     name: family.into(),
                     host_path,
                     driver_path,

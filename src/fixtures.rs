@@ -87,6 +87,7 @@ pub fn inventory_in(lib: &str) -> Inventory {
             node("/dev/nvidia2", 195, 2),
             node("/dev/nvidiactl", 195, 255),
         ],
+        drm: BTreeMap::new(),
         mig_minors: BTreeMap::from([
             ("gpu1/gi2/access".into(), 21),
             ("gpu1/gi2/ci0/access".into(), 22),

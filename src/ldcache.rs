@@ -86,6 +86,12 @@ pub(crate) fn is_x86_64(flags: i32) -> bool {
     flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_X8664_LIB64
 }
 
+/// Whether `flags` mark a 32-bit i386 glibc library (`0x0003`: libc6, no architecture bits;
+/// `ldconfig -p` lists it as `libc6` without `x86-64`).
+pub(crate) fn is_i386(flags: i32) -> bool {
+    flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == 0
+}
+
 /// Whether `flags` mark a 64-bit AArch64 glibc library (`0x0a03`).
 pub(crate) fn is_aarch64(flags: i32) -> bool {
     flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_AARCH64_LIB64

@@ -56,6 +56,25 @@ impl Arch {
         }
     }
 
+    /// Whether an ld.so.cache entry with `flags` is a 32-bit library of this architecture's
+    /// compat32 ABI (i386 `0x0003` on x86-64; none on AArch64, whose driver has no 32-bit
+    /// libraries).
+    pub(crate) fn matches_cache_flags32(self, flags: i32) -> bool {
+        match self {
+            Arch::X86_64 => ldcache::is_i386(flags),
+            Arch::Aarch64 => false,
+        }
+    }
+
+    /// The Debian/Ubuntu multiarch dir of the 32-bit libraries (`/usr/lib/i386-linux-gnu`);
+    /// `None` where the driver has no 32-bit libraries.
+    pub(crate) fn multiarch32_dir(self) -> Option<&'static str> {
+        match self {
+            Arch::X86_64 => Some("/usr/lib/i386-linux-gnu"),
+            Arch::Aarch64 => None,
+        }
+    }
+
     /// Where driver libraries may be besides the dirs the ld cache names, most specific first:
     /// the multiarch dirs (Debian, Ubuntu), `lib64` (RHEL, Fedora, SUSE), `/usr/lib`.
     pub(crate) fn lib_dirs(self) -> [String; 5] {
@@ -119,11 +138,6 @@ impl Capability {
 
     pub(crate) fn from_name(name: &str) -> Option<Capability> {
         Capability::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    /// What this version can inject. compat32 (32-bit libraries) is not implemented yet.
-    pub fn implemented(self) -> bool {
-        self != Capability::Compat32
     }
 }
 
@@ -268,6 +282,19 @@ pub struct ProcDriver {
     pub gpu_files: BTreeMap<String, Vec<(String, String)>>,
 }
 
+/// The DRM nodes of one GPU (for graphics and display): the `/dev/dri/card*` and
+/// `/dev/dri/renderD*` that `<sys>/bus/pci/devices/<bus id>/drm/` names and the device root
+/// has, and the host's `/dev/dri/by-path/pci-<bus id>-{card,render}` links to them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Drm {
+    /// Container paths (`/dev/dri/card1`, `/dev/dri/renderD128`), each also in
+    /// [`Inventory::nodes`].
+    pub nodes: Vec<PathBuf>,
+    /// (target as the host's link has it, link path): (`../card1`,
+    /// `/dev/dri/by-path/pci-0000:18:00.0-card`).
+    pub by_path: Vec<(PathBuf, PathBuf)>,
+}
+
 /// Everything the planner needs to know about the host, as plain data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Inventory {
@@ -275,8 +302,11 @@ pub struct Inventory {
     /// `12.4`, when NVML told us.
     pub cuda_version: Option<String>,
     pub gpus: Vec<Gpu>,
-    /// Every NVIDIA device node present, sorted by container path.
+    /// Every NVIDIA device node present (the GPUs' DRM nodes included), sorted by container
+    /// path.
     pub nodes: Vec<DeviceNode>,
+    /// Per GPU bus id, its DRM nodes (GPUs without any are not listed).
+    pub drm: BTreeMap<String, Drm>,
     /// `/proc/driver/nvidia-caps/mig-minors`.
     pub mig_minors: BTreeMap<String, u32>,
     pub files: Vec<DriverFile>,
@@ -303,6 +333,9 @@ pub struct DeviceNode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum FileKind {
     Library,
+    /// A 32-bit library (compat32): found through the ld cache's i386 entries, mounted into the
+    /// image's 32-bit lib dir for the capabilities that ask for its family.
+    Library32,
     Binary,
     Firmware,
     Ipc,
@@ -343,6 +376,18 @@ mod tests {
             assert_eq!(arch.multiarch(), tuple, "{name}");
             assert!(arch.matches_cache_flags(own), "{name}");
             assert!(!arch.matches_cache_flags(other), "{name}");
+            // i386 (`libc6`, no arch bits) is x86-64's compat32 ABI; AArch64 has none.
+            assert_eq!(
+                arch.matches_cache_flags32(0x0003),
+                arch == Arch::X86_64,
+                "{name}"
+            );
+            assert!(!arch.matches_cache_flags32(own), "{name}");
+            assert_eq!(
+                arch.multiarch32_dir().is_some(),
+                arch == Arch::X86_64,
+                "{name}"
+            );
             assert_eq!(arch.lib_dirs()[0], format!("/usr/lib/{tuple}"), "{name}");
             assert_eq!(
                 arch.image_lib_dirs(),

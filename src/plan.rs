@@ -37,6 +37,24 @@ pub struct Layout {
     /// `None` when the container's layout is not known (a CDI spec): each library keeps its
     /// path inside the driver root, and the ld cache covers every directory they are in.
     pub lib_dir: Option<PathBuf>,
+    /// Where 32-bit libraries go (compat32): `/usr/lib/i386-linux-gnu` on Debian-like images,
+    /// else `/usr/lib32` or `/usr/lib` (see `container::probe_layout`). `None` as for
+    /// `lib_dir`: each keeps its path inside the driver root.
+    pub lib32_dir: Option<PathBuf>,
+    /// Whether the image has its own `libGLX_indirect.so.0` in `lib_dir` (Mesa's): then it
+    /// keeps it. `false` when the layout is not known: a CDI spec makes the link (as upstream's,
+    /// whose `create-symlinks` replaces a link that points elsewhere).
+    pub glx_indirect: bool,
+}
+
+impl Layout {
+    /// The layout of a container not known (a CDI spec, the shim): every library keeps its
+    /// path inside the driver root.
+    pub const UNKNOWN: Layout = Layout {
+        lib_dir: None,
+        lib32_dir: None,
+        glx_indirect: false,
+    };
 }
 
 /// A read-only bind mount of a host file or directory.
@@ -172,6 +190,28 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             .iter()
             .map(|n| (n.path.display().to_string(), true)),
     );
+    // graphics, display: each selected GPU's DRM nodes and their /dev/dri/by-path links, as
+    // upstream (a MIG device gets none: upstream gives them only to MIG devices with the
+    // `gfx` attribute, which NVML does not report here).
+    let mut drm_links: Vec<Symlink> = Vec::new();
+    if caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display) {
+        for (gpu, _) in selected.iter().filter(|(_, mig)| mig.is_none()) {
+            match inv.drm.get(&gpu.bus_id) {
+                Some(drm) => {
+                    wanted.extend(drm.nodes.iter().map(|p| (p.display().to_string(), true)));
+                    drm_links.extend(drm.by_path.iter().map(|(target, link)| Symlink {
+                        target: target.clone(),
+                        link: link.clone(),
+                    }));
+                }
+                None => notes.push(format!(
+                    "GPU {} ({}) has no DRM nodes on the host (no /dev/dri card or render node \
+                     under its sysfs drm directory): none given",
+                    gpu.index, gpu.bus_id
+                )),
+            }
+        }
+    }
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {
         match inv.nodes.iter().find(|n| n.path == Path::new(&path)) {
@@ -212,6 +252,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .flat_map(|c| driver::config_dirs_for(*c))
         .map(|(dir, _)| *dir)
         .collect();
+    let compat32 = caps.contains(&Capability::Compat32);
     let mut mounts = Vec::new();
     for f in &inv.files {
         let file_name = f
@@ -224,6 +265,13 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
                 Some(dir) => dir.join(file_name),
                 None => f.driver_path.clone(),
             },
+            // compat32: the 32-bit builds of the families the other capabilities ask for.
+            FileKind::Library32 if compat32 && families.contains(f.name.as_str()) => {
+                match &layout.lib32_dir {
+                    Some(dir) => dir.join(file_name),
+                    None => f.driver_path.clone(),
+                }
+            }
             FileKind::Binary if binaries.contains(f.name.as_str()) => {
                 Path::new("/usr/bin").join(file_name)
             }
@@ -243,12 +291,12 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     mounts.sort();
     let lib_dirs: BTreeSet<PathBuf> = mounts
         .iter()
-        .filter(|m| m.kind == FileKind::Library)
+        .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
         .filter_map(|m| m.container_path.parent().map(Path::to_path_buf))
         .collect();
     let ldcache_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
 
-    let symlinks = mounts
+    let mut symlinks: Vec<Symlink> = mounts
         .iter()
         .filter(|m| m.kind == FileKind::Library)
         .find(|m| {
@@ -264,6 +312,41 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         })
         .into_iter()
         .collect();
+    // graphics (upstream's CDI links): GBM's `gbm/nvidia-drm_gbm.so` -> the allocator, and
+    // glvnd's `libGLX_indirect.so.0` -> libGLX_nvidia unless the image has its own.
+    let library = |family: &str| {
+        let prefix = format!("{family}.so.");
+        mounts.iter().find(|m| {
+            m.kind == FileKind::Library
+                && m.container_path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix))
+        })
+    };
+    let gfx = caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display);
+    if let Some(dir) = library("libnvidia-allocator")
+        .filter(|_| gfx)
+        .and_then(|m| m.container_path.parent())
+    {
+        symlinks.push(Symlink {
+            target: "../libnvidia-allocator.so.1".into(),
+            link: dir.join("gbm/nvidia-drm_gbm.so"),
+        });
+    }
+    if let Some(glx) = library("libGLX_nvidia").filter(|_| gfx && !layout.glx_indirect) {
+        if let (Some(dir), Some(name)) =
+            (glx.container_path.parent(), glx.container_path.file_name())
+        {
+            symlinks.push(Symlink {
+                target: name.into(),
+                link: dir.join("libGLX_indirect.so.0"),
+            });
+        }
+    }
+    symlinks.extend(drm_links);
+    symlinks.sort();
+    symlinks.dedup();
     let bus_ids: Vec<&str> = selected
         .iter()
         .map(|(gpu, _)| gpu.bus_id.as_str())

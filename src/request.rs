@@ -31,8 +31,6 @@ pub enum RequestError {
     UnknownCapability(String),
     #[error("NVIDIA_DRIVER_CAPABILITIES: capability {0:?} is not in supported-driver-capabilities of the toolkit config")]
     UnsupportedCapability(String),
-    #[error("NVIDIA_DRIVER_CAPABILITIES: capability {0:?} is not implemented by this toolkit yet; remove it from the container's NVIDIA_DRIVER_CAPABILITIES")]
-    UnimplementedCapability(String),
     #[error("{var} is only honoured for privileged containers (CAP_SYS_ADMIN); run the container privileged or unset {var}")]
     NeedsPrivilege { var: String },
     #[error("{count} device ids requested in {var}; at most {MAX_DEVICE_IDS} are accepted")]
@@ -430,7 +428,7 @@ fn parse_capabilities(
             caps.extend(
                 Capability::ALL
                     .into_iter()
-                    .filter(|c| c.implemented() && supported.contains(c.name())),
+                    .filter(|c| supported.contains(c.name())),
             );
             continue;
         }
@@ -438,9 +436,6 @@ fn parse_capabilities(
             .ok_or_else(|| RequestError::UnknownCapability(name.into()))?;
         if !supported.contains(name) {
             return Err(RequestError::UnsupportedCapability(name.into()));
-        }
-        if !cap.implemented() {
-            return Err(RequestError::UnimplementedCapability(name.into()));
         }
         caps.insert(cap);
     }
@@ -568,7 +563,7 @@ mod tests {
 
     #[test]
     fn resolve_cases() {
-        let all_caps = [Compute, Display, Graphics, Ngx, Utility, Video];
+        let all_caps = [Compute, Compat32, Display, Graphics, Ngx, Utility, Video];
         let ids = |v: Vec<DeviceId>| Devices::List(v);
         let cases: Vec<(&str, Vec<&str>, Result<Option<Request>, RequestError>)> = vec![
             ("unset", vec![], Ok(None)),
@@ -610,8 +605,8 @@ mod tests {
                 Ok(Some(req(ids(vec![DeviceId::Index(0)]), &all_caps)))),
             ("unknown capability", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,teleport"],
                 Err(RequestError::UnknownCapability("teleport".into()))),
-            ("compat32 not silently accepted", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compat32"],
-                Err(RequestError::UnimplementedCapability("compat32".into()))),
+            ("the common graphics line", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=graphics,compat32,utility"],
+                Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compat32, Graphics, Utility])))),
             ("mig config unprivileged", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_MIG_CONFIG_DEVICES=all"],
                 Err(RequestError::NeedsPrivilege { var: "NVIDIA_MIG_CONFIG_DEVICES".into() })),
             ("imex channels", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS= 1, 0 ,1"],

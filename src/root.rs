@@ -47,6 +47,18 @@ impl DriverRoot {
         under(&self.proc_root, path.as_ref())
     }
 
+    /// The host path of a sysfs path (`bus/pci/devices/0000:18:00.0/drm`). sysfs is read
+    /// beside the procfs root, at `<proc root>/../sys`: `/sys` for the default `/proc` (and
+    /// `/host/sys` for `/host/proc`); upstream has no option for it and always reads `/sys`.
+    pub fn sys_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        let sys = self
+            .proc_root
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join("sys");
+        under(&sys, path.as_ref())
+    }
+
     /// Inverse of [`host_path`](Self::host_path): `/run/nvidia/driver/usr/bin/x` → `/usr/bin/x`.
     pub fn driver_path(&self, host: &Path) -> Option<PathBuf> {
         host.strip_prefix(&self.root)
@@ -91,6 +103,14 @@ mod tests {
             (
                 r.proc_path("driver/nvidia/version"),
                 "/proc/driver/nvidia/version",
+            ),
+            (
+                r.sys_path("bus/pci/devices/0000:18:00.0/drm"),
+                "/sys/bus/pci/devices/0000:18:00.0/drm",
+            ),
+            (
+                DriverRoot::new("/", "/", "/host/proc").sys_path("/../bus/pci"),
+                "/host/sys/bus/pci",
             ),
         ];
         for (got, want) in cases {

@@ -30,7 +30,7 @@ use crate::cdi::{self, ContainerEdits, GenerateError};
 use crate::config::{Config, Mode};
 use crate::discover::Inventory;
 use crate::oci;
-use crate::request::{self, ContainerView, DeviceId, Devices};
+use crate::request::{self, Capability, ContainerView, DeviceId, Devices};
 use crate::spec_edit::{self, SpecEditError};
 use oci_spec::runtime::Spec;
 use serde_json::{json, Value};
@@ -513,6 +513,9 @@ pub fn jit_spec(
         },
         // Only our hook ever runs this spec: one process for all its edits.
         one_hook: true,
+        // Every capability's files, as any CDI spec, and (beyond upstream's jit-cdi, which has
+        // none) the 32-bit libraries: `compat32` is what the legacy path gives too.
+        capabilities: Capability::ALL.into_iter().collect(),
         ..cdi::Options::default()
     };
     cdi::generate(inv, &opts).map_err(|source| match &source {

@@ -656,7 +656,7 @@ fn image_loader_env_never_reaches_host_side_processes() {
 /// How a GPU request reaches the container in a test: the legacy prestart hook, or the shim's
 /// `jit-cdi` edits of config.json (mounts, device nodes and cgroup rules made by runc itself,
 /// `createContainer` hooks).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Path_ {
     Hook,
     JitCdi,
@@ -739,6 +739,144 @@ fn graphics_and_display_config_files_in_both_paths() {
                     assert!(!section.contains(&host_text), "{f} not given: {context}");
                 }
             }
+        }
+    }
+}
+
+/// Not an attack: compat32 through the two-path harness. `graphics,compat32,utility` starts
+/// the container; the 32-bit builds are mounted read-only in the 32-bit dir (the prestart hook
+/// probes the image's: `/usr/lib32` in busybox; a CDI spec keeps the driver's own,
+/// `/usr/lib/i386-linux-gnu`) and the container's ld cache lists them as i386 (`libc6`
+/// without `x86-64`).
+#[test]
+fn compat32_libraries_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("compat32");
+    std::fs::create_dir_all(&work).unwrap();
+    let v = h.host.driver_version();
+    for (path, dir) in [
+        (Path_::Hook, "/usr/lib32"),
+        (Path_::JitCdi, "/usr/lib/i386-linux-gnu"),
+    ] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,compat32,utility");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run(&format!(
+            "grep ' {dir}/' /proc/mounts; echo x > {dir}/libGLX_nvidia.so.{v} 2>/dev/null || echo RO"
+        ));
+        let context = format!("{path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        for family in ["libGLX_nvidia", "libnvidia-ml"] {
+            let target = format!("{dir}/{family}.so.{v}");
+            let line = stdout
+                .lines()
+                .find(|l| l.split(' ').nth(1) == Some(target.as_str()))
+                .unwrap_or_else(|| panic!("{target} not mounted: {context}"));
+            assert!(line.contains(" ro,"), "{line}: {context}");
+        }
+        assert!(stdout.contains("RO"), "read-only: {context}");
+        let listing = std::process::Command::new("/sbin/ldconfig")
+            .arg("-p")
+            .arg("-C")
+            .arg(b.rootfs().join("etc/ld.so.cache"))
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&listing.stdout);
+        for soname in ["libGLX_nvidia.so.0", "libnvidia-ml.so.1"] {
+            let want = format!("{soname} (libc6) => {dir}/{soname}");
+            assert!(
+                listing.lines().any(|l| l.trim() == want),
+                "{path:?}: the cache lacks {want:?}:\n{listing}"
+            );
+        }
+    }
+}
+
+/// Not an attack: the GPU's `/dev/dri` nodes through the two-path harness, with graphics:
+/// GPU 0's card and render nodes (its sysfs `drm/` entries), allowed by the device rules (ENXIO
+/// from a host without the driver, not EPERM), and the `/dev/dri/by-path` links to them.
+#[test]
+fn dri_nodes_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("dri");
+    std::fs::create_dir_all(&work).unwrap();
+    let (card, render) = FakeHost::drm_names(0);
+    let bus = &h.host.gpus()[0].bus_id;
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,utility");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run(&format!(
+            "ls /dev/dri; readlink /dev/dri/by-path/pci-{bus}-card; readlink /dev/dri/by-path/pci-{bus}-render; \
+             cat /dev/dri/{card}; cat /dev/dri/{render}; true"
+        ));
+        let context = format!("{path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "by-path".to_string(),
+                card.clone(),
+                render.clone(),
+                format!("../{card}"),
+                format!("../{render}")
+            ],
+            "{context}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{card}': No such device or address"))
+                && stderr.contains(&format!("{render}': No such device or address")),
+            "{context}"
+        );
+    }
+}
+
+/// Not an attack: GBM and glvnd's indirect GLX through the two-path harness, in a Debian-like
+/// image (libraries in /usr/lib/x86_64-linux-gnu in both paths). graphics gets
+/// `gbm/nvidia-drm_gbm.so` -> `../libnvidia-allocator.so.1` (which resolves) and
+/// `libGLX_indirect.so.0` -> libGLX_nvidia. An image with Mesa's `libGLX_indirect.so.0` keeps
+/// it with the prestart hook; a CDI spec replaces it, as upstream's `create-symlinks` does.
+#[test]
+fn gbm_and_glx_indirect_in_both_paths() {
+    let h = host();
+    let work = h.dir.join("gbm");
+    std::fs::create_dir_all(&work).unwrap();
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let v = h.host.driver_version();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for mesa in [false, true] {
+            let mut b = Bundle::new(&h.dir, Image::Glibc);
+            if mesa {
+                symlink(
+                    "libGLX_mesa.so.0",
+                    b.rootfs().join(&lib[1..]).join("libGLX_indirect.so.0"),
+                )
+                .unwrap();
+            }
+            b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,utility");
+            request_gpu(h, &mut b, path, &work);
+            let out = b.run(&format!(
+                "echo GBM $(readlink {lib}/gbm/nvidia-drm_gbm.so); \
+                 test -e {lib}/gbm/nvidia-drm_gbm.so && echo RESOLVES; \
+                 echo GLX $(readlink {lib}/libGLX_indirect.so.0)"
+            ));
+            let context = format!("{path:?}, mesa {mesa}: {}", bundle::out_text(&out));
+            assert!(out.status.success(), "{context}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("GBM ../libnvidia-allocator.so.1") && stdout.contains("RESOLVES"),
+                "{context}"
+            );
+            let glx = if mesa && path == Path_::Hook {
+                "GLX libGLX_mesa.so.0".to_string()
+            } else {
+                format!("GLX libGLX_nvidia.so.{v}")
+            };
+            assert!(stdout.contains(&glx), "want {glx:?}: {context}");
         }
     }
 }

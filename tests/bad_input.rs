@@ -812,12 +812,6 @@ fn env_cases() {
             Request,
         ),
         env_case(
-            "capability not implemented",
-            &[gpu0, "NVIDIA_DRIVER_CAPABILITIES=compat32"],
-            "capability \"compat32\" is not implemented",
-            Request,
-        ),
-        env_case(
             "MIG config unprivileged",
             &[gpu0, "NVIDIA_MIG_CONFIG_DEVICES=all"],
             "NVIDIA_MIG_CONFIG_DEVICES is only honoured for privileged containers",

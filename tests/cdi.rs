@@ -243,13 +243,36 @@ fn two_gpu_host_names_and_shared_edits() {
     assert_eq!(doc["kind"], "nvidia.com/gpu");
     let dev = h.dev_root().join("dev").display().to_string();
     let node = |name: &str, major: u32, minor: u32| json!({"path": format!("/dev/{name}"), "hostPath": format!("{dev}/{name}"), "type": "c", "major": major, "minor": minor, "permissions": "rw"});
+    // Each GPU's own nodes: /dev/nvidiaN and its DRM card and render nodes (as upstream's),
+    // with a create-symlinks hook for their /dev/dri/by-path links.
+    let links = |indices: &[u32]| {
+        let mut pairs = Vec::new();
+        for i in indices {
+            let (card, render) = FakeHost::drm_names(*i);
+            let bus = &h.gpus()[*i as usize].bus_id;
+            pairs.push(format!("../{card}::/dev/dri/by-path/pci-{bus}-card"));
+            pairs.push(format!("../{render}::/dev/dri/by-path/pci-{bus}-render"));
+        }
+        pairs.sort(); // by target
+        let mut args = vec![json!("nvidia-cdi-hook"), json!("create-symlinks")];
+        for p in pairs {
+            args.extend([json!("--link"), json!(p)]);
+        }
+        json!([{"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": args,
+                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]}])
+    };
     assert_eq!(
         doc["devices"][0]["containerEdits"],
-        json!({"deviceNodes": [node("nvidia0", 195, 0)]})
+        json!({"deviceNodes": [node("dri/card1", 226, 1), node("dri/renderD128", 226, 128), node("nvidia0", 195, 0)],
+               "hooks": links(&[0])})
     );
     assert_eq!(
         doc["devices"][4]["containerEdits"],
-        json!({"deviceNodes": [node("nvidia0", 195, 0), node("nvidia1", 195, 1)]})
+        json!({"deviceNodes": [
+                node("dri/card1", 226, 1), node("dri/card2", 226, 2),
+                node("dri/renderD128", 226, 128), node("dri/renderD129", 226, 129),
+                node("nvidia0", 195, 0), node("nvidia1", 195, 1)],
+               "hooks": links(&[0, 1])})
     );
 
     let edits = &doc["containerEdits"];
@@ -361,6 +384,10 @@ fn two_gpu_host_names_and_shared_edits() {
             hook(json!([
                 "nvidia-cdi-hook",
                 "create-symlinks",
+                "--link",
+                format!("../libnvidia-allocator.so.1::{lib}/gbm/nvidia-drm_gbm.so"),
+                "--link",
+                format!("libGLX_nvidia.so.550.54.15::{lib}/libGLX_indirect.so.0"),
                 "--link",
                 format!("libcuda.so.1::{lib}/libcuda.so")
             ])),
@@ -590,7 +617,16 @@ fn environment_variables_cases() {
             .unwrap_or_default()
     }
     fn node_path(text: &str) -> Value {
-        parse(text)["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"].clone()
+        let doc = parse(text);
+        let nodes = doc["devices"][0]["containerEdits"]["deviceNodes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        nodes
+            .into_iter()
+            .find(|n| n["path"] == "/dev/nvidia0")
+            .map(|n| n["hostPath"].clone())
+            .unwrap_or(Value::Null)
     }
     fn format(text: &str) -> Value {
         json!(if text.starts_with("---\n") {

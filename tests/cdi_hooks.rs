@@ -111,6 +111,22 @@ fn create_symlinks_cases() {
             Ok("libcuda.so.1"),
         ),
         (
+            "upstream's libGLX_indirect link over Mesa's: replaced, as upstream's hook",
+            "createContainer",
+            CDI_HOOK,
+            |r, _| {
+                std::fs::create_dir_all(r.join("usr/lib/x86_64-linux-gnu")).unwrap();
+                symlink(
+                    "libGLX_mesa.so.0",
+                    r.join("usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0"),
+                )
+                .unwrap();
+            },
+            "libGLX_nvidia.so.550.54.15::/usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0",
+            "readlink /usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0",
+            Ok("libGLX_nvidia.so.550.54.15"),
+        ),
+        (
             "different file exists",
             "createContainer",
             CDI_HOOK,

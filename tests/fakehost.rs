@@ -7,13 +7,13 @@
 mod common;
 
 use common::fakehost::{
-    FakeHost, CUDA_VERSION, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
-    NVIDIA_UVM_MAJOR,
+    FakeHost, CUDA_VERSION, LIB32_DIR, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
+    NVIDIA_UVM_MAJOR, STUB_LIBS32,
 };
 use nvct::nvml::{discover_gpus, NvmlHost};
 use nvml_wrapper::Nvml;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use tempfile::TempDir;
 
@@ -269,6 +269,24 @@ fn ld_cache_lists_the_driver_libraries() {
         assert!(
             listing.lines().any(|l| l.trim() == want),
             "cache lacks {want:?}:\n{listing}"
+        );
+    }
+    // The 32-bit stubs: i386 entries (`libc6` without `x86-64`, flags 0x0003), ELF32 EM_386.
+    for (name, version) in STUB_LIBS32 {
+        let soname = format!("{name}.so.{version}");
+        let want = format!("{soname} (libc6) => /{LIB32_DIR}/{soname}");
+        assert!(
+            listing.lines().any(|l| l.trim() == want),
+            "cache lacks {want:?}:\n{listing}"
+        );
+        let header = run(Command::new("readelf")
+            .arg("-hd")
+            .arg(host.driver_root().join(LIB32_DIR).join(&soname)));
+        assert!(
+            header.contains("ELF32")
+                && header.contains("Intel 80386")
+                && header.contains(&format!("Library soname: [{soname}]")),
+            "{soname}:\n{header}"
         );
     }
 }
@@ -566,6 +584,27 @@ fn discovery_follows_each_library_layout() {
             );
         }
         assert!(libs.iter().any(|f| f.name == "libcuda"), "{name}: {libs:?}");
+        // The 32-bit libraries: through the cache's i386 entries, in the layout's 32-bit dir;
+        // none on aarch64.
+        let libs32: Vec<(&str, &Path)> = inv
+            .files
+            .iter()
+            .filter(|f| f.kind == FileKind::Library32)
+            .map(|f| (f.name.as_str(), f.driver_path.parent().unwrap()))
+            .collect();
+        let want32: Vec<(&str, PathBuf)> = match layout.lib32_dir() {
+            Some(dir) => {
+                let mut names: Vec<&str> = STUB_LIBS32.iter().map(|(n, _)| *n).collect();
+                names.sort();
+                names
+                    .into_iter()
+                    .map(|n| (n, Path::new("/").join(dir)))
+                    .collect()
+            }
+            None => vec![],
+        };
+        let want32: Vec<(&str, &Path)> = want32.iter().map(|(n, d)| (*n, d.as_path())).collect();
+        assert_eq!(libs32, want32, "{name}: 32-bit libraries");
         // The other architecture: cache entries do not match, and its dirs hold nothing
         // (lib64 is x86-64's and aarch64's alike on RHEL, so only the Debian layouts differ).
         if layout != LibLayout::Rhel {
@@ -573,6 +612,47 @@ fn discovery_follows_each_library_layout() {
             let cache = nvct::ldcache::read(&host.driver_root().join("etc/ld.so.cache")).unwrap();
             let libs = nvct::driver::libraries(&root, host.driver_version(), &cache);
             assert!(libs.is_empty(), "{name}: read as {other:?}: {libs:?}");
+        }
+    }
+}
+
+#[test]
+fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
+    // The toolkit reads sysfs at <proc root>/../sys: the fake host's DIR/sys.
+    let (_dir, host) = build(2, false);
+    let root = nvct::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+    assert_eq!(root.sys_path("/"), host.sys_root());
+    let inv = nvct::discover::discover(&root).unwrap();
+    for gpu in host.gpus() {
+        let (card, render) = FakeHost::drm_names(gpu.index);
+        let drm = inv
+            .drm
+            .get(&gpu.bus_id)
+            .unwrap_or_else(|| panic!("GPU {}: no DRM nodes: {:?}", gpu.index, inv.drm));
+        assert_eq!(
+            drm.nodes,
+            [format!("/dev/dri/{card}"), format!("/dev/dri/{render}")].map(PathBuf::from),
+            "GPU {}",
+            gpu.index
+        );
+        assert_eq!(
+            drm.by_path,
+            [
+                (
+                    PathBuf::from(format!("../{card}")),
+                    PathBuf::from(format!("/dev/dri/by-path/pci-{}-card", gpu.bus_id))
+                ),
+                (
+                    PathBuf::from(format!("../{render}")),
+                    PathBuf::from(format!("/dev/dri/by-path/pci-{}-render", gpu.bus_id))
+                ),
+            ],
+            "GPU {}",
+            gpu.index
+        );
+        for path in &drm.nodes {
+            let n = inv.nodes.iter().find(|n| &n.path == path).unwrap();
+            assert_eq!(n.major, common::fakehost::DRM_MAJOR, "{path:?}");
         }
     }
 }

@@ -701,3 +701,188 @@ fn nvml_is_loaded_only_when_the_request_needs_it() {
         assert_eq!(from_proc, !nvml, "case {name}: {lines}");
     }
 }
+
+/// `ldconfig -p` of the container's `/etc/ld.so.cache`, read on the host after it exited.
+fn cache_listing(rootfs: &Path) -> String {
+    let out = Command::new("/sbin/ldconfig")
+        .arg("-p")
+        .arg("-C")
+        .arg(rootfs.join("etc/ld.so.cache"))
+        .output()
+        .expect("/sbin/ldconfig -p");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// compat32: the common `graphics,compat32,utility` line starts a container, and the 32-bit
+/// builds of exactly the requested families are mounted read-only in the image's 32-bit dir
+/// (chosen as upstream does, per image) and listed in its ld cache as i386 (`libc6` without
+/// `x86-64`), next to their 64-bit builds.
+#[test]
+fn compat32_libraries_in_the_images_32_bit_dir() {
+    let h = host();
+    #[derive(Clone, Copy)]
+    enum Prep {
+        Nothing,
+        UsrLib,
+        UsrLibAndLib32,
+        Lib64LinksToLib,
+    }
+    use Prep::*;
+    // (name, image, prepare the rootfs, the 32-bit dir). An image with only /usr/lib keeps its
+    // 64-bit libraries there, so its 32-bit ones go to /usr/lib32 as with lib64 -> lib.
+    let cases = [
+        (
+            "debian-like",
+            Image::Glibc,
+            Nothing,
+            "/usr/lib/i386-linux-gnu",
+        ),
+        ("no usr at all", Image::Busybox, Nothing, "/usr/lib32"),
+        (
+            "rhel-like: lib64 and lib",
+            Image::Busybox,
+            UsrLib,
+            "/usr/lib",
+        ),
+        (
+            "/usr/lib32 first",
+            Image::Busybox,
+            UsrLibAndLib32,
+            "/usr/lib32",
+        ),
+        (
+            "lib64 is /usr/lib",
+            Image::Busybox,
+            Lib64LinksToLib,
+            "/usr/lib32",
+        ),
+    ];
+    let v = h.host.driver_version();
+    for (name, image, prep, dir) in cases {
+        let mut b = Bundle::new(&h.dir, image);
+        let usr = b.rootfs().join("usr");
+        match prep {
+            Nothing => {}
+            UsrLib => {
+                std::fs::create_dir_all(usr.join("lib")).unwrap();
+                std::fs::create_dir_all(usr.join("lib64")).unwrap();
+            }
+            UsrLibAndLib32 => {
+                std::fs::create_dir_all(usr.join("lib")).unwrap();
+                std::fs::create_dir_all(usr.join("lib64")).unwrap();
+                std::fs::create_dir_all(usr.join("lib32")).unwrap();
+            }
+            Lib64LinksToLib => {
+                std::fs::create_dir_all(usr.join("lib")).unwrap();
+                std::os::unix::fs::symlink("lib", usr.join("lib64")).unwrap();
+            }
+        }
+        b.hook(&h.config)
+            .env("NVIDIA_VISIBLE_DEVICES=0")
+            .env("NVIDIA_DRIVER_CAPABILITIES=graphics,compat32,utility");
+        let out = b.run(&format!(
+            "grep ' {dir}/' /proc/mounts; ls {dir}; \
+             echo x > {dir}/libGLX_nvidia.so.{v} 2>/dev/null || echo RO"
+        ));
+        let text = format!("case {name}: {}", out_text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        for family in [
+            "libGLX_nvidia",
+            "libEGL_nvidia",
+            "libnvidia-glcore",
+            "libnvidia-ml",
+        ] {
+            let target = format!("{dir}/{family}.so.{v}");
+            let line = stdout
+                .lines()
+                .find(|l| l.split(' ').nth(1) == Some(target.as_str()))
+                .unwrap_or_else(|| panic!("{target} not mounted: {text}"));
+            assert!(
+                line.contains(" ro,") && line.contains("nodev"),
+                "{line}: {text}"
+            );
+        }
+        assert!(
+            !stdout.contains("libcuda.so"),
+            "compute was not asked for: no 32-bit libcuda: {text}"
+        );
+        assert!(stdout.contains("RO"), "read-only: {text}");
+        let listing = cache_listing(&b.rootfs());
+        for soname in ["libGLX_nvidia.so.0", "libnvidia-ml.so.1"] {
+            let want = format!("{soname} (libc6) => {dir}/{soname}");
+            assert!(
+                listing.lines().any(|l| l.trim() == want),
+                "case {name}: the cache lacks {want:?}:\n{listing}"
+            );
+            let link = std::fs::read_link(b.rootfs().join(&dir[1..]).join(soname))
+                .unwrap_or_else(|e| panic!("case {name}: {soname} link: {e}"));
+            assert_eq!(
+                link,
+                Path::new(&format!(
+                    "{}.so.{v}",
+                    &soname[..soname.find(".so").unwrap()]
+                )),
+                "case {name}"
+            );
+        }
+        assert!(
+            listing.contains("libnvidia-ml.so.1 (libc6,x86-64) =>"),
+            "case {name}: the 64-bit build stays: {listing}"
+        );
+    }
+}
+
+/// graphics and display: the selected GPU's own `/dev/dri` card and render nodes (found through
+/// its sysfs `drm/` directory), allowed by the device cgroup (ENXIO from a host without the
+/// driver, never EPERM), with udev's `/dev/dri/by-path` links; no other GPU's; none for compute.
+#[test]
+fn dri_nodes_of_the_selected_gpu() {
+    let h = host();
+    let (card, render) = FakeHost::drm_names(1);
+    let (other_card, _) = FakeHost::drm_names(0);
+    let bus = &h.host.gpus()[1].bus_id;
+    for (caps, want) in [
+        ("graphics", true),
+        ("display", true),
+        ("compute,utility", false),
+    ] {
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&h.config)
+            .env("NVIDIA_VISIBLE_DEVICES=1")
+            .env(&format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
+        let out = b.run(&format!(
+            "for f in /dev/dri/*; do test -c $f && echo \"DRI $f $(stat -c '%t:%T' $f)\"; done; \
+             for l in /dev/dri/by-path/*; do test -L $l && echo \"LINK $l $(readlink $l)\"; done; \
+             cat /dev/dri/{card} /dev/dri/{render}; true"
+        ));
+        let text = format!("{caps}: {}", out_text(&out));
+        assert!(out.status.success(), "{text}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let dri: Vec<&str> = stdout.lines().filter(|l| l.starts_with("DRI ")).collect();
+        let links: Vec<&str> = stdout.lines().filter(|l| l.starts_with("LINK ")).collect();
+        if want {
+            assert_eq!(
+                dri,
+                [
+                    format!("DRI /dev/dri/{card} e2:2"),
+                    format!("DRI /dev/dri/{render} e2:81")
+                ],
+                "{text}"
+            );
+            assert_eq!(
+                links,
+                [
+                    format!("LINK /dev/dri/by-path/pci-{bus}-card ../{card}"),
+                    format!("LINK /dev/dri/by-path/pci-{bus}-render ../{render}")
+                ],
+                "{text}"
+            );
+            assert!(!stderr.contains("not permitted"), "allowed: {text}");
+            assert!(!stdout.contains(&other_card), "{text}");
+        } else {
+            assert!(dri.is_empty() && links.is_empty(), "{text}");
+        }
+    }
+}

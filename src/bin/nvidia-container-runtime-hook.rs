@@ -204,7 +204,7 @@ fn inject(
     }
     // For the log: the plan with the image's layout unknown (apply plans again in the
     // container's mount namespace, where the layout is probed).
-    let plan = plan::plan(&req, &inv, &Layout { lib_dir: None })?;
+    let plan = plan::plan(&req, &inv, &Layout::UNKNOWN)?;
     t.step("plan");
     for n in &plan.notes {
         log.debug(n);

@@ -119,7 +119,7 @@ fn create(
                 // The device rules of what the hook will inject, in the spec too. When the
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
-                let layout = nvct::plan::Layout { lib_dir: None };
+                let layout = nvct::plan::Layout::UNKNOWN;
                 let planned = discover::for_request(&root, &req)
                     .map_err(anyhow::Error::from)
                     .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));

@@ -154,9 +154,11 @@ impl Default for Options {
             proc_root: DEFAULT_PROC_ROOT.into(),
             disabled_hooks: BTreeSet::new(),
             devices: Devices::All,
+            // As upstream's `cdi generate`: no 32-bit libraries (its specs carry the ld cache's
+            // 64-bit entries only).
             capabilities: Capability::ALL
                 .into_iter()
-                .filter(|c| c.implemented())
+                .filter(|c| *c != Capability::Compat32)
                 .collect(),
             no_all_device: false,
             one_hook: false,
@@ -322,17 +324,7 @@ fn hook(opts: &Options, args: Vec<String>) -> Hook {
 /// cache, which it feeds), `ldcache_dirs` (update-ldcache).
 fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
     let enabled = |h: HookKind| !opts.disabled_hooks.contains(&h);
-    let mut out = Vec::new();
-    if enabled(HookKind::CreateSymlinks) && !plan.symlinks.is_empty() {
-        let mut args = vec![HookKind::CreateSymlinks.name().to_string()];
-        for l in &plan.symlinks {
-            args.extend([
-                "--link".into(),
-                format!("{}::{}", l.target.display(), l.link.display()),
-            ]);
-        }
-        out.push(hook(opts, args));
-    }
+    let mut out: Vec<Hook> = link_hook(opts, &plan.symlinks).into_iter().collect();
     if enabled(HookKind::DisableDeviceNodeModification) && plan.proc_mask.is_some() {
         let mut args = vec![HookKind::DisableDeviceNodeModification.name().to_string()];
         if opts.proc_root != Path::new(DEFAULT_PROC_ROOT) {
@@ -368,6 +360,22 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
         return vec![one_hook(opts, &out)];
     }
     out
+}
+
+/// The `create-symlinks` hook of `links` (the spec's library links, or a device's own DRM
+/// `/dev/dri/by-path` links), if there are any and the hook is not disabled.
+fn link_hook(opts: &Options, links: &[plan::Symlink]) -> Option<Hook> {
+    if links.is_empty() || opts.disabled_hooks.contains(&HookKind::CreateSymlinks) {
+        return None;
+    }
+    let mut args = vec![HookKind::CreateSymlinks.name().to_string()];
+    for l in links {
+        args.extend([
+            "--link".into(),
+            format!("{}::{}", l.target.display(), l.link.display()),
+        ]);
+    }
+    Some(hook(opts, args))
 }
 
 /// The name of the hook that does the work of several ([`Options::one_hook`]).
@@ -408,7 +416,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     if strategies.is_empty() {
         return Err(GenerateError::NoStrategy);
     }
-    let layout = Layout { lib_dir: None };
+    let layout = Layout::UNKNOWN;
 
     let cuda_compat = !opts.disabled_hooks.contains(&HookKind::EnableCudaCompat);
     let shared = plan::plan(
@@ -421,6 +429,16 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
 
     let mut devices = Vec::new();
     let mut all_nodes: Vec<crate::devices::DeviceNode> = Vec::new();
+    let mut all_links: Vec<plan::Symlink> = Vec::new();
+    // A GPU's DRM nodes (and their /dev/dri/by-path links) are its own, as upstream's specs
+    // have them: planned per device with graphics when the spec is for graphics or display.
+    let device_caps: BTreeSet<Capability> = if opts.capabilities.contains(&Capability::Graphics)
+        || opts.capabilities.contains(&Capability::Display)
+    {
+        [Capability::Graphics].into()
+    } else {
+        BTreeSet::new()
+    };
     let targets = targets(inv, &opts.devices)?;
     if targets.is_empty() {
         return Err(GenerateError::NoGpus);
@@ -428,7 +446,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     for target in targets {
         let id = target.id();
         let p = plan::plan(
-            &request(Devices::List(vec![id.clone()]), BTreeSet::new(), false),
+            &request(Devices::List(vec![id.clone()]), device_caps.clone(), false),
             inv,
             &layout,
         )
@@ -446,6 +464,17 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
                 all_nodes.push(n.clone());
             }
         }
+        // Only the device's own links (the DRM by-path ones): its plan has no libraries.
+        let links: Vec<plan::Symlink> = p
+            .symlinks
+            .into_iter()
+            .filter(|l| !shared.symlinks.contains(l))
+            .collect();
+        for l in &links {
+            if !all_links.contains(l) {
+                all_links.push(l.clone());
+            }
+        }
         for s in &strategies {
             let name = target.name(*s);
             name::validate_device_name(&name).map_err(|source| GenerateError::Name {
@@ -454,6 +483,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             })?;
             let container_edits = ContainerEdits {
                 device_nodes: own.iter().map(node).collect(),
+                hooks: link_hook(opts, &links).into_iter().collect(),
                 ..Default::default()
             };
             devices.push(Device {
@@ -463,11 +493,13 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         }
     }
     all_nodes.sort();
+    all_links.sort();
     if !opts.no_all_device {
         devices.push(Device {
             name: "all".into(),
             container_edits: ContainerEdits {
                 device_nodes: all_nodes.iter().map(node).collect(),
+                hooks: link_hook(opts, &all_links).into_iter().collect(),
                 ..Default::default()
             },
         });

@@ -26,14 +26,61 @@ pub mod symlinks;
 /// Where the image keeps its libraries, probed through the gate in the container's mount
 /// namespace: its multiarch dir (`/usr/lib/x86_64-linux-gnu`, `/usr/lib/aarch64-linux-gnu`)
 /// if it has one, else `/usr/lib64`, else `/usr/lib`, else `/usr/lib64` (created).
+///
+/// The 32-bit dir (compat32), as upstream's libnvidia-container picks it: a Debian-like image
+/// (here: one with the 64-bit multiarch dir; upstream looks for `/etc/debian_version`) gets
+/// `/usr/lib/i386-linux-gnu`; any other gets `/usr/lib32` if it has one, else `/usr/lib` if
+/// that is a directory other than the 64-bit one (RHEL, Fedora), else `/usr/lib32` (created).
+/// And whether the image has its own `libGLX_indirect.so.0` there (which it then keeps).
 pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
+    use std::path::{Path, PathBuf};
     let dirs = arch.image_lib_dirs();
-    let lib_dir = dirs
+    let lib_dir: PathBuf = dirs
         .iter()
-        .find(|d| root.is_dir(std::path::Path::new(d)))
+        .find(|d| root.is_dir(Path::new(d)))
         .cloned()
-        .unwrap_or_else(|| "/usr/lib64".into());
+        .unwrap_or_else(|| "/usr/lib64".into())
+        .into();
+    let lib32_dir = arch.multiarch32_dir().map(|multiarch32| {
+        if lib_dir == Path::new(&dirs[0]) {
+            PathBuf::from(multiarch32)
+        } else if root.is_dir(Path::new("/usr/lib32")) {
+            PathBuf::from("/usr/lib32")
+        } else if root.is_dir(Path::new("/usr/lib"))
+            && !same_dir(root, &lib_dir, Path::new("/usr/lib"))
+        {
+            PathBuf::from("/usr/lib")
+        } else {
+            PathBuf::from("/usr/lib32")
+        }
+    });
+    // Anything at the path (Mesa's link, or a file) is the image's own.
+    let glx_indirect = root
+        .resolve(
+            &lib_dir.join("libGLX_indirect.so.0"),
+            libc::O_PATH | libc::O_NOFOLLOW,
+        )
+        .is_ok();
     crate::plan::Layout {
-        lib_dir: Some(lib_dir.into()),
+        lib_dir: Some(lib_dir),
+        lib32_dir,
+        glx_indirect,
+    }
+}
+
+/// Whether `a` and `b` resolve (through the gate) to the same directory, e.g. an image whose
+/// `/usr/lib64` is a link to `lib`.
+fn same_dir(root: &rootfs::Rootfs, a: &std::path::Path, b: &std::path::Path) -> bool {
+    let id = |p: &std::path::Path| {
+        let fd = root
+            .resolve(p, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .ok()?;
+        crate::sys::fstat(std::os::fd::AsFd::as_fd(&fd))
+            .ok()
+            .map(|st| (st.st_dev, st.st_ino))
+    };
+    match (id(a), id(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
     }
 }

@@ -11,6 +11,8 @@ fn inventory() -> Inventory {
 fn layout() -> Layout {
     Layout {
         lib_dir: Some("/usr/lib64".into()),
+        lib32_dir: Some("/usr/lib".into()),
+        glx_indirect: false,
     }
 }
 
@@ -324,7 +326,7 @@ fn unknown_layout_keeps_driver_paths_for_libraries() {
     let got = plan(
         &request(Devices::None, &[Capability::Utility]),
         &inv,
-        &Layout { lib_dir: None },
+        &Layout::UNKNOWN,
     )
     .unwrap();
     assert_eq!(
@@ -395,6 +397,8 @@ fn each_library_layout_whole_plan() {
             &inventory_in(host_dir),
             &Layout {
                 lib_dir: Some(image_dir.into()),
+                lib32_dir: None,
+                glx_indirect: false,
             },
         )
         .unwrap();
@@ -713,4 +717,329 @@ fn opt_in_sets() {
         plan(&req, &no_nodes, &layout()).unwrap().mounts,
         base.mounts
     );
+}
+
+#[test]
+fn compat32_cases() {
+    // The host's 32-bit builds (found through its ld cache's i386 entries) of libcuda,
+    // libnvidia-ml and libGLX_nvidia.
+    let lib32 = "/usr/lib/i386-linux-gnu";
+    let mut inv = inventory();
+    for family in ["libcuda", "libnvidia-ml", "libGLX_nvidia"] {
+        inv.files.push(file(
+            FileKind::Library32,
+            family,
+            &format!("{lib32}/{family}.so.550.54.15"),
+        ));
+    }
+    let debian = Layout {
+        lib_dir: Some("/usr/lib/x86_64-linux-gnu".into()),
+        lib32_dir: Some(lib32.into()),
+        glx_indirect: false,
+    };
+    let rhel = Layout {
+        lib_dir: Some("/usr/lib64".into()),
+        lib32_dir: Some("/usr/lib".into()),
+        glx_indirect: false,
+    };
+    use Capability::*;
+    // (case, capabilities, layout, the 32-bit libraries the container gets (container paths),
+    // ldcache_dirs): the whole plan is the plan without compat32 plus exactly these.
+    let cases: Vec<(&str, Vec<Capability>, &Layout, Vec<&str>, Vec<&str>)> = vec![
+        (
+            "compute,compat32 in a debian image",
+            vec![Compute, Compat32],
+            &debian,
+            vec!["/usr/lib/i386-linux-gnu/libcuda.so.550.54.15"],
+            vec![lib32, "/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "graphics,compat32,utility: each requested family's 32-bit build",
+            vec![Graphics, Compat32, Utility],
+            &debian,
+            vec![
+                "/usr/lib/i386-linux-gnu/libGLX_nvidia.so.550.54.15",
+                "/usr/lib/i386-linux-gnu/libnvidia-ml.so.550.54.15",
+            ],
+            vec![lib32, "/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "rhel image: /usr/lib",
+            vec![Compute, Utility, Compat32],
+            &rhel,
+            vec![
+                "/usr/lib/libcuda.so.550.54.15",
+                "/usr/lib/libnvidia-ml.so.550.54.15",
+            ],
+            vec!["/usr/lib", "/usr/lib64"],
+        ),
+        (
+            "unknown layout (a CDI spec): the driver's own 32-bit dir",
+            vec![Compute, Compat32],
+            &Layout::UNKNOWN,
+            vec!["/usr/lib/i386-linux-gnu/libcuda.so.550.54.15"],
+            vec![lib32, "/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "video,compat32: the host has no 32-bit build of a video library",
+            vec![Video, Compat32],
+            &debian,
+            vec![],
+            vec!["/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "no compat32: none",
+            vec![Compute, Utility],
+            &debian,
+            vec![],
+            vec!["/usr/lib/x86_64-linux-gnu"],
+        ),
+    ];
+    for (name, caps, layout, libs32, dirs) in cases {
+        let req = request(Devices::List(vec![DeviceId::Index(0)]), &caps);
+        let got = plan(&req, &inv, layout).unwrap();
+        let without: Vec<Capability> = caps.iter().copied().filter(|c| *c != Compat32).collect();
+        let mut want = plan(
+            &request(Devices::List(vec![DeviceId::Index(0)]), &without),
+            &inv,
+            layout,
+        )
+        .unwrap();
+        for lib in &libs32 {
+            let file = Path::new(lib).file_name().unwrap();
+            want.mounts.push(mount(
+                Path::new("/drv/usr/lib/i386-linux-gnu")
+                    .join(file)
+                    .to_str()
+                    .unwrap(),
+                lib,
+                FileKind::Library32,
+            ));
+        }
+        want.mounts.sort();
+        want.ldcache_dirs = dirs.iter().map(PathBuf::from).collect();
+        assert_eq!(got, want, "case {name}");
+        // The 32-bit libraries never get the 64-bit libcuda.so link.
+        assert!(
+            got.symlinks
+                .iter()
+                .all(|l| !l.link.starts_with("/usr/lib/i386-linux-gnu")),
+            "case {name}"
+        );
+    }
+}
+
+#[test]
+fn drm_node_cases() {
+    // GPU 0 has card1 and renderD128 with both by-path links; GPU 1 (in MIG mode) card2 and
+    // renderD129 without links; GPU 2 none (no sysfs drm directory, or no nodes).
+    let mut inv = inventory();
+    let bus = |i: u32| inv.gpus[i as usize].bus_id.clone();
+    let (bus0, bus1, bus2) = (bus(0), bus(1), bus(2));
+    let dri = |name: &str, minor| node(&format!("/dev/dri/{name}"), 226, minor);
+    let by_path = |kind: &str, target: &str| {
+        (
+            PathBuf::from(target),
+            PathBuf::from(format!("/dev/dri/by-path/pci-{bus0}-{kind}")),
+        )
+    };
+    let without_drm = inv.clone();
+    inv.nodes.extend([
+        dri("card1", 1),
+        dri("renderD128", 128),
+        dri("card2", 2),
+        dri("renderD129", 129),
+    ]);
+    inv.nodes.sort();
+    inv.drm.insert(
+        bus0.clone(),
+        crate::model::Drm {
+            nodes: vec!["/dev/dri/card1".into(), "/dev/dri/renderD128".into()],
+            by_path: vec![
+                by_path("card", "../card1"),
+                by_path("render", "../renderD128"),
+            ],
+        },
+    );
+    inv.drm.insert(
+        bus1.clone(),
+        crate::model::Drm {
+            nodes: vec!["/dev/dri/card2".into(), "/dev/dri/renderD129".into()],
+            by_path: vec![],
+        },
+    );
+    let links0 = vec![
+        Symlink {
+            target: "../card1".into(),
+            link: format!("/dev/dri/by-path/pci-{bus0}-card").into(),
+        },
+        Symlink {
+            target: "../renderD128".into(),
+            link: format!("/dev/dri/by-path/pci-{bus0}-render").into(),
+        },
+    ];
+    let no_drm_note = |i: u32, bus: &str| {
+        format!(
+            "GPU {i} ({bus}) has no DRM nodes on the host (no /dev/dri card or render node \
+             under its sysfs drm directory): none given"
+        )
+    };
+    use Capability::*;
+    // (case, devices, capabilities, the DRM nodes added, the links added, the notes)
+    let cases: Vec<(
+        &str,
+        Vec<DeviceId>,
+        Vec<Capability>,
+        Vec<DeviceNode>,
+        Vec<Symlink>,
+        Vec<String>,
+    )> = vec![
+        (
+            "graphics on GPU 0: its nodes and by-path links",
+            vec![DeviceId::Index(0)],
+            vec![Graphics, Utility],
+            vec![dri("card1", 1), dri("renderD128", 128)],
+            links0.clone(),
+            vec![],
+        ),
+        (
+            "display on GPUs 0 and 1: each GPU's own nodes, links where the host has them",
+            vec![DeviceId::Index(0), DeviceId::Index(1)],
+            vec![Display],
+            vec![
+                dri("card1", 1),
+                dri("card2", 2),
+                dri("renderD128", 128),
+                dri("renderD129", 129),
+            ],
+            links0.clone(),
+            vec![],
+        ),
+        (
+            "graphics on GPU 2, which has none: a note",
+            vec![DeviceId::Index(2)],
+            vec![Graphics],
+            vec![],
+            vec![],
+            vec![no_drm_note(2, &bus2)],
+        ),
+        (
+            "compute on GPU 0: none",
+            vec![DeviceId::Index(0)],
+            vec![Compute, Utility],
+            vec![],
+            vec![],
+            vec![],
+        ),
+        (
+            "graphics on MIG device 1:0: none (upstream: only MIG devices with gfx)",
+            vec![DeviceId::MigIndex(1, 0)],
+            vec![Graphics],
+            vec![],
+            vec![],
+            vec![],
+        ),
+    ];
+    for (name, ids, caps, nodes, links, notes) in cases {
+        let req = request(Devices::List(ids), &caps);
+        let got = plan(&req, &inv, &layout()).unwrap();
+        // The same plan on a host without DRM nodes, with them added.
+        let mut want = plan(&req, &without_drm, &layout()).unwrap();
+        want.device_nodes.extend(nodes);
+        want.device_nodes.sort();
+        want.cgroup_rules = rules(&want.device_nodes);
+        want.symlinks.extend(links);
+        want.symlinks.sort();
+        // (its notes: the DRM ones of this host first, then the rest)
+        let rest = want
+            .notes
+            .iter()
+            .filter(|n| !n.contains("no DRM nodes"))
+            .cloned();
+        want.notes = notes.into_iter().chain(rest).collect();
+        assert_eq!(got, want, "case {name}");
+    }
+}
+
+#[test]
+fn gbm_and_glx_indirect_cases() {
+    // The host's libnvidia-allocator (GBM's backend) and libGLX_nvidia.
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let base = inventory();
+    let mut inv = base.clone();
+    for family in ["libnvidia-allocator", "libGLX_nvidia"] {
+        inv.files.push(file(
+            FileKind::Library,
+            family,
+            &format!("{lib}/{family}.so.550.54.15"),
+        ));
+    }
+    let debian = |glx_indirect| Layout {
+        lib_dir: Some(lib.into()),
+        lib32_dir: Some("/usr/lib/i386-linux-gnu".into()),
+        glx_indirect,
+    };
+    let gbm = |dir: &str| Symlink {
+        target: "../libnvidia-allocator.so.1".into(),
+        link: format!("{dir}/gbm/nvidia-drm_gbm.so").into(),
+    };
+    let glx = |dir: &str| Symlink {
+        target: "libGLX_nvidia.so.550.54.15".into(),
+        link: format!("{dir}/libGLX_indirect.so.0").into(),
+    };
+    use Capability::*;
+    // (case, capabilities, layout, the libraries mounted from the two, the links added)
+    let cases: Vec<(&str, Vec<Capability>, Layout, Vec<&str>, Vec<Symlink>)> = vec![
+        (
+            "graphics, an image without libGLX_indirect: both links",
+            vec![Graphics],
+            debian(false),
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib), glx(lib)],
+        ),
+        (
+            "graphics, an image with Mesa's libGLX_indirect: it keeps it",
+            vec![Graphics],
+            debian(true),
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib)],
+        ),
+        (
+            "display: the same libraries and links",
+            vec![Display],
+            debian(false),
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib), glx(lib)],
+        ),
+        (
+            "graphics, layout unknown (a CDI spec): both, at the driver's paths",
+            vec![Graphics],
+            Layout::UNKNOWN,
+            vec!["libGLX_nvidia", "libnvidia-allocator"],
+            vec![gbm(lib), glx(lib)],
+        ),
+        (
+            "compute: the allocator, no GBM link",
+            vec![Compute],
+            debian(false),
+            vec!["libnvidia-allocator"],
+            vec![],
+        ),
+    ];
+    for (name, caps, layout, libs, links) in cases {
+        let req = request(Devices::None, &caps);
+        let got = plan(&req, &inv, &layout).unwrap();
+        // The plan on a host without the two libraries, plus exactly these.
+        let mut want = plan(&req, &base, &layout).unwrap();
+        for family in libs {
+            let path = format!("{lib}/{family}.so.550.54.15");
+            want.mounts
+                .push(mount(&format!("/drv{path}"), &path, FileKind::Library));
+        }
+        want.mounts.sort();
+        want.ldcache_dirs = vec![lib.into()];
+        want.symlinks.extend(links);
+        want.symlinks.sort();
+        assert_eq!(got, want, "case {name}");
+    }
 }

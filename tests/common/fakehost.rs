@@ -1,7 +1,8 @@
 //! `FakeHost`: builds a GPU host without a GPU, for tests and for `examples/fake_host.rs`.
 //!
 //! Owns: one directory laid out as a real NVIDIA host looks from the toolkit's side — a driver
-//! root (`DIR/driver`) with stub libraries that carry real SONAMEs, the fake NVML, an
+//! root (`DIR/driver`) with stub libraries that carry real SONAMEs (64-bit, and 32-bit ones in
+//! the i386 dir for compat32), the fake NVML, an
 //! `etc/ld.so.cache` made by the host's real `ldconfig`, utility scripts, firmware and real
 //! character device nodes under `DIR/driver/dev`; a procfs copy (`DIR/proc`) in the real
 //! formats; and the fake NVML's topology (`DIR/fake-nvml.json`, also next to the library).
@@ -44,7 +45,31 @@ impl LibLayout {
             LibLayout::DebianAarch64 => "usr/lib/aarch64-linux-gnu",
         }
     }
+
+    /// Where the driver's 32-bit (compat32) libraries are: Debian's i386 multiarch dir,
+    /// RHEL's `usr/lib`; none on aarch64 (the driver has no 32-bit libraries there).
+    pub fn lib32_dir(self) -> Option<&'static str> {
+        match self {
+            LibLayout::DebianX86_64 => Some(LIB32_DIR),
+            LibLayout::Rhel => Some("usr/lib"),
+            LibLayout::DebianAarch64 => None,
+        }
+    }
 }
+
+/// The 32-bit library directory inside the driver root in the default layout.
+pub const LIB32_DIR: &str = "usr/lib/i386-linux-gnu";
+
+/// 32-bit (i386) stub libraries: (name, SONAME version), as [`STUB_LIBS`]. Each is an
+/// ELFCLASS32 EM_386 shared object with its SONAME and a `DT_NEEDED` of `libc.so.6`, so the
+/// real ldconfig lists it as `libc6` (flags `0x0003`), as the driver's own 32-bit libraries.
+pub const STUB_LIBS32: &[(&str, &str)] = &[
+    ("libcuda", "1"),
+    ("libnvidia-ml", "1"),
+    ("libnvidia-glcore", "1"),
+    ("libGLX_nvidia", "0"),
+    ("libEGL_nvidia", "0"),
+];
 pub const DEFAULT_DRIVER_VERSION: &str = "550.54.15";
 /// What the stub `cuDriverGetVersion` and the fake NVML report (CUDA 12.4).
 pub const CUDA_VERSION: i32 = 12040;
@@ -58,6 +83,8 @@ pub const NVIDIA_MAJOR: u32 = 195;
 pub const NVIDIA_UVM_MAJOR: u32 = 508;
 pub const NVIDIA_CAPS_MAJOR: u32 = 509;
 pub const NVIDIA_IMEX_MAJOR: u32 = 510;
+/// The DRM major (`/dev/dri/card*`, `/dev/dri/renderD*`).
+pub const DRM_MAJOR: u32 = 226;
 /// IMEX channel nodes the host has (`/dev/nvidia-caps-imex-channels/channel0`, ...).
 pub const IMEX_CHANNELS: u32 = 2;
 
@@ -145,6 +172,21 @@ impl FakeHost {
         self.dir.join("proc")
     }
 
+    /// `DIR/sys`: the host's `/sys` (each GPU's `bus/pci/devices/<bus id>/drm/` entries), which
+    /// the toolkit reads beside the procfs root (`<proc root>/../sys`).
+    pub fn sys_root(&self) -> PathBuf {
+        self.dir.join("sys")
+    }
+
+    /// GPU `index`'s DRM node names: `card<index + 1>` (card0 is left to a BMC's display, as
+    /// on many servers) and `renderD<128 + index>`.
+    pub fn drm_names(index: u32) -> (String, String) {
+        (
+            format!("card{}", index + 1),
+            format!("renderD{}", 128 + index),
+        )
+    }
+
     /// `DIR/fake-nvml.json`: the fake NVML's topology.
     pub fn nvml_config(&self) -> PathBuf {
         self.dir.join("fake-nvml.json")
@@ -153,6 +195,11 @@ impl FakeHost {
     /// `DIR/driver/<the layout's lib dir>` (`usr/lib/x86_64-linux-gnu` by default).
     pub fn lib_dir(&self) -> PathBuf {
         self.driver_root().join(self.layout.lib_dir())
+    }
+
+    /// `DIR/driver/<the layout's 32-bit lib dir>` (`usr/lib/i386-linux-gnu` by default).
+    pub fn lib32_dir(&self) -> Option<PathBuf> {
+        self.layout.lib32_dir().map(|d| self.driver_root().join(d))
     }
 
     pub fn layout(&self) -> LibLayout {
@@ -234,6 +281,7 @@ impl FakeHostBuilder {
         write_libraries(&host, &fake_nvml)?;
         write_binaries_and_firmware(&host)?;
         write_device_nodes(&mut host)?;
+        write_drm(&host)?;
         write_proc(&host)?;
         let config = nvml_config_json(&host);
         write(&host.nvml_config(), &config)?;
@@ -356,10 +404,14 @@ fn fake_nvml_library() -> io::Result<PathBuf> {
 fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
     let lib_dir = host.lib_dir();
     std::fs::create_dir_all(&lib_dir).map_err(context("cannot create directory", &lib_dir))?;
-    write(
-        &host.driver_root().join("etc/ld.so.conf"),
-        &format!("/{}\n", host.layout.lib_dir()),
-    )?;
+    let mut conf = format!("/{}\n", host.layout.lib_dir());
+    if let Some(dir) = host.layout.lib32_dir() {
+        conf += &format!("/{dir}\n");
+    }
+    write(&host.driver_root().join("etc/ld.so.conf"), &conf)?;
+    if let Some(dir) = host.lib32_dir() {
+        write_libraries32(host, &dir)?;
+    }
 
     let mut builds = Vec::new();
     for (name, soname_version) in STUB_LIBS {
@@ -413,6 +465,98 @@ fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
         &format!("cannot copy {} to", fake_nvml.display()),
         &nvml,
     ))?;
+    Ok(())
+}
+
+/// Runs gcc with `args` and `source` on stdin, naming `output` in its errors.
+fn gcc(args: &[&str], source: &str, output: &Path) -> io::Result<()> {
+    let mut child = Command::new("gcc")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot run gcc (is it installed?) to build {}: {e}",
+                    output.display()
+                ),
+            )
+        })?;
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(source.as_bytes())?;
+    let result = child.wait_with_output()?;
+    if !result.status.success() {
+        return Err(io::Error::other(format!(
+            "gcc -m32 failed ({}) building {}: {}",
+            result.status,
+            output.display(),
+            String::from_utf8_lossy(&result.stderr)
+        )));
+    }
+    Ok(())
+}
+
+/// The 32-bit stubs of [`STUB_LIBS32`] in `dir`. Built with `gcc -m32 -nostdlib -shared`,
+/// which needs no 32-bit C library or crt files (no gcc-multilib): the `DT_NEEDED` on
+/// `libc.so.6` comes from a 32-bit stub `libc.so.6` linked against by path, built first in
+/// `DIR/build32` (outside the driver root, so not in its cache).
+fn write_libraries32(host: &FakeHost, dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir).map_err(context("cannot create directory", dir))?;
+    let build = host.dir.join("build32");
+    std::fs::create_dir_all(&build).map_err(context("cannot create directory", &build))?;
+    let libc = build.join("libc.so.6");
+    let libc_arg = libc.display().to_string();
+    gcc(
+        &[
+            "-m32",
+            "-x",
+            "c",
+            "-",
+            "-shared",
+            "-nostdlib",
+            "-fPIC",
+            "-o",
+            &libc_arg,
+            "-Wl,-soname,libc.so.6",
+        ],
+        "int nvct_stub_libc(void) { return 0; }\n",
+        &libc,
+    )?;
+    for (name, soname_version) in STUB_LIBS32 {
+        let output = dir.join(format!("{name}.so.{}", host.driver_version));
+        let out_arg = output.display().to_string();
+        let soname = format!("-Wl,-soname,{name}.so.{soname_version}");
+        let source = format!(
+            "int nvct_stub32_{}(void) {{ return 32; }}\n",
+            name.replace('-', "_")
+        );
+        gcc(
+            &[
+                "-m32",
+                "-x",
+                "c",
+                "-",
+                "-x",
+                "none",
+                "-shared",
+                "-nostdlib",
+                "-fPIC",
+                "-o",
+                &out_arg,
+                &soname,
+                "-Wl,--no-as-needed",
+                &libc_arg,
+            ],
+            &source,
+            &output,
+        )?;
+    }
     Ok(())
 }
 
@@ -544,6 +688,36 @@ fn write_device_nodes(host: &mut FakeHost) -> io::Result<()> {
         }
         mknod(&path, major, minor)?;
         host.device_nodes.push(DeviceNode { path, major, minor });
+    }
+    Ok(())
+}
+
+/// Per GPU: `DIR/sys/bus/pci/devices/<bus id>/drm/{cardN,renderDM}` (directories, as sysfs
+/// has them), the nodes `dev/dri/cardN` and `dev/dri/renderDM` (major 226; not in
+/// `device_nodes()`), and udev's links `dev/dri/by-path/pci-<bus id>-{card,render}` →
+/// `../cardN`, `../renderDM`.
+fn write_drm(host: &FakeHost) -> io::Result<()> {
+    let dri = host.dev_root().join("dev/dri");
+    let by_path = dri.join("by-path");
+    std::fs::create_dir_all(&by_path).map_err(context("cannot create directory", &by_path))?;
+    for gpu in &host.gpus {
+        let (card, render) = FakeHost::drm_names(gpu.index);
+        let sys = host
+            .sys_root()
+            .join("bus/pci/devices")
+            .join(&gpu.bus_id)
+            .join("drm");
+        for (name, minor, kind) in [
+            (&card, gpu.index + 1, "card"),
+            (&render, 128 + gpu.index, "render"),
+        ] {
+            let entry = sys.join(name);
+            std::fs::create_dir_all(&entry).map_err(context("cannot create directory", &entry))?;
+            mknod(&dri.join(name), DRM_MAJOR, minor)?;
+            let link = by_path.join(format!("pci-{}-{kind}", gpu.bus_id));
+            std::os::unix::fs::symlink(format!("../{name}"), &link)
+                .map_err(context("cannot create link", &link))?;
+        }
     }
     Ok(())
 }

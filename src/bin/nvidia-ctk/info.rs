@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use nvct::config::{self, Config, Mode};
-use nvct::model::{Capability, Devices};
+use nvct::model::{Capability, Devices, FileKind};
 use nvct::plan::{self, Layout};
 use nvct::request::Request;
 use serde::Serialize;
@@ -94,12 +94,15 @@ pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
         .collect();
     let mut capabilities = Vec::new();
     for cap in Capability::ALL {
-        if !cap.implemented() {
-            continue;
-        }
+        // compat32 adds the 32-bit builds of the other capabilities' libraries: list those.
+        let compat32 = cap == Capability::Compat32;
         let req = Request {
             devices: Devices::All,
-            capabilities: [cap].into_iter().collect(),
+            capabilities: if compat32 {
+                Capability::ALL.into_iter().collect()
+            } else {
+                [cap].into_iter().collect()
+            },
             requirements: vec![],
             mig_config: None,
             mig_monitor: None,
@@ -107,8 +110,13 @@ pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
             cuda_compat: false,
             opt_ins: Default::default(),
         };
-        let files = match plan::plan(&req, &inv, &Layout { lib_dir: None }) {
-            Ok(p) => p.mounts.into_iter().map(|m| m.container_path).collect(),
+        let files = match plan::plan(&req, &inv, &Layout::UNKNOWN) {
+            Ok(p) => p
+                .mounts
+                .into_iter()
+                .filter(|m| !compat32 || m.kind == FileKind::Library32)
+                .map(|m| m.container_path)
+                .collect(),
             Err(_) => vec![],
         };
         capabilities.push(CapInfo {

@@ -26,6 +26,7 @@ fn inventory(mig: bool) -> Inventory {
         cuda_version: Some("12.4".into()),
         gpus: vec![gpu(0, false), gpu(1, mig)],
         nodes,
+        drm: BTreeMap::new(),
         mig_minors: BTreeMap::from([
             ("gpu1/gi2/access".into(), 21),
             ("gpu1/gi2/ci0/access".into(), 22),
@@ -468,5 +469,187 @@ fn same_input_same_bytes() {
     let b = generate(&inventory(true), &Options::default()).unwrap();
     for f in [super::super::Format::Yaml, super::super::Format::Json] {
         assert_eq!(a.encode(f).unwrap(), b.encode(f).unwrap());
+    }
+}
+
+#[test]
+fn compat32_libraries_per_capability_set() {
+    // A host with a 32-bit libcuda (an i386 ld cache entry): `cdi generate`, as upstream's,
+    // writes no 32-bit library; a spec asked for compat32 (jit-cdi) mounts it at its driver
+    // path and refreshes the ld cache with its dir.
+    let lib32 = "/usr/lib/i386-linux-gnu/libcuda.so.550.54.15";
+    let mut inv = inventory(false);
+    inv.files.push(file(FileKind::Library32, "libcuda", lib32));
+    let every: BTreeSet<Capability> = Capability::ALL.into_iter().collect();
+    // (case, capabilities, whether the 32-bit libcuda is mounted)
+    let cases = [
+        (
+            "cdi generate's defaults",
+            Options::default().capabilities,
+            false,
+        ),
+        ("every capability (jit-cdi)", every, true),
+    ];
+    for (name, capabilities, want) in cases {
+        let spec = generate(
+            &inv,
+            &Options {
+                capabilities,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let mounted = spec
+            .container_edits
+            .mounts
+            .iter()
+            .any(|m| m.container_path == lib32 && m.host_path == format!("/drv{lib32}"));
+        assert_eq!(mounted, want, "{name}: {:?}", spec.container_edits.mounts);
+        let ldcache = hook_args(&spec)
+            .into_iter()
+            .find(|a| a.get(1) == Some(&"update-ldcache"))
+            .unwrap();
+        assert_eq!(
+            ldcache.contains(&"/usr/lib/i386-linux-gnu"),
+            want,
+            "{name}: {ldcache:?}"
+        );
+    }
+    assert!(!Options::default()
+        .capabilities
+        .contains(&Capability::Compat32));
+}
+
+#[test]
+fn drm_nodes_are_each_gpus_own() {
+    // GPU 0 has card1 and renderD128 and their by-path links; GPU 1 has none. As upstream's
+    // specs: the nodes are in GPU 0's own entry (and `all`), with a create-symlinks hook for
+    // the by-path links; not in the spec-level edits; none without graphics and display.
+    let mut inv = inventory(false);
+    let bus0 = inv.gpus[0].bus_id.clone();
+    inv.nodes.push(host_node("/dev/dri/card1", 226, 1));
+    inv.nodes.push(host_node("/dev/dri/renderD128", 226, 128));
+    inv.nodes.sort();
+    inv.drm.insert(
+        bus0.clone(),
+        crate::model::Drm {
+            nodes: vec!["/dev/dri/card1".into(), "/dev/dri/renderD128".into()],
+            by_path: vec![
+                (
+                    "../card1".into(),
+                    format!("/dev/dri/by-path/pci-{bus0}-card").into(),
+                ),
+                (
+                    "../renderD128".into(),
+                    format!("/dev/dri/by-path/pci-{bus0}-render").into(),
+                ),
+            ],
+        },
+    );
+    let link_args = vec![
+        "nvidia-cdi-hook".to_string(),
+        "create-symlinks".into(),
+        "--link".into(),
+        format!("../card1::/dev/dri/by-path/pci-{bus0}-card"),
+        "--link".into(),
+        format!("../renderD128::/dev/dri/by-path/pci-{bus0}-render"),
+    ];
+    let compute: BTreeSet<Capability> = [Capability::Compute, Capability::Utility].into();
+    // (case, capabilities, whether GPU 0's entry and `all` get the nodes and the hook)
+    let cases = [
+        (
+            "defaults (graphics, display)",
+            Options::default().capabilities,
+            true,
+        ),
+        ("compute and utility only", compute, false),
+    ];
+    for (name, capabilities, want) in cases {
+        let spec = generate(
+            &inv,
+            &Options {
+                capabilities,
+                strategies: vec![NameStrategy::Index],
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let device = |n: &str| {
+            &spec
+                .devices
+                .iter()
+                .find(|d| d.name == n)
+                .unwrap()
+                .container_edits
+        };
+        let paths = |e: &ContainerEdits| -> Vec<String> {
+            e.device_nodes.iter().map(|n| n.path.clone()).collect()
+        };
+        let dri = if want {
+            vec![
+                "/dev/dri/card1".to_string(),
+                "/dev/dri/renderD128".into(),
+                "/dev/nvidia0".into(),
+            ]
+        } else {
+            vec!["/dev/nvidia0".to_string()]
+        };
+        assert_eq!(paths(device("0")), dri, "{name}");
+        assert_eq!(paths(device("1")), vec!["/dev/nvidia1"], "{name}");
+        let hooks = |e: &ContainerEdits| -> Vec<Vec<String>> {
+            e.hooks.iter().map(|h| h.args.clone()).collect()
+        };
+        let want_hooks = if want {
+            vec![link_args.clone()]
+        } else {
+            vec![]
+        };
+        assert_eq!(hooks(device("0")), want_hooks, "{name}");
+        assert_eq!(hooks(device("all")), want_hooks, "{name}");
+        assert!(hooks(device("1")).is_empty(), "{name}");
+        assert!(
+            !paths(&spec.container_edits)
+                .iter()
+                .any(|p| p.starts_with("/dev/dri")),
+            "{name}"
+        );
+        let card = device("0").device_nodes.first().unwrap();
+        assert_eq!(
+            (card.major, card.minor, card.host_path.as_deref()),
+            if want {
+                (Some(226), Some(1), Some("/host/dev/dri/card1"))
+            } else {
+                (Some(195), Some(0), Some("/host/dev/nvidia0"))
+            },
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn gbm_and_glx_indirect_links_as_upstreams() {
+    // As upstream's `cdi generate`: create-symlinks makes gbm/nvidia-drm_gbm.so ->
+    // ../libnvidia-allocator.so.1 and libGLX_indirect.so.0 -> libGLX_nvidia.so.<version>,
+    // next to the libraries at their driver paths.
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let mut inv = inventory(false);
+    for family in ["libnvidia-allocator", "libGLX_nvidia"] {
+        inv.files.push(file(
+            FileKind::Library,
+            family,
+            &format!("{lib}/{family}.so.550.54.15"),
+        ));
+    }
+    let spec = generate(&inv, &Options::default()).unwrap();
+    let links = hook_args(&spec)
+        .into_iter()
+        .find(|a| a.get(1) == Some(&"create-symlinks"))
+        .unwrap();
+    for want in [
+        format!("../libnvidia-allocator.so.1::{lib}/gbm/nvidia-drm_gbm.so"),
+        format!("libGLX_nvidia.so.550.54.15::{lib}/libGLX_indirect.so.0"),
+        format!("libcuda.so.1::{lib}/libcuda.so"),
+    ] {
+        assert!(links.contains(&want.as_str()), "{want}: {links:?}");
     }
 }
