@@ -919,16 +919,7 @@ fn opt_in_sets_in_both_paths() {
     let dev = h.host.dev_root().join("dev");
     std::fs::create_dir_all(dev.join("infiniband")).unwrap();
     for (node, major, minor) in [("nvidia-fs0", 240, 0), ("infiniband/uverbs0", 231, 192)] {
-        let path = std::ffi::CString::new(dev.join(node).as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid C string; EEXIST (another host kind's run made it) is fine.
-        let rc = unsafe {
-            libc::mknod(
-                path.as_ptr(),
-                libc::S_IFCHR | 0o666,
-                libc::makedev(major, minor),
-            )
-        };
-        assert!(rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST));
+        bundle::mknod_char(&dev.join(node), major, minor);
     }
     std::fs::write(
         h.host.driver_root().join("etc/cufile.json"),

@@ -552,6 +552,19 @@ fn flags_cases() {
 
 /// `cdi generate` with `env` set and `args` (after `cdi generate`), every other `NVIDIA_CTK_*`
 /// variable of this process removed: (success, stdout, stderr, context).
+/// `cdi generate` on `h` with `args` fails, saying `needle`.
+fn generate_fails(h: &FakeHost, args: &[&str], needle: &str) {
+    let mut all: Vec<String> = vec![
+        "--driver-root".into(),
+        h.driver_root().display().to_string(),
+        "--proc-root".into(),
+        h.proc_root().display().to_string(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let (ok, _, stderr, text) = generate_with_env(&[], &all);
+    assert!(!ok && stderr.contains(needle), "{args:?}: {text}");
+}
+
 fn generate_with_env(env: &[(&str, String)], args: &[String]) -> (bool, String, String, String) {
     let mut cmd = Command::new(CTK);
     for (k, _) in std::env::vars() {
@@ -1329,20 +1342,11 @@ fn imex_channel_specs() {
         let doc = parse(&generate(&h, &["--mode", "imex", "--device-id", id]));
         assert_eq!(doc["devices"][0]["name"], "1", "--device-id {id}: {doc}");
     }
-    let (ok, _, stderr, text) = generate_with_env(
-        &[],
-        &[
-            "--driver-root".into(),
-            h.driver_root().display().to_string(),
-            "--proc-root".into(),
-            h.proc_root().display().to_string(),
-            "--mode".into(),
-            "imex".into(),
-            "--device-id".into(),
-            "7".into(),
-        ],
+    generate_fails(
+        &h,
+        &["--mode", "imex", "--device-id", "7"],
+        "matches no IMEX channel",
     );
-    assert!(!ok && stderr.contains("matches no IMEX channel"), "{text}");
 
     let spec = InstalledSpec::with_flags(&h, &["--mode", "imex"]);
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
@@ -1493,16 +1497,7 @@ fn opt_in_set_specs() {
     let h = host(1, true); // its own host: the nodes below are added to it
     let dev = h.dev_root().join("dev");
     for (node, major, minor) in [("nvidia-fs0", 240u32, 0u32), ("gdrdrv", 241, 0)] {
-        let path = std::ffi::CString::new(dev.join(node).as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        let rc = unsafe {
-            libc::mknod(
-                path.as_ptr(),
-                libc::S_IFCHR | 0o666,
-                libc::makedev(major, minor),
-            )
-        };
-        assert!(rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST));
+        bundle::mknod_char(&dev.join(node), major, minor);
     }
     std::fs::write(h.driver_root().join("etc/cufile.json"), "{}\n").unwrap();
     let doc = parse(&generate(&h, &["--mode", "gds"]));
@@ -1521,18 +1516,7 @@ fn opt_in_set_specs() {
         doc["devices"][0]["containerEdits"]["deviceNodes"][0]["path"],
         "/dev/gdrdrv"
     );
-    let (ok, _, stderr, text) = generate_with_env(
-        &[],
-        &[
-            "--driver-root".into(),
-            h.driver_root().display().to_string(),
-            "--proc-root".into(),
-            h.proc_root().display().to_string(),
-            "--mode".into(),
-            "nvswitch".into(),
-        ],
-    );
-    assert!(!ok && stderr.contains("no nvswitch device nodes"), "{text}");
+    generate_fails(&h, &["--mode", "nvswitch"], "no nvswitch device nodes");
 
     let spec = InstalledSpec::with_flags(&h, &["--mode", "gds"]);
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();

@@ -340,22 +340,13 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
     }
     let spec = cdi::generate(&inv, &g.opts)?;
     let text = spec.encode(g.format)?;
-    match &g.output {
-        None => std::io::stdout()
-            .lock()
-            .write_all(text.as_bytes())
-            .context("writing the spec to stdout")?,
-        Some(path) => {
-            fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;
-            set_mode_0644(path)?;
-            if !v.quiet {
-                eprintln!(
-                    "nvidia-ctk: wrote {} ({} devices)",
-                    path.display(),
-                    spec.devices.len()
-                );
-            }
-        }
+    let written = write_spec(g.output.as_deref(), &text)?;
+    if let (Some(path), false) = (written, v.quiet) {
+        eprintln!(
+            "nvidia-ctk: wrote {} ({} devices)",
+            path.display(),
+            spec.devices.len()
+        );
     }
     Ok(())
 }
@@ -495,7 +486,17 @@ fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
         Format::Json => serde_json::to_string_pretty(&spec)? + "\n",
         Format::Yaml => serde_norway::to_string(&spec)?,
     };
-    match &output {
+    let written = write_spec(output.as_deref(), &text)?;
+    if let (Some(path), false) = (written, v.quiet) {
+        eprintln!("nvidia-ctk: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Writes a spec's text to `output` (atomically, mode 0644), or to stdout when `None`; returns
+/// the file written.
+fn write_spec<'a>(output: Option<&'a Path>, text: &str) -> Result<Option<&'a Path>> {
+    match output {
         None => std::io::stdout()
             .lock()
             .write_all(text.as_bytes())
@@ -503,12 +504,9 @@ fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
         Some(path) => {
             fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;
             set_mode_0644(path)?;
-            if !v.quiet {
-                eprintln!("nvidia-ctk: wrote {}", path.display());
-            }
         }
     }
-    Ok(())
+    Ok(output)
 }
 
 pub fn run(args: CdiArgs, v: Verbosity) -> Result<()> {
