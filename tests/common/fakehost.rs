@@ -425,39 +425,23 @@ fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
                 name.replace('-', "_")
             )
         };
-        let mut child = Command::new("gcc")
-            .args(["-x", "c", "-", "-shared", "-fPIC", "-o"])
-            .arg(&output)
-            .arg(format!("-Wl,-soname,{soname}"))
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot run gcc (is it installed?) to build {}: {e}",
-                        output.display()
-                    ),
-                )
-            })?;
-        child
-            .stdin
-            .take()
-            .expect("stdin is piped")
-            .write_all(source.as_bytes())?;
+        let soname_arg = format!("-Wl,-soname,{soname}");
+        let out_arg = output.display().to_string();
+        let args = [
+            "-x",
+            "c",
+            "-",
+            "-shared",
+            "-fPIC",
+            "-o",
+            &out_arg,
+            &soname_arg,
+        ];
+        let child = spawn_gcc(&args, &source, &output)?;
         builds.push((output, child));
     }
     for (output, child) in builds {
-        let result = child.wait_with_output()?;
-        if !result.status.success() {
-            return Err(io::Error::other(format!(
-                "gcc failed ({}) building {}: {}",
-                result.status,
-                output.display(),
-                String::from_utf8_lossy(&result.stderr)
-            )));
-        }
+        wait_gcc(child, &output)?;
     }
 
     let nvml = lib_dir.join(format!("libnvidia-ml.so.{}", host.driver_version));
@@ -470,6 +454,11 @@ fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
 
 /// Runs gcc with `args` and `source` on stdin, naming `output` in its errors.
 fn gcc(args: &[&str], source: &str, output: &Path) -> io::Result<()> {
+    wait_gcc(spawn_gcc(args, source, output)?, output)
+}
+
+/// Starts gcc with `args`, `source` written to its stdin.
+fn spawn_gcc(args: &[&str], source: &str, output: &Path) -> io::Result<std::process::Child> {
     let mut child = Command::new("gcc")
         .args(args)
         .stdin(Stdio::piped())
@@ -490,10 +479,15 @@ fn gcc(args: &[&str], source: &str, output: &Path) -> io::Result<()> {
         .take()
         .expect("stdin is piped")
         .write_all(source.as_bytes())?;
+    Ok(child)
+}
+
+/// Waits for a [`spawn_gcc`]; its stderr in the error when it failed.
+fn wait_gcc(child: std::process::Child, output: &Path) -> io::Result<()> {
     let result = child.wait_with_output()?;
     if !result.status.success() {
         return Err(io::Error::other(format!(
-            "gcc -m32 failed ({}) building {}: {}",
+            "gcc failed ({}) building {}: {}",
             result.status,
             output.display(),
             String::from_utf8_lossy(&result.stderr)
