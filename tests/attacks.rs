@@ -668,7 +668,13 @@ fn request_gpu(h: &Host, b: &mut Bundle, path: Path_, work: &Path) {
 
 /// [`request_gpu`] with `extra` TOML appended to the toolkit config.
 fn request_gpu_with(h: &Host, b: &mut Bundle, path: Path_, work: &Path, extra: &str) {
-    b.env("NVIDIA_VISIBLE_DEVICES=0");
+    request_devices(h, b, path, work, "0", extra);
+}
+
+/// `NVIDIA_VISIBLE_DEVICES=devices` through the prestart hook or jit-cdi, with `extra` TOML
+/// appended to the toolkit config.
+fn request_devices(h: &Host, b: &mut Bundle, path: Path_, work: &Path, devices: &str, extra: &str) {
+    b.env(&format!("NVIDIA_VISIBLE_DEVICES={devices}"));
     let config = match path {
         Path_::Hook => bundle::write_config(work, &h.host.driver_root(), &h.host.proc_root(), ""),
         Path_::JitCdi => shim_config(h, work, "jit-cdi"),
@@ -960,6 +966,61 @@ fn opt_in_sets_in_both_paths() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// Not an attack: a MIG device through the two-path harness, by MIG index and by MIG UUID. The
+/// container gets its GPU's node and exactly the two access nodes of that MIG device (its GPU
+/// instance and compute instance), allowed by its device rules; the other MIG device's are not
+/// there.
+#[test]
+fn mig_device_in_both_paths() {
+    let h = host();
+    let dir = h.dir.join("mig");
+    let mig_host = FakeHost::builder()
+        .gpus(1)
+        .mig(true)
+        .build(&dir.join("host"))
+        .expect("a MIG host");
+    let uuid = mig_host.gpus()[0].migs[1].uuid.clone();
+    let m = Host {
+        config: bundle::write_config(&dir, &mig_host.driver_root(), &mig_host.proc_root(), ""),
+        host: mig_host,
+        dir: dir.clone(),
+    };
+    // The fake host's mig-minors: GPU instance g of GPU 0 has access minor 3 + 9g, its
+    // compute instance 0 the next one (MIG device 0 is gi 1, MIG device 1 gi 2).
+    let want = [
+        ["nvidia-cap12", "nvidia-cap13"],
+        ["nvidia-cap21", "nvidia-cap22"],
+    ];
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for (id, mig) in [("0:0", 0usize), (uuid.as_str(), 1)] {
+            let mut b = Bundle::new(&m.dir, Image::Busybox);
+            request_devices(&m, &mut b, path, &dir, id, "");
+            let out = b.run("ls /dev/nvidia-caps; ls /dev | grep -c '^nvidia[0-9]'; cat /dev/nvidia-caps/*; true");
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            let context = format!("path {path:?}, {id}: {}", bundle::out_text(&out));
+            assert!(out.status.success(), "{context}");
+            let caps: Vec<&str> = stdout
+                .lines()
+                .filter(|l| l.starts_with("nvidia-cap"))
+                .collect();
+            assert_eq!(
+                caps, want[mig],
+                "the access nodes of MIG device {mig}: {context}"
+            );
+            for cap in &caps {
+                assert!(
+                    stderr.contains(&format!(
+                        "can't open '/dev/nvidia-caps/{cap}': No such device or address"
+                    )),
+                    "{cap} allowed (ENXIO): {context}"
+                );
+            }
+            assert!(stdout.lines().any(|l| l == "1"), "one GPU node: {context}");
         }
     }
 }
