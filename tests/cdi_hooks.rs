@@ -127,7 +127,7 @@ fn create_symlinks_cases() {
             Ok("libGLX_nvidia.so.550.54.15"),
         ),
         (
-            "different file exists",
+            "a file of the image is replaced, as upstream's hook",
             "createContainer",
             CDI_HOOK,
             |r, _| {
@@ -135,8 +135,19 @@ fn create_symlinks_cases() {
                 std::fs::write(r.join("usr/lib64/libcuda.so"), "image file").unwrap();
             },
             "libcuda.so.1::/usr/lib64/libcuda.so",
+            "readlink /usr/lib64/libcuda.so",
+            Ok("libcuda.so.1"),
+        ),
+        (
+            "a directory there refuses the start",
+            "createContainer",
+            CDI_HOOK,
+            |r, _| {
+                std::fs::create_dir_all(r.join("usr/lib64/libcuda.so/x")).unwrap();
+            },
+            "libcuda.so.1::/usr/lib64/libcuda.so",
             "echo STARTED",
-            Err("/usr/lib64/libcuda.so already exists in the container and is not a symlink"),
+            Err("/usr/lib64/libcuda.so already exists in the container and is a directory"),
         ),
         (
             "parent is a symlink to a host dir that exists inside too",

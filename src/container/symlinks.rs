@@ -1,9 +1,9 @@
 //! Symlinks in the container ([`crate::plan::Symlink`], e.g. `libcuda.so -> libcuda.so.1`):
 //! each link's parent is resolved (and created) through the rootfs gate and the link made with
 //! symlinkat relative to that directory fd. An identical existing link is fine; an existing
-//! symlink to something else is replaced (a new link renamed over it in the same directory fd,
-//! as upstream replaces it: an image's `libcuda.so` pointing at a CUDA stub must not fail the
-//! start); anything else at the link's path (a file, a directory) is an error naming it.
+//! symlink to something else, or a file, is replaced (a new link renamed over it in the same
+//! directory fd, as upstream replaces it: an image's `libcuda.so` pointing at a CUDA stub must
+//! not fail the start); a directory at the link's path is an error naming it.
 //! Called by the prestart hook and `create-symlinks`.
 
 use super::rootfs::{Rootfs, RootfsError};
@@ -50,27 +50,31 @@ pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
             Err(source) => return Err(err(source)),
         }
-        let what = match sys::readlinkat(dir.as_fd(), name) {
+        match sys::readlinkat(dir.as_fd(), name) {
             Ok(existing) if existing == l.target => continue,
-            Ok(_) => {
-                // Replace the link itself (rename never follows it), never what it points to.
-                let tmp = PathBuf::from(format!(".{}.nvct-{}", name.display(), std::process::id()));
-                let _ = sys::unlinkat(dir.as_fd(), &tmp);
-                sys::symlinkat(&l.target, dir.as_fd(), &tmp).map_err(err)?;
-                if let Err(source) = sys::renameat(dir.as_fd(), &tmp, name) {
-                    let _ = sys::unlinkat(dir.as_fd(), &tmp);
-                    return Err(err(source));
-                }
-                continue;
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => "not a symlink".to_string(),
+            // A link to something else, or a file of the image: replaced as a directory entry
+            // (a new link renamed over it in the same directory fd; rename never follows the
+            // old entry), as upstream's hook replaces it.
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
             Err(source) => return Err(err(source)),
-        };
-        return Err(SymlinkError::Exists {
-            link: l.link.clone(),
-            target: l.target.clone(),
-            what,
-        });
+        }
+        let tmp = PathBuf::from(format!(".{}.nvct-{}", name.display(), std::process::id()));
+        let _ = sys::unlinkat(dir.as_fd(), &tmp);
+        sys::symlinkat(&l.target, dir.as_fd(), &tmp).map_err(err)?;
+        if let Err(source) = sys::renameat(dir.as_fd(), &tmp, name) {
+            let _ = sys::unlinkat(dir.as_fd(), &tmp);
+            return Err(match source.raw_os_error() {
+                Some(libc::EISDIR) | Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+                    SymlinkError::Exists {
+                        link: l.link.clone(),
+                        target: l.target.clone(),
+                        what: "a directory".into(),
+                    }
+                }
+                _ => err(source),
+            });
+        }
     }
     Ok(())
 }
