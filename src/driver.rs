@@ -49,11 +49,38 @@ pub(crate) fn libraries_for(cap: Capability) -> &'static [&'static str] {
             "libnvidia-cbl",
             // GBM's backend (`gbm/nvidia-drm_gbm.so` links to it), as upstream's graphics.
             "libnvidia-allocator",
+            // The EGL external platforms the egl_external_platform.d files name; versioned
+            // apart from the driver ([`OWN_VERSION`]).
+            "libnvidia-egl-gbm",
+            "libnvidia-egl-wayland",
+            "libnvidia-egl-xcb",
+            "libnvidia-egl-xlib",
         ],
         Capability::Ngx => &["libnvidia-ngx"],
         // compat32 adds no family: it adds the 32-bit builds of the other capabilities'.
         Capability::Compat32 => &[],
     }
+}
+
+/// Families whose files carry their own version (`libnvidia-egl-wayland.so.1.1.13`), not the
+/// driver's: the one regular file `<family>.so.<version>` of a dir is taken.
+const OWN_VERSION: &[&str] = &[
+    "libnvidia-egl-gbm",
+    "libnvidia-egl-wayland",
+    "libnvidia-egl-xcb",
+    "libnvidia-egl-xlib",
+];
+
+/// `family` of a file name `<family>.so.<version>`: the driver's version, or for the
+/// [`OWN_VERSION`] families their own (a regular file, not the soname link).
+fn family_of<'a>(file: &'a str, suffix: &str, families: &BTreeSet<&str>) -> Option<&'a str> {
+    if let Some(f) = file.strip_suffix(suffix).filter(|f| families.contains(f)) {
+        return Some(f);
+    }
+    let (family, version) = file.split_once(".so.")?;
+    let own = OWN_VERSION.contains(&family) && families.contains(family);
+    (own && version.contains('.') && version.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        .then_some(family)
 }
 
 /// Binaries per capability.
@@ -196,7 +223,7 @@ fn scan(root: &DriverRoot, dirs: &[PathBuf], version: &str, kind: FileKind) -> V
             .collect();
         names.sort();
         for file in names {
-            let Some(family) = file.strip_suffix(&suffix).filter(|f| families.contains(f)) else {
+            let Some(family) = family_of(&file, &suffix, &families) else {
                 continue;
             };
             if out.iter().any(|f| f.name == family) {
@@ -303,4 +330,42 @@ pub(crate) fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Optio
 
 fn is_regular_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn family_of_cases() {
+        let families: BTreeSet<&str> =
+            ["libcuda", "libnvidia-egl-gbm", "libnvidia-egl-wayland"].into();
+        let suffix = ".so.550.54.15";
+        let cases = [
+            ("driver version", "libcuda.so.550.54.15", Some("libcuda")),
+            ("another driver version", "libcuda.so.535.1.1", None),
+            ("the soname link", "libcuda.so.1", None),
+            (
+                "own version",
+                "libnvidia-egl-gbm.so.1.1.1",
+                Some("libnvidia-egl-gbm"),
+            ),
+            (
+                "own version, longer",
+                "libnvidia-egl-wayland.so.1.1.13",
+                Some("libnvidia-egl-wayland"),
+            ),
+            ("own soname link", "libnvidia-egl-gbm.so.1", None),
+            ("not a version", "libnvidia-egl-gbm.so.1.x", None),
+            ("unknown family", "libfoo.so.1.2.3", None),
+            (
+                "own-version family not asked for",
+                "libnvidia-egl-xcb.so.1.0.1",
+                None,
+            ),
+        ];
+        for (name, file, want) in cases {
+            assert_eq!(family_of(file, suffix, &families), want, "case {name}");
+        }
+    }
 }

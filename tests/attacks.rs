@@ -848,6 +848,8 @@ fn dri_nodes_in_both_paths() {
 /// it with the prestart hook; a CDI spec replaces it, as upstream's `create-symlinks` does.
 #[test]
 fn gbm_and_glx_indirect_in_both_paths() {
+    // GBM's backend link, libGLX_indirect (Mesa's kept by the prestart hook), and the EGL GBM
+    // platform library.
     let h = host();
     let work = h.dir.join("gbm");
     std::fs::create_dir_all(&work).unwrap();
@@ -868,7 +870,9 @@ fn gbm_and_glx_indirect_in_both_paths() {
             let out = b.run(&format!(
                 "echo GBM $(readlink {lib}/gbm/nvidia-drm_gbm.so); \
                  test -e {lib}/gbm/nvidia-drm_gbm.so && echo RESOLVES; \
-                 echo GLX $(readlink {lib}/libGLX_indirect.so.0)"
+                 echo GLX $(readlink {lib}/libGLX_indirect.so.0); \
+                 echo EGLGBM $(readlink {lib}/libnvidia-egl-gbm.so.1); \
+                 echo CACHED $(grep -c libnvidia-egl-gbm.so.1 /etc/ld.so.cache)"
             ));
             let context = format!("{path:?}, mesa {mesa}: {}", bundle::out_text(&out));
             assert!(out.status.success(), "{context}");
@@ -883,6 +887,11 @@ fn gbm_and_glx_indirect_in_both_paths() {
                 format!("GLX libGLX_nvidia.so.{v}")
             };
             assert!(stdout.contains(&glx), "want {glx:?}: {context}");
+            // The EGL GBM platform (its own version), found by its soname through the cache.
+            assert!(
+                stdout.contains("EGLGBM libnvidia-egl-gbm.so.1.1.1") && stdout.contains("CACHED 1"),
+                "{context}"
+            );
         }
     }
 }

@@ -324,6 +324,15 @@ fn two_gpu_host_names_and_shared_edits() {
         .iter()
         .map(|l| format!("{lib}/{l}.so.550.54.15")),
     );
+    // The EGL external platforms, versioned apart from the driver (sorted in after cfg).
+    let at = want_targets
+        .iter()
+        .position(|t| t.ends_with("libnvidia-cfg.so.550.54.15"))
+        .unwrap()
+        + 1;
+    for (i, (name, version, _)) in common::fakehost::STUB_OWN_VERSION_LIBS.iter().enumerate() {
+        want_targets.insert(at + i, format!("{lib}/{name}.so.{version}"));
+    }
     // The graphics and display config files, at their own paths.
     want_targets.extend(
         [

@@ -107,6 +107,13 @@ const STUB_LIBS: &[(&str, &str)] = &[
     ("libEGL_nvidia", "0"),
 ];
 
+/// Stub libraries versioned apart from the driver: (name, file version, SONAME version), the
+/// file `<name>.so.<file version>` (the EGL external platforms).
+pub const STUB_OWN_VERSION_LIBS: &[(&str, &str, &str)] = &[
+    ("libnvidia-egl-gbm", "1.1.1", "1"),
+    ("libnvidia-egl-wayland", "1.1.13", "1"),
+];
+
 const BINARIES: &[&str] = &[
     "nvidia-smi",
     "nvidia-debugdump",
@@ -414,10 +421,17 @@ fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
     }
 
     let mut builds = Vec::new();
-    for (name, soname_version) in STUB_LIBS {
-        let output = lib_dir.join(format!("{name}.so.{}", host.driver_version));
+    let own_version = STUB_OWN_VERSION_LIBS
+        .iter()
+        .map(|(name, file, soname)| (*name, file.to_string(), *soname));
+    let stubs = STUB_LIBS
+        .iter()
+        .map(|(name, soname)| (*name, host.driver_version.clone(), *soname))
+        .chain(own_version);
+    for (name, file_version, soname_version) in stubs {
+        let output = lib_dir.join(format!("{name}.so.{file_version}"));
         let soname = format!("{name}.so.{soname_version}");
-        let source = if *name == "libcuda" {
+        let source = if name == "libcuda" {
             format!("int cuDriverGetVersion(int *v) {{ if (!v) return 1; *v = {CUDA_VERSION}; return 0; }}\nint cuInit(unsigned flags) {{ (void)flags; return 0; }}\n")
         } else {
             format!(
