@@ -547,6 +547,21 @@ fn flags_cases() {
             "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, imex, gds",
         ),
         (
+            "enable all hooks",
+            vec!["--enable-hook", "all"],
+            "enabling all hooks is not supported",
+        ),
+        (
+            "enable a hook we do not write",
+            vec!["--enable-hook", "chmod"],
+            "--enable-hook \"chmod\" (or NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS): not a hook",
+        ),
+        (
+            "an unknown feature flag",
+            vec!["--feature-flag", "go-faster"],
+            "--feature-flag \"go-faster\" (or NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS): expected one of",
+        ),
+        (
             "a CSV-mode flag",
             vec!["--csv.file", "/etc/x.csv"],
             "--csv.file: upstream's CSV (Tegra) mode is not supported",
@@ -772,6 +787,36 @@ fn environment_variables_cases() {
                 [HOOK, "disable-device-node-modification"],
                 [HOOK, "update-ldcache"]
             ]),
+        ),
+        (
+            "enabled hooks win over disabled ones",
+            vec![
+                (
+                    "NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS",
+                    "create-symlinks,enable-cuda-compat",
+                ),
+                (
+                    "NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS",
+                    "enable-cuda-compat",
+                ),
+            ],
+            vec![],
+            hooks,
+            json!([
+                [HOOK, "disable-device-node-modification"],
+                [HOOK, "enable-cuda-compat"],
+                [HOOK, "update-ldcache"]
+            ]),
+        ),
+        (
+            "upstream's feature flags are accepted",
+            vec![(
+                "NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS",
+                "enable-explicit-driver-libraries,no-additional-gids-for-device-nodes",
+            )],
+            vec!["--disable-hook", "all"],
+            hooks,
+            json!([]),
         ),
         (
             "disabled hooks: the flag wins",

@@ -125,6 +125,8 @@ pub struct Options {
     pub one_hook: bool,
     /// What the spec describes: the GPUs, or the IMEX channels (`--mode imex`).
     pub mode: SpecMode,
+    /// Leave out the IPC sockets (upstream's `disable-ipc-discoverer` feature flag).
+    pub no_ipc: bool,
 }
 
 /// The devices of a spec.
@@ -163,6 +165,7 @@ impl Default for Options {
             no_all_device: false,
             one_hook: false,
             mode: SpecMode::Gpus,
+            no_ipc: false,
         }
     }
 }
@@ -508,7 +511,12 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     let container_edits = ContainerEdits {
         env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
         device_nodes: shared.device_nodes.iter().map(node).collect(),
-        mounts: shared.mounts.iter().map(mount).collect(),
+        mounts: shared
+            .mounts
+            .iter()
+            .filter(|m| !(opts.no_ipc && m.kind == FileKind::Ipc))
+            .map(mount)
+            .collect(),
         hooks: hooks(opts, &shared),
     };
     let mut spec = Spec {

@@ -126,6 +126,25 @@ struct GenerateArgs {
         value_delimiter = ','
     )]
     disable_hook: Vec<String>,
+    /// A hook to keep even when --disable-hook names it (repeatable, or a comma list; `all` is
+    /// refused, as upstream).
+    #[arg(
+        long = "enable-hook",
+        alias = "enable-hooks",
+        env = "NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS",
+        value_delimiter = ','
+    )]
+    enable_hook: Vec<String>,
+    /// Upstream's spec generator feature flags (repeatable, or a comma list):
+    /// disable-ipc-discoverer leaves out the IPC sockets; the others upstream knows are
+    /// accepted and change nothing here (docs/COMPAT.md).
+    #[arg(
+        long = "feature-flag",
+        alias = "feature-flags",
+        env = "NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS",
+        value_delimiter = ','
+    )]
+    feature_flag: Vec<String>,
     /// Devices to include: all, or ids (index, i:j, GPU-/MIG- uuid, PCI bus id); repeatable,
     /// comma lists accepted.
     #[arg(
@@ -179,6 +198,17 @@ struct ValidateArgs {
     /// The spec file (YAML or JSON).
     file: PathBuf,
 }
+
+/// Upstream's feature flags that change nothing in the specs made here (explicit driver
+/// libraries are what these specs list anyway; there are no nvsandboxutils, coherent
+/// annotations, CSV devices, or additional GIDs for device nodes).
+const UPSTREAM_FEATURE_FLAGS: &[&str] = &[
+    "enable-explicit-driver-libraries",
+    "disable-nvsandboxutils",
+    "enable-coherent-annotations",
+    "disable-multiple-csv-devices",
+    "no-additional-gids-for-device-nodes",
+];
 
 /// `cdi generate`, resolved.
 #[derive(Debug)]
@@ -236,14 +266,40 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     if strategies.is_empty() {
         strategies = Options::default().strategies;
     }
-    let disabled_hooks = HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(|h| {
-        let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
-        anyhow::anyhow!(
+    let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
+    let mut disabled_hooks =
+        HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(|h| {
+            anyhow::anyhow!(
             "--disable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS): expected all or \
              one of {}",
             names.join(", ")
         )
-    })?;
+        })?;
+    for h in nonempty(&raw.enable_hook) {
+        if h == "all" {
+            bail!("--enable-hook all (or NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS): enabling all hooks is not supported; name them");
+        }
+        let kind = HookKind::parse(h).with_context(|| {
+            format!(
+                "--enable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS): not a hook of \
+                 this toolkit's specs ({})",
+                names.join(", ")
+            )
+        })?;
+        disabled_hooks.remove(&kind);
+    }
+    let mut no_ipc = false;
+    for f in nonempty(&raw.feature_flag) {
+        match f {
+            "disable-ipc-discoverer" => no_ipc = true,
+            f if UPSTREAM_FEATURE_FLAGS.contains(&f) => {}
+            f => bail!(
+                "--feature-flag {f:?} (or NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS): expected one of \
+                 disable-ipc-discoverer, {}",
+                UPSTREAM_FEATURE_FLAGS.join(", ")
+            ),
+        }
+    }
     let ids: Vec<&str> = nonempty(&raw.device_id).collect();
     let devices = if ids.is_empty() || ids.contains(&"all") {
         Devices::All
@@ -321,6 +377,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
             devices,
             no_all_device: raw.no_all_device,
             one_hook: !raw.separate_hooks,
+            no_ipc,
             mode,
             ..Options::default()
         },

@@ -653,3 +653,26 @@ fn gbm_and_glx_indirect_links_as_upstreams() {
         assert!(links.contains(&want.as_str()), "{want}: {links:?}");
     }
 }
+
+#[test]
+fn disable_ipc_discoverer_leaves_out_the_sockets() {
+    let inv = inventory(false);
+    let paths = |no_ipc: bool| -> Vec<String> {
+        let opts = Options {
+            no_ipc,
+            ..Options::default()
+        };
+        generate(&inv, &opts)
+            .unwrap()
+            .container_edits
+            .mounts
+            .iter()
+            .map(|m| m.container_path.clone())
+            .collect()
+    };
+    let socket = "/run/nvidia-persistenced/socket".to_string();
+    assert!(paths(false).contains(&socket));
+    let without = paths(true);
+    assert!(!without.contains(&socket), "{without:?}");
+    assert_eq!(without.len(), paths(false).len() - 1);
+}
