@@ -544,7 +544,7 @@ fn flags_cases() {
         (
             "an unknown mode",
             vec!["--mode", "fast"],
-            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, imex, gds",
+            "--mode \"fast\" (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, management, imex",
         ),
         (
             "enable all hooks",
@@ -1581,6 +1581,73 @@ fn opt_in_set_specs() {
     );
     assert!(
         stdout.contains("/dev/nvidia-fs0") && stdout.contains("{}"),
+        "{text}"
+    );
+}
+
+/// `--mode management`: upstream's spec for management containers (kind
+/// `management.nvidia.com/gpu`): the GPU spec's common edits and one device `all` with every
+/// NVIDIA node, MIG capability nodes and IMEX channels included; podman gives a container all
+/// GPUs and the driver's tools through it.
+#[test]
+fn management_spec() {
+    bundle::require("podman");
+    let h = host(2, true);
+    let doc = parse(&generate(&h, &["--mode", "management"]));
+    assert_eq!(doc["kind"], "management.nvidia.com/gpu", "{doc}");
+    let devices = doc["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{doc}");
+    assert_eq!(devices[0]["name"], "all");
+    let paths: Vec<&str> = devices[0]["containerEdits"]["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    for want in [
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidia-caps-imex-channels/channel0",
+    ] {
+        assert!(paths.contains(&want), "{want}: {paths:?}");
+    }
+    assert!(
+        paths
+            .iter()
+            .any(|p| p.starts_with("/dev/nvidia-caps/nvidia-cap")),
+        "{paths:?}"
+    );
+    let common = &doc["containerEdits"];
+    assert!(!common["mounts"].as_array().unwrap().is_empty(), "{doc}");
+    let common_nodes: Vec<&str> = common["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert!(common_nodes.contains(&"/dev/nvidiactl"), "{common_nodes:?}");
+    assert!(!paths.contains(&"/dev/nvidiactl"), "not twice: {paths:?}");
+
+    // Installed under a test class of nvidia.com (InstalledSpec's naming).
+    let spec = InstalledSpec::with_flags(
+        &h,
+        &[
+            "--mode",
+            "management",
+            "--vendor",
+            "nvidia.com",
+            "--disable-hook",
+            "all",
+        ],
+    );
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let (stdout, text) = podman(
+        &rootfs,
+        &format!("{}=all", spec.kind),
+        "ls /dev/nvidia0 /dev/nvidia1 /usr/bin/nvidia-smi",
+    );
+    assert!(
+        stdout.contains("/dev/nvidia1") && stdout.contains("nvidia-smi"),
         "{text}"
     );
 }

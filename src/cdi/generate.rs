@@ -140,7 +140,14 @@ pub enum SpecMode {
     /// An opt-in set as its one device `all` (kind `nvidia.com/<set>`), as upstream's gated
     /// modes (`--mode gds`, `mofed`, `gdrcopy`, `nvswitch`).
     OptIn(crate::optin::OptIn),
+    /// For management containers (monitoring agents, DCGM), as upstream's `--mode management`
+    /// (kind `management.nvidia.com/gpu`): the GPU spec's common edits, and one device `all`
+    /// with every NVIDIA device node (not the GDS, NVSwitch or NVLink ones).
+    Management,
 }
+
+/// The vendor of upstream's management specs.
+pub const MANAGEMENT_VENDOR: &str = "management.nvidia.com";
 
 /// The class of upstream's IMEX channel specs (`nvidia.com/imex-channel=N`).
 pub const IMEX_CLASS: &str = "imex-channel";
@@ -408,6 +415,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     match opts.mode {
         SpecMode::ImexChannels => return imex_channels(inv, opts, kind),
         SpecMode::OptIn(set) => return opt_in(inv, set, kind),
+        SpecMode::Management => return management(inv, opts),
         SpecMode::Gpus => {}
     }
     let mut strategies: Vec<NameStrategy> = Vec::new();
@@ -525,6 +533,48 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         devices,
         container_edits,
     };
+    spec.cdi_version = version::minimum(&spec).to_string();
+    Ok(spec)
+}
+
+/// The management spec: the common edits of the GPU spec, and `all` with every NVIDIA node
+/// not already in them (upstream leaves out `nvidia-fs*`, `nvidia-nvswitch*`,
+/// `nvidia-nvlink*`).
+fn management(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
+    let gpus = Options {
+        mode: SpecMode::Gpus,
+        no_all_device: true,
+        ..opts.clone()
+    };
+    let mut spec = generate(inv, &gpus)?;
+    let common: Vec<&str> = spec
+        .container_edits
+        .device_nodes
+        .iter()
+        .map(|n| n.path.as_str())
+        .collect();
+    let blocked = ["nvidia-fs", "nvidia-nvswitch", "nvidia-nvlink"];
+    let nodes: Vec<DeviceNode> = inv
+        .nodes
+        .iter()
+        .filter(|n| {
+            let name = n.path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+            let nvidia = n.path.starts_with("/dev/nvidia-caps")
+                || n.path.starts_with(crate::devices::IMEX_CHANNEL_DIR)
+                || (n.path.parent() == Some(Path::new("/dev")) && name.starts_with("nvidia"));
+            nvidia
+                && !blocked.iter().any(|b| name.starts_with(b))
+                && !common.contains(&n.path.to_string_lossy().as_ref())
+        })
+        .map(node)
+        .collect();
+    spec.devices = vec![Device {
+        name: "all".into(),
+        container_edits: ContainerEdits {
+            device_nodes: nodes,
+            ..Default::default()
+        },
+    }];
     spec.cdi_version = version::minimum(&spec).to_string();
     Ok(spec)
 }

@@ -89,12 +89,13 @@ struct GenerateArgs {
         value_delimiter = ','
     )]
     device_name_strategy: Vec<String>,
-    /// The vendor half of the spec's kind (`vendor/class`).
+    /// The vendor half of the spec's kind (`vendor/class`) [default: nvidia.com;
+    /// management.nvidia.com with --mode management].
     #[arg(
         long,
         alias = "cdi-vendor",
         env = "NVIDIA_CTK_CDI_GENERATE_VENDOR",
-        default_value = cdi::generate::DEFAULT_VENDOR
+        default_value = ""
     )]
     vendor: String,
     /// The class half of the spec's kind (`vendor/class`) [default: gpu; imex-channel with
@@ -233,15 +234,17 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let mode = match raw.mode.as_str() {
         "" | "auto" | "nvml" => SpecMode::Gpus,
         "imex" => SpecMode::ImexChannels,
+        "management" => SpecMode::Management,
         m => match nvct::optin::OptIn::parse(m) {
             Some(set) => SpecMode::OptIn(set),
-            None if ["csv", "wsl", "management"].contains(&m) => bail!(
+            None if ["csv", "wsl"].contains(&m) => bail!(
                 "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit \
-                 yet; auto, nvml, imex, gds, mofed, gdrcopy and nvswitch are (docs/COMPAT.md)"
+                 yet; auto, nvml, management, imex, gds, mofed, gdrcopy and nvswitch are \
+                 (docs/COMPAT.md)"
             ),
             None => bail!(
-                "--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, imex, gds, \
-                 mofed, gdrcopy or nvswitch"
+                "--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, management, \
+                 imex, gds, mofed, gdrcopy or nvswitch"
             ),
         },
     };
@@ -310,7 +313,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
                 // IMEX channels are named `N` or `channelN`, as upstream takes them.
                 let s = match mode {
                     SpecMode::ImexChannels => s.strip_prefix("channel").unwrap_or(s),
-                    SpecMode::Gpus | SpecMode::OptIn(_) => s,
+                    SpecMode::Gpus | SpecMode::OptIn(_) | SpecMode::Management => s,
                 };
                 DeviceId::parse(s).with_context(|| {
                     format!(
@@ -360,11 +363,17 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         format,
         root: DriverRoot::new(driver_root, dev_root, proc_root.clone()),
         opts: Options {
-            vendor: or_default(raw.vendor, cdi::generate::DEFAULT_VENDOR),
+            vendor: or_default(
+                raw.vendor,
+                match mode {
+                    SpecMode::Management => cdi::generate::MANAGEMENT_VENDOR,
+                    _ => cdi::generate::DEFAULT_VENDOR,
+                },
+            ),
             class: or_default(
                 raw.class,
                 match mode {
-                    SpecMode::Gpus => cdi::generate::DEFAULT_CLASS,
+                    SpecMode::Gpus | SpecMode::Management => cdi::generate::DEFAULT_CLASS,
                     SpecMode::ImexChannels => cdi::generate::IMEX_CLASS,
                     SpecMode::OptIn(set) => set.name(),
                 },
