@@ -93,6 +93,8 @@ pub(crate) fn binaries_for(cap: Capability) -> &'static [&'static str] {
             "nv-fabricmanager",
         ],
         Capability::Compute => &["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"],
+        // As upstream's graphics mounts.
+        Capability::Graphics | Capability::Display => &["nvidia-xconfig"],
         _ => &[],
     }
 }

@@ -872,7 +872,8 @@ fn gbm_and_glx_indirect_in_both_paths() {
                  test -e {lib}/gbm/nvidia-drm_gbm.so && echo RESOLVES; \
                  echo GLX $(readlink {lib}/libGLX_indirect.so.0); \
                  echo EGLGBM $(readlink {lib}/libnvidia-egl-gbm.so.1); \
-                 echo CACHED $(grep -c libnvidia-egl-gbm.so.1 /etc/ld.so.cache)"
+                 echo CACHED $(grep -c libnvidia-egl-gbm.so.1 /etc/ld.so.cache); \
+                 test -x /usr/bin/nvidia-xconfig && echo XCONFIG"
             ));
             let context = format!("{path:?}, mesa {mesa}: {}", bundle::out_text(&out));
             assert!(out.status.success(), "{context}");
@@ -891,6 +892,10 @@ fn gbm_and_glx_indirect_in_both_paths() {
             assert!(
                 stdout.contains("EGLGBM libnvidia-egl-gbm.so.1.1.1") && stdout.contains("CACHED 1"),
                 "{context}"
+            );
+            assert!(
+                stdout.contains("XCONFIG"),
+                "graphics gets nvidia-xconfig: {context}"
             );
         }
     }

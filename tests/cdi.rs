@@ -298,6 +298,7 @@ fn two_gpu_host_names_and_shared_edits() {
             "nvidia-debugdump",
             "nvidia-persistenced",
             "nvidia-smi",
+            "nvidia-xconfig",
         ]
         .iter()
         .map(|b| format!("/usr/bin/{b}")),

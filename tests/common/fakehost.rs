@@ -120,6 +120,7 @@ const BINARIES: &[&str] = &[
     "nvidia-persistenced",
     "nvidia-cuda-mps-control",
     "nvidia-cuda-mps-server",
+    "nvidia-xconfig",
 ];
 
 /// One device node the fake host created.
