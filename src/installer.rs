@@ -454,8 +454,8 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
     };
     let mut spec = cdi::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
     if opts.driver_root_ctr_path.is_some() {
-        to_host_paths(&mut spec, &opts.seen_driver_root(), &opts.driver_root);
-        to_host_paths(&mut spec, &opts.seen_dev_root(), &opts.dev_root);
+        to_host_paths(&mut spec, &opts.seen_driver_root(), &opts.driver_root)?;
+        to_host_paths(&mut spec, &opts.seen_dev_root(), &opts.dev_root)?;
     }
     let text = spec
         .encode(cdi::Format::Yaml)
@@ -468,24 +468,15 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
 }
 
 /// Rewrites the spec's host paths under `seen` (this process's view) to `host`.
-fn to_host_paths(spec: &mut cdi::Spec, seen: &Path, host: &Path) {
-    let fix = |p: &mut String| {
-        if let Ok(rest) = Path::new(p.as_str()).strip_prefix(seen) {
-            *p = host.join(rest).display().to_string();
-        }
-    };
-    let edits = std::iter::once(&mut spec.container_edits)
-        .chain(spec.devices.iter_mut().map(|d| &mut d.container_edits));
-    for e in edits {
-        for n in &mut e.device_nodes {
-            if let Some(h) = &mut n.host_path {
-                fix(h);
-            }
-        }
-        for m in &mut e.mounts {
-            fix(&mut m.host_path);
-        }
-    }
+/// The spec's host paths under `seen` (the driver root as the installer's container sees it)
+/// moved to `host` ([`cdi::transform::root`], relative to the host).
+fn to_host_paths(spec: &mut cdi::Spec, seen: &Path, host: &Path) -> Result<(), InstallError> {
+    let err = |e: serde_json::Error| InstallError::Cdi(format!("moving the spec's paths: {e}"));
+    let mut value = serde_json::to_value(&*spec).map_err(err)?;
+    let (seen, host) = (seen.display().to_string(), host.display().to_string());
+    cdi::transform::root(&mut value, &seen, &host, cdi::transform::RelativeTo::Host);
+    *spec = serde_json::from_value(value).map_err(err)?;
+    Ok(())
 }
 
 /// Where an install's record is kept: beside the toolkit dir, outside what is removed.

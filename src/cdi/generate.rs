@@ -120,8 +120,9 @@ pub struct Options {
     pub capabilities: BTreeSet<Capability>,
     /// Leave out the `all` device (`--no-all-device`).
     pub no_all_device: bool,
-    /// One `apply-edits` hook that does every hook's work in one process, instead of one hook
-    /// per edit (jit-cdi: specs only our own hook ever runs; saves a process start per hook).
+    /// One `apply-edits` hook that does every hook's work in one process (the default: saves a
+    /// process start per hook), instead of one hook per edit with upstream's names (`cdi
+    /// generate --separate-hooks`, for upstream's nvidia-cdi-hook).
     pub one_hook: bool,
     /// What the spec describes: the GPUs, or the IMEX channels (`--mode imex`).
     pub mode: SpecMode,
@@ -170,7 +171,7 @@ impl Default for Options {
                 .filter(|c| *c != Capability::Compat32)
                 .collect(),
             no_all_device: false,
-            one_hook: false,
+            one_hook: true,
             mode: SpecMode::Gpus,
             no_ipc: false,
         }

@@ -76,6 +76,15 @@ fn node(path: &str, major: i64, minor: i64) -> DeviceNode {
     }
 }
 
+/// The default options with upstream's one-hook-per-edit layout (`--separate-hooks`), which
+/// most cases here look at hook by hook.
+fn separate() -> Options {
+    Options {
+        one_hook: false,
+        ..Options::default()
+    }
+}
+
 fn names(spec: &Spec) -> Vec<&str> {
     spec.devices.iter().map(|d| d.name.as_str()).collect()
 }
@@ -90,7 +99,7 @@ fn hook_args(spec: &Spec) -> Vec<Vec<&str>> {
 
 #[test]
 fn two_gpus_default_options_whole_spec() {
-    let spec = generate(&inventory(false), &Options::default()).unwrap();
+    let spec = generate(&inventory(false), &separate()).unwrap();
     let ro = |host: &str, container: &str| Mount {
         host_path: host.into(),
         container_path: container.into(),
@@ -215,7 +224,7 @@ fn naming_strategy_cases() {
             &inventory(mig),
             &Options {
                 strategies,
-                ..Options::default()
+                ..separate()
             },
         )
         .unwrap();
@@ -229,7 +238,7 @@ fn mig_device_gets_its_cap_nodes_and_all_has_the_union() {
         &inventory(true),
         &Options {
             strategies: vec![NameStrategy::Index],
-            ..Options::default()
+            ..separate()
         },
     )
     .unwrap();
@@ -272,7 +281,7 @@ fn version_is_the_minimum_needed() {
         &inventory(false),
         &Options {
             strategies: vec![NameStrategy::TypeIndex],
-            ..Options::default()
+            ..separate()
         },
     )
     .unwrap();
@@ -287,7 +296,7 @@ fn hook_option_cases() {
             "all disabled",
             Options {
                 disabled_hooks: all,
-                ..Options::default()
+                ..separate()
             },
             vec![],
         ),
@@ -296,7 +305,7 @@ fn hook_option_cases() {
             Options {
                 ldconfig_path: Some("/sbin/ldconfig.real".into()),
                 disabled_hooks: BTreeSet::from([HookKind::CreateSymlinks]),
-                ..Options::default()
+                ..separate()
             },
             vec![
                 vec!["nvidia-cdi-hook", "disable-device-node-modification"],
@@ -321,7 +330,7 @@ fn hook_option_cases() {
             Options {
                 proc_root: "/host/proc".into(),
                 disabled_hooks: BTreeSet::from([HookKind::EnableCudaCompat]),
-                ..Options::default()
+                ..separate()
             },
             vec![
                 vec![
@@ -349,7 +358,7 @@ fn hook_option_cases() {
             Options {
                 proc_root: "/host/proc".into(),
                 one_hook: true,
-                ..Options::default()
+                ..separate()
             },
             vec![vec![
                 "nvidia-cdi-hook",
@@ -372,7 +381,7 @@ fn hook_option_cases() {
             "no compute: no compat hook",
             Options {
                 capabilities: BTreeSet::from([Capability::Utility]),
-                ..Options::default()
+                ..separate()
             },
             vec![
                 vec!["nvidia-cdi-hook", "disable-device-node-modification"],
@@ -421,7 +430,7 @@ fn device_id_selection_cases() {
             &Options {
                 devices,
                 strategies: vec![NameStrategy::Index],
-                ..Options::default()
+                ..separate()
             },
         );
         assert_eq!(
@@ -438,7 +447,7 @@ fn bad_kind_is_refused() {
         &inventory(false),
         &Options {
             class: "g.pu".into(),
-            ..Options::default()
+            ..separate()
         },
     );
     assert!(matches!(got, Err(GenerateError::Kind(_))), "{got:?}");
@@ -456,7 +465,7 @@ fn a_host_without_gpus_gets_no_spec() {
             .chars()
             .all(|c| c.is_ascii_digit())
     });
-    let got = generate(&inv, &Options::default());
+    let got = generate(&inv, &separate());
     assert_eq!(got, Err(GenerateError::NoGpus));
     assert!(GenerateError::NoGpus
         .to_string()
@@ -465,8 +474,8 @@ fn a_host_without_gpus_gets_no_spec() {
 
 #[test]
 fn same_input_same_bytes() {
-    let a = generate(&inventory(true), &Options::default()).unwrap();
-    let b = generate(&inventory(true), &Options::default()).unwrap();
+    let a = generate(&inventory(true), &separate()).unwrap();
+    let b = generate(&inventory(true), &separate()).unwrap();
     for f in [super::super::Format::Yaml, super::super::Format::Json] {
         assert_eq!(a.encode(f).unwrap(), b.encode(f).unwrap());
     }
@@ -483,11 +492,7 @@ fn compat32_libraries_per_capability_set() {
     let every: BTreeSet<Capability> = Capability::ALL.into_iter().collect();
     // (case, capabilities, whether the 32-bit libcuda is mounted)
     let cases = [
-        (
-            "cdi generate's defaults",
-            Options::default().capabilities,
-            false,
-        ),
+        ("cdi generate's defaults", separate().capabilities, false),
         ("every capability (jit-cdi)", every, true),
     ];
     for (name, capabilities, want) in cases {
@@ -495,7 +500,7 @@ fn compat32_libraries_per_capability_set() {
             &inv,
             &Options {
                 capabilities,
-                ..Options::default()
+                ..separate()
             },
         )
         .unwrap();
@@ -515,9 +520,7 @@ fn compat32_libraries_per_capability_set() {
             "{name}: {ldcache:?}"
         );
     }
-    assert!(!Options::default()
-        .capabilities
-        .contains(&Capability::Compat32));
+    assert!(!separate().capabilities.contains(&Capability::Compat32));
 }
 
 #[test]
@@ -559,7 +562,7 @@ fn drm_nodes_are_each_gpus_own() {
     let cases = [
         (
             "defaults (graphics, display)",
-            Options::default().capabilities,
+            separate().capabilities,
             true,
         ),
         ("compute and utility only", compute, false),
@@ -570,7 +573,7 @@ fn drm_nodes_are_each_gpus_own() {
             &Options {
                 capabilities,
                 strategies: vec![NameStrategy::Index],
-                ..Options::default()
+                ..separate()
             },
         )
         .unwrap();
@@ -640,7 +643,7 @@ fn gbm_and_glx_indirect_links_as_upstreams() {
             &format!("{lib}/{family}.so.550.54.15"),
         ));
     }
-    let spec = generate(&inv, &Options::default()).unwrap();
+    let spec = generate(&inv, &separate()).unwrap();
     let links = hook_args(&spec)
         .into_iter()
         .find(|a| a.get(1) == Some(&"create-symlinks"))
@@ -660,7 +663,7 @@ fn disable_ipc_discoverer_leaves_out_the_sockets() {
     let paths = |no_ipc: bool| -> Vec<String> {
         let opts = Options {
             no_ipc,
-            ..Options::default()
+            ..separate()
         };
         generate(&inv, &opts)
             .unwrap()
