@@ -3,9 +3,7 @@
 
 use crate::devices::{self, DevicesError};
 use crate::driver;
-use crate::model::{DeviceId, Devices};
 pub use crate::model::{Gpu, Inventory, MigDevice, ProcDriver};
-use crate::request::Request;
 use crate::root::DriverRoot;
 use crate::{ldcache, nvml};
 use std::collections::BTreeMap;
@@ -26,31 +24,6 @@ pub enum DiscoverError {
     Devices(#[from] DevicesError),
 }
 
-/// Whether answering `req` needs what only NVML knows: MIG devices (`0:1`, `MIG-…`), and the
-/// CUDA version and brands that `cuda` and `brand` requirement terms compare. Indices, GPU
-/// UUIDs and bus ids are in `/proc/driver/nvidia/gpus/*/information` (indices in bus-id
-/// order, as NVML numbers the GPUs).
-pub fn needs_nvml(req: &Request) -> bool {
-    let mig = |id: &DeviceId| match id {
-        DeviceId::MigIndex(..) => true,
-        DeviceId::Uuid(u) => u.starts_with("MIG-"),
-        _ => false,
-    };
-    let devices = matches!(&req.devices, Devices::List(ids) if ids.iter().any(mig));
-    let terms = req.requirements.iter().any(|e| {
-        let e = e.to_ascii_lowercase();
-        e.contains("cuda") || e.contains("brand")
-    });
-    devices || terms
-}
-
-/// [`discover`] for one container's request: NVML is not loaded when `/proc/driver/nvidia`
-/// answers it ([`needs_nvml`]); on a real host NVML's initialisation is the slowest step of
-/// discovery (tens to hundreds of milliseconds without persistence mode).
-pub fn for_request(root: &DriverRoot, req: &Request) -> Result<Inventory, DiscoverError> {
-    discover_with(root, needs_nvml(req))
-}
-
 /// Reads the host. NVML (from the driver root's `libnvidia-ml.so.1`) gives the GPUs when it
 /// loads; otherwise `/proc/driver/nvidia` does. NOTE: a real NVML starts threads; callers
 /// that enter another mount namespace afterwards must do so in a fresh child process.
@@ -58,9 +31,11 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     discover_with(root, true)
 }
 
-/// [`discover`]; with `nvml` false, NVML is loaded only when `/proc/driver/nvidia` has no
-/// driver version.
-fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
+/// [`discover`]; with `nvml` false (a request [`crate::plan::needs_nvml`] says needs nothing
+/// of NVML's), NVML is loaded only when `/proc/driver/nvidia` has no driver version: on a real
+/// host its initialisation is the slowest step of discovery (tens to hundreds of milliseconds
+/// without persistence mode).
+pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
     let mut notes = Vec::new();
     let cache_path = root.host_path("/etc/ld.so.cache");
     let cache = match ldcache::read(&cache_path) {
@@ -160,55 +135,4 @@ pub(crate) fn read_proc_driver(root: &DriverRoot, gpus: &[Gpu]) -> Option<ProcDr
         pd.gpu_files.insert(gpu.bus_id.clone(), files);
     }
     Some(pd)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn needs_nvml_cases() {
-        let req = |devices: Devices, requirements: &[&str]| Request {
-            devices,
-            capabilities: Default::default(),
-            requirements: requirements.iter().map(|s| s.to_string()).collect(),
-            mig_config: None,
-            mig_monitor: None,
-            imex_channels: None,
-            cuda_compat: false,
-            opt_ins: Default::default(),
-        };
-        let list =
-            |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());
-        let cases = [
-            ("index", req(list(&["0", "1"]), &[]), false),
-            (
-                "GPU UUID",
-                req(list(&["GPU-8f6b4f47-0000-0000-0000-000000000000"]), &[]),
-                false,
-            ),
-            ("bus id", req(list(&["0000:3b:00.0"]), &[]), false),
-            ("all", req(Devices::All, &[]), false),
-            ("MIG index", req(list(&["0", "0:1"]), &[]), true),
-            (
-                "MIG UUID",
-                req(list(&["MIG-8f6b4f47-0000-0000-0000-000000000000"]), &[]),
-                true,
-            ),
-            (
-                "driver and arch terms",
-                req(Devices::All, &["driver>=535 arch=x86_64"]),
-                false,
-            ),
-            ("cuda term", req(Devices::All, &["cuda>=12.0"]), true),
-            (
-                "brand term, upper case",
-                req(Devices::All, &["BRAND=tesla"]),
-                true,
-            ),
-        ];
-        for (name, r, want) in cases {
-            assert_eq!(needs_nvml(&r), want, "case {name}");
-        }
-    }
 }

@@ -504,6 +504,26 @@ fn check_requirement(
     }
 }
 
+/// Whether planning `req` needs what only NVML knows: MIG devices (`0:1`, `MIG-…`), and the
+/// CUDA version and brands that `cuda` and `brand` requirement terms compare (terms read as
+/// [`check_requirement`] reads them). Indices, GPU UUIDs and bus ids are in
+/// `/proc/driver/nvidia/gpus/*/information` (indices in bus-id order, as NVML numbers them).
+pub fn needs_nvml(req: &Request) -> bool {
+    let mig = |id: &DeviceId| match id {
+        DeviceId::MigIndex(..) => true,
+        DeviceId::Uuid(u) => u.starts_with("MIG-"),
+        _ => false,
+    };
+    let devices = matches!(&req.devices, Devices::List(ids) if ids.iter().any(mig));
+    let terms = req
+        .requirements
+        .iter()
+        .flat_map(|e| e.split([' ', '\t', '\n', ',']))
+        .filter_map(parse_term)
+        .any(|(key, _, _)| key == "cuda" || key == "brand");
+    devices || terms
+}
+
 fn parse_term(term: &str) -> Option<(&str, &str, &str)> {
     let at = term.find(['<', '>', '=', '!'])?;
     let (key, rest) = term.split_at(at);

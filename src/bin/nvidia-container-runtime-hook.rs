@@ -197,7 +197,7 @@ fn inject(
 
     t.step("request");
     let root = config.driver();
-    let inv = discover::for_request(&root, &req)?;
+    let inv = discover::discover_with(&root, plan::needs_nvml(&req))?;
     t.step("discovery");
     for n in &inv.notes {
         log.debug(n);

@@ -120,7 +120,7 @@ fn create(
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
-                let planned = discover::for_request(&root, &req)
+                let planned = discover::discover_with(&root, nvct::plan::needs_nvml(&req))
                     .map_err(anyhow::Error::from)
                     .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
                 match planned {

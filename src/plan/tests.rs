@@ -1043,3 +1043,49 @@ fn gbm_and_glx_indirect_cases() {
         assert_eq!(got, want, "case {name}");
     }
 }
+
+#[test]
+fn needs_nvml_cases() {
+    let list =
+        |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());
+    let with = |devices: Devices, requirements: &[&str]| Request {
+        requirements: requirements.iter().map(|s| s.to_string()).collect(),
+        ..request(devices, &[])
+    };
+    let cases = [
+        ("index", with(list(&["0", "1"]), &[]), false),
+        (
+            "GPU UUID",
+            with(list(&["GPU-8f6b4f47-0000-0000-0000-000000000000"]), &[]),
+            false,
+        ),
+        ("bus id", with(list(&["0000:3b:00.0"]), &[]), false),
+        ("all", with(Devices::All, &[]), false),
+        ("MIG index", with(list(&["0", "0:1"]), &[]), true),
+        (
+            "MIG UUID",
+            with(list(&["MIG-8f6b4f47-0000-0000-0000-000000000000"]), &[]),
+            true,
+        ),
+        (
+            "driver and arch terms",
+            with(Devices::All, &["driver>=535 arch=x86_64"]),
+            false,
+        ),
+        ("cuda term", with(Devices::All, &["cuda>=12.0"]), true),
+        (
+            "brand term in an alternative",
+            with(Devices::All, &["driver>=535,arch=x86_64 brand=tesla"]),
+            true,
+        ),
+        // Not a term the planner reads: it refuses the request, NVML or not.
+        (
+            "an unknown key",
+            with(Devices::All, &["BRAND=tesla"]),
+            false,
+        ),
+    ];
+    for (name, r, want) in cases {
+        assert_eq!(needs_nvml(&r), want, "case {name}");
+    }
+}
