@@ -187,13 +187,18 @@ pub fn shared_object(file: &std::fs::File) -> Option<SharedObject> {
     shared_object_from(&|at, buf| file.read_exact_at(buf, at).ok())
 }
 
-/// PURE: the same over bytes in memory (tests, fuzzing).
-pub fn shared_object_in(bytes: &[u8]) -> Option<SharedObject> {
-    shared_object_from(&|at, buf| {
+/// Reads of `bytes` at file offsets, as [`Reader`] takes them.
+fn in_memory(bytes: &[u8]) -> impl Fn(u64, &mut [u8]) -> Option<()> + '_ {
+    move |at, buf| {
         let at = usize::try_from(at).ok()?;
         buf.copy_from_slice(bytes.get(at..at.checked_add(buf.len())?)?);
         Some(())
-    })
+    }
+}
+
+/// PURE: the same over bytes in memory (tests, fuzzing).
+pub fn shared_object_in(bytes: &[u8]) -> Option<SharedObject> {
+    shared_object_from(&in_memory(bytes))
 }
 
 /// PURE: whether `head` (the first bytes of a file) is an ELF executable without an
@@ -209,11 +214,7 @@ pub fn static_elf(head: &[u8]) -> Result<(), &'static str> {
     if head[5] != 1 {
         return Err("a big-endian ELF file");
     }
-    let read = |at: u64, buf: &mut [u8]| {
-        let at = usize::try_from(at).ok()?;
-        buf.copy_from_slice(head.get(at..at.checked_add(buf.len())?)?);
-        Some(())
-    };
+    let read = in_memory(head);
     let r = Reader { read: &read };
     let truncated = "an ELF file whose program headers cannot be read";
     let is64 = head[4] == 2;

@@ -35,6 +35,18 @@ struct Pattern {
     exact: bool,
 }
 
+impl Pattern {
+    /// Whether a node named `name` in `dir` is one of this pattern's.
+    fn matches(&self, dir: &Path, name: &str) -> bool {
+        Path::new(self.dir) == dir
+            && if self.exact {
+                name == self.name
+            } else {
+                name.starts_with(self.name)
+            }
+    }
+}
+
 const fn prefix(dir: &'static str, name: &'static str) -> Pattern {
     Pattern {
         dir,
@@ -100,14 +112,7 @@ impl OptIn {
         else {
             return false;
         };
-        self.patterns().iter().any(|p| {
-            Path::new(p.dir) == dir
-                && if p.exact {
-                    name == p.name
-                } else {
-                    name.starts_with(p.name)
-                }
-        })
+        self.patterns().iter().any(|p| p.matches(dir, name))
     }
 
     /// Whether a driver file (from [`files`]) belongs to this set.
@@ -156,12 +161,7 @@ pub fn node_names(root: &DriverRoot) -> Vec<String> {
                 let Some(name) = e.file_name().to_str().map(String::from) else {
                     continue;
                 };
-                let matches = if p.exact {
-                    name == p.name
-                } else {
-                    name.starts_with(p.name)
-                };
-                if is_char && matches {
+                if is_char && p.matches(Path::new(p.dir), &name) {
                     out.push(format!("{}/{name}", p.dir));
                 }
             }

@@ -420,26 +420,6 @@ pub fn imex_edits(
     Ok(edits)
 }
 
-/// `jit-cdi` mode: the device nodes and files of the opt-in sets `sets` the host has
-/// ([`crate::optin::select`], as the planner gives them).
-pub fn opt_in_edits(sets: &BTreeSet<request::OptIn>, inv: &Inventory) -> ContainerEdits {
-    let (nodes, files, _) = crate::optin::select(sets, inv);
-    ContainerEdits {
-        device_nodes: nodes.into_iter().map(cdi::generate::node).collect(),
-        mounts: files
-            .into_iter()
-            .map(|f| {
-                cdi::generate::mount(&crate::plan::FileMount {
-                    host_path: f.host_path.clone(),
-                    container_path: f.driver_path.clone(),
-                    kind: f.kind,
-                })
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
 /// `jit-cdi` mode: a spec generated from `inv` for exactly `names` (all of `default-kind`),
 /// with its hooks running `cdi_hook`. Returns the edits to apply: the spec-level ones and
 /// those of the spec's `all` device, which is the union of the requested devices.

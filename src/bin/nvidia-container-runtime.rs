@@ -240,7 +240,11 @@ fn inject_jit(
         shim::inject(spec, &[&shim::imex_edits(ch, &inv, path)?], path)?;
     }
     if !extras.sets.is_empty() {
-        shim::inject(spec, &[&shim::opt_in_edits(extras.sets, &inv)], path)?;
+        shim::inject(
+            spec,
+            &[&nvct::cdi::generate::opt_in_edits(extras.sets, &inv)],
+            path,
+        )?;
     }
     Ok(cdi_hook)
 }

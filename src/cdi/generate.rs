@@ -304,7 +304,7 @@ pub(crate) fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
     }
 }
 
-pub(crate) fn mount(m: &FileMount) -> Mount {
+fn mount(m: &FileMount) -> Mount {
     let mut options: Vec<String> = ["ro", "nosuid", "nodev", "bind"].map(String::from).into();
     if m.kind == FileKind::Ipc {
         options.push("noexec".into());
@@ -583,13 +583,31 @@ fn management(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
 /// The spec of an opt-in set: its device `all` with the set's nodes and files
 /// ([`crate::optin::select`]).
 fn opt_in(inv: &Inventory, set: crate::optin::OptIn, kind: String) -> Result<Spec, GenerateError> {
-    let (nodes, files, _) = crate::optin::select(&[set].into(), inv);
-    if nodes.is_empty() {
+    let container_edits = opt_in_edits(&[set].into(), inv);
+    if container_edits.device_nodes.is_empty() {
         return Err(GenerateError::NoOptInNodes {
             set: set.name(),
             env: set.env(),
         });
     }
+    let mut spec = Spec {
+        cdi_version: String::new(),
+        kind,
+        devices: vec![Device {
+            name: "all".into(),
+            container_edits,
+        }],
+        container_edits: ContainerEdits::default(),
+    };
+    spec.cdi_version = version::minimum(&spec).to_string();
+    Ok(spec)
+}
+
+/// The device nodes and files of the opt-in sets `sets` the host has
+/// ([`crate::optin::select`], as the planner gives them), as CDI edits: the spec of
+/// `--mode gds` and the like, and what jit-cdi adds for `NVIDIA_GDS=enabled` and the like.
+pub fn opt_in_edits(sets: &BTreeSet<crate::optin::OptIn>, inv: &Inventory) -> ContainerEdits {
+    let (nodes, files, _) = crate::optin::select(sets, inv);
     let mounts = files
         .into_iter()
         .map(|f| {
@@ -600,21 +618,11 @@ fn opt_in(inv: &Inventory, set: crate::optin::OptIn, kind: String) -> Result<Spe
             })
         })
         .collect();
-    let mut spec = Spec {
-        cdi_version: String::new(),
-        kind,
-        devices: vec![Device {
-            name: "all".into(),
-            container_edits: ContainerEdits {
-                device_nodes: nodes.into_iter().map(node).collect(),
-                mounts,
-                ..Default::default()
-            },
-        }],
-        container_edits: ContainerEdits::default(),
-    };
-    spec.cdi_version = version::minimum(&spec).to_string();
-    Ok(spec)
+    ContainerEdits {
+        device_nodes: nodes.into_iter().map(node).collect(),
+        mounts,
+        ..Default::default()
+    }
 }
 
 /// The IMEX channel spec: a device per channel node the host has (those `opts.devices` names,

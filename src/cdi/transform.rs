@@ -54,11 +54,7 @@ pub fn root(spec: &mut Value, from: &str, to: &str, rel: RelativeTo) {
     if from == to {
         return;
     }
-    let mv = |v: &mut Value| {
-        if let Some(s) = v.as_str() {
-            *v = Value::String(move_path(s, from, to));
-        }
-    };
+    let mv = |s: &str| move_path(s, from, to);
     if let Some(devices) = spec.get_mut("devices").and_then(Value::as_array_mut) {
         for e in devices
             .iter_mut()
@@ -72,7 +68,7 @@ pub fn root(spec: &mut Value, from: &str, to: &str, rel: RelativeTo) {
     }
 }
 
-fn edits_root(edits: &mut Value, mv: &dyn Fn(&mut Value), rel: RelativeTo) {
+fn edits_root(edits: &mut Value, mv: &dyn Fn(&str) -> String, rel: RelativeTo) {
     for node in array(edits, "deviceNodes") {
         match rel {
             RelativeTo::Host => {
@@ -113,21 +109,13 @@ fn edits_root(edits: &mut Value, mv: &dyn Fn(&mut Value), rel: RelativeTo) {
         }
         if args {
             for arg in array(hook, "args") {
-                let Some(s) = arg.as_str() else { continue };
-                let moved = match s.split_once("::") {
-                    Some((a, b)) => {
-                        let (mut a, mut b) = (Value::from(a), Value::from(b));
-                        mv(&mut a);
-                        mv(&mut b);
-                        format!("{}::{}", a.as_str().unwrap_or(""), b.as_str().unwrap_or(""))
-                    }
-                    None => {
-                        let mut v = Value::from(s);
-                        mv(&mut v);
-                        v.as_str().unwrap_or("").to_string()
-                    }
-                };
-                *arg = Value::String(moved);
+                if let Some(s) = arg.as_str() {
+                    let moved = match s.split_once("::") {
+                        Some((a, b)) => format!("{}::{}", mv(a), mv(b)),
+                        None => mv(s),
+                    };
+                    *arg = Value::String(moved);
+                }
             }
         }
     }
@@ -140,9 +128,12 @@ fn array<'a>(v: &'a mut Value, key: &str) -> impl Iterator<Item = &'a mut Value>
         .flatten()
 }
 
-fn field(v: &mut Value, key: &str, mv: &dyn Fn(&mut Value)) {
+/// `v[key]` moved by `mv` when it is a string.
+fn field(v: &mut Value, key: &str, mv: &dyn Fn(&str) -> String) {
     if let Some(f) = v.get_mut(key) {
-        mv(f);
+        if let Some(s) = f.as_str() {
+            *f = Value::String(mv(s));
+        }
     }
 }
 

@@ -198,9 +198,11 @@ fn compat_enabled(root: &Rootfs) -> bool {
         return false;
     };
     sys::list_dir(dir.as_fd()).is_ok_and(|names| {
-        names
-            .iter()
-            .any(|n| n.to_str().is_some_and(|n| n.starts_with("00-compat-")))
+        names.iter().any(|n| {
+            n.to_str()
+                .and_then(|n| n.strip_prefix(ldso_conf::COMPAT_CONF_PREFIX))
+                .is_some_and(|rest| rest.starts_with('-'))
+        })
     })
 }
 

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 
 /// Where CUDA images keep their forward-compatibility driver libraries.
 pub const CUDA_COMPAT_DIR: &str = "/usr/local/cuda/compat";
+/// The name prefix of the conf file [`enable_cuda_compat`] writes (`00-compat-<hash>.conf`);
+/// the native ld cache writer looks for it (`ld_cache.rs`).
+pub(crate) const COMPAT_CONF_PREFIX: &str = "00-compat";
 const LDSO_CONF: &str = "/etc/ld.so.conf";
 const LDSO_CONF_D: &str = "/etc/ld.so.conf.d";
 
@@ -133,7 +136,7 @@ pub fn enable_cuda_compat(
     match compat.as_slice() {
         [major] if *major > host => {
             let text = format!("{}\n", compat_dir.display());
-            Ok(Some(write_conf(root, "00-compat", &text)?))
+            Ok(Some(write_conf(root, COMPAT_CONF_PREFIX, &text)?))
         }
         _ => Ok(None),
     }
