@@ -539,6 +539,17 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
     } else {
         Status::Fail
     };
+    // A config that does not parse fails the check (and says nothing of systemd cgroups).
+    let unreadable = |err: &dyn std::fmt::Display| {
+        let why = format!("{} (read from {}): {err}", e.path.display(), e.via);
+        let check = check(
+            &check_name,
+            Status::Fail,
+            why,
+            format!("fix the file, then {fix}"),
+        );
+        (check, false)
+    };
     let merged;
     let text = match (&e.text, e.drop_ins.is_empty()) {
         (Some(t), true) => Some(t),
@@ -555,17 +566,7 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
                     merged = m;
                     Some(&merged)
                 }
-                Err(err) => {
-                    return (
-                        check(
-                            &check_name,
-                            Status::Fail,
-                            format!("{} (read from {}): {err}", e.path.display(), e.via),
-                            format!("fix the file, then {fix}"),
-                        ),
-                        false,
-                    )
-                }
+                Err(err) => return unreadable(&err),
             }
         }
         (None, true) => None,
@@ -590,17 +591,7 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
     };
     let reg = match e.engine.status(src, runtime_config::DEFAULT_RUNTIME_NAME) {
         Ok(r) => r,
-        Err(err) => {
-            return (
-                check(
-                    &check_name,
-                    Status::Fail,
-                    format!("{} (read from {}): {err}", e.path.display(), e.via),
-                    format!("fix the file, then {fix}"),
-                ),
-                false,
-            )
-        }
+        Err(err) => return unreadable(&err),
     };
     let systemd = reg.systemd_cgroup.unwrap_or(e.engine.default_systemd(v2));
     let c = match &reg.runtime_path {
