@@ -12,7 +12,7 @@
 //! compatibility, the ld cache. Everything mounted lives in the container's mount namespace
 //! only: a failure leaves nothing on the host.
 
-use crate::container::rootfs::{Rootfs, Target};
+use crate::container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
 use crate::container::{self, cgroup, ld_cache, ldconfig, ldso_conf, proc_mask, symlinks};
 use crate::discover::Inventory;
 use crate::model::{Arch, FileKind};
@@ -34,6 +34,8 @@ pub enum ApplyError {
     Cgroup(#[from] crate::container::cgroup::CgroupError),
     #[error(transparent)]
     Ldconfig(#[from] crate::container::ldconfig::LdconfigError),
+    #[error(transparent)]
+    Rootfs(#[from] RootfsError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
     #[error("in the container's mount namespace: {0}")]
@@ -94,8 +96,8 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
 }
 
 /// `plan` is [`plan::plan`] of `req` and `inv` with the layout unknown (what the caller logs);
-/// the child plans again with the layout it probes in the container. Returns how the ld cache
-/// was made (for the log), if it was.
+/// the child plans again with the layout it probes in the container. Returns a line for the
+/// log: the optional files skipped (on a volume) and how the ld cache was made, if it was.
 pub fn apply(
     req: &Request,
     inv: &Inventory,
@@ -129,6 +131,8 @@ pub fn apply(
     }
     let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
     let ns = open(&ns_path, libc::O_RDONLY)?;
+    // The runtime's mount table, opened here, before the child enters the container's.
+    let host = HostMounts::of_this_namespace()?;
     let ldconfig = if plan.ldcache_dirs.is_empty() {
         None
     } else {
@@ -144,7 +148,7 @@ pub fn apply(
     let pid = unsafe { sys::fork() }.map_err(ApplyError::Fork)?;
     if pid == 0 {
         drop(rx);
-        let result = in_container(req, inv, target, &prepared, &ns, ldconfig.as_ref());
+        let result = in_container(req, inv, target, &prepared, &ns, host, ldconfig.as_ref());
         // One message through the pipe: the ld cache line on success, the error otherwise.
         let (code, msg) = match result {
             Ok(note) => (0, note.unwrap_or_default()),
@@ -199,6 +203,7 @@ fn in_container(
     target: &ContainerTarget,
     prepared: &[Prepared],
     ns: &OwnedFd,
+    host: HostMounts,
     ldconfig: Option<&OwnedFd>,
 ) -> Result<Option<String>, String> {
     sys::setns(ns.as_fd(), libc::CLONE_NEWNS)
@@ -207,19 +212,20 @@ fn in_container(
     // (the rootfs path is in its view, and setns moved us to the namespace's real root).
     let through_init = Path::new(&format!("/proc/{}/root", target.pid))
         .join(target.rootfs.strip_prefix("/").unwrap_or(&target.rootfs));
-    let root = Rootfs::open(&through_init).map_err(|e| e.to_string())?;
+    let root = Rootfs::open(&through_init, host).map_err(|e| e.to_string())?;
     let layout = container::probe_layout(&root, target.arch);
     let plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
     let targets = plan
         .device_nodes
         .iter()
-        .map(|n| (&n.host_path, &n.path))
+        .map(|n| (&n.host_path, &n.path, false))
         .chain(
             plan.mounts
                 .iter()
-                .map(|m| (&m.host_path, &m.container_path)),
+                .map(|m| (&m.host_path, &m.container_path, m.kind == FileKind::Ipc)),
         );
-    for (host_path, container_path) in targets {
+    let mut notes = Vec::new();
+    for (host_path, container_path, optional) in targets {
         let p = prepared
             .iter()
             .find(|p| &p.host_path == host_path)
@@ -229,9 +235,19 @@ fn in_container(
         } else {
             Target::File
         };
-        let fd = root
-            .mount_target(container_path, kind)
-            .map_err(|e| e.to_string())?;
+        let fd = match root.mount_target(container_path, kind) {
+            Ok(fd) => fd,
+            // An optional file (a daemon's socket, the MPS pipe dir) whose place is on a
+            // volume (a pod's emptyDir at /run): the container works without it.
+            Err(e @ RootfsError::HostVolume { .. }) if optional => {
+                notes.push(format!(
+                    "skipped the optional {}: {e}",
+                    container_path.display()
+                ));
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         sys::move_mount(p.mount.as_fd(), fd.as_fd())
             .map_err(|e| format!("mount onto {}: {e}", container_path.display()))?;
     }
@@ -244,7 +260,7 @@ fn in_container(
             .map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
     let Some(ldconfig) = ldconfig else {
-        return Ok(None);
+        return Ok((!notes.is_empty()).then(|| notes.join("; ")));
     };
     let libs: Vec<PathBuf> = plan
         .mounts
@@ -260,7 +276,8 @@ fn in_container(
         target.native_ldcache,
     )
     .map_err(|e| e.to_string())?;
-    Ok(Some(refreshed.to_string()))
+    notes.push(refreshed.to_string());
+    Ok(Some(notes.join("; ")))
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {

@@ -25,7 +25,7 @@ use crate::container::ld_cache::{self, RefreshError, Refreshed};
 use crate::container::ldconfig::LdconfigError;
 use crate::container::ldso_conf::LdsoConfError;
 use crate::container::proc_mask;
-use crate::container::rootfs::{is_clean_absolute, Rootfs, RootfsError};
+use crate::container::rootfs::{is_clean_absolute, HostMounts, Rootfs, RootfsError};
 use crate::container::symlinks::{self, SymlinkError};
 use crate::devices;
 use crate::discover;
@@ -99,8 +99,17 @@ impl Container {
 
     /// Joins the container's mount namespace when we are not in it yet (see the module doc),
     /// then opens the rootfs. Call after every host-side input has been opened.
+    /// The creation rule's reference ([`HostMounts`]) is the runtime's mount table: ours,
+    /// read before we enter; or, when the runtime started us inside the container's mount
+    /// namespace already (createContainer), the host init's (`/proc` is still the host's
+    /// there, before pivot_root).
     pub fn enter(&self) -> Result<Rootfs, HookError> {
-        if std::os::unix::process::parent_id() != self.state.pid {
+        if std::os::unix::process::parent_id() == self.state.pid {
+            let host = HostMounts::open(Path::new("/proc/1/mountinfo"))?;
+            return Ok(Rootfs::open(&self.rootfs, host)?);
+        }
+        let host = HostMounts::of_this_namespace()?;
+        {
             let path = PathBuf::from(format!("/proc/{}/ns/mnt", self.state.pid));
             let err = |source| HookError::Namespace {
                 path: path.clone(),
@@ -116,7 +125,7 @@ impl Container {
                 sys::setns(theirs.as_fd(), libc::CLONE_NEWNS).map_err(err)?;
             }
         }
-        Ok(Rootfs::open(&self.rootfs)?)
+        Ok(Rootfs::open(&self.rootfs, host)?)
     }
 }
 

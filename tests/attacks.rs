@@ -12,6 +12,7 @@ use common::hostkind;
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::OnceLock;
 
 const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
@@ -27,13 +28,9 @@ fn host() -> &'static Host {
     HOST.get_or_init(|| {
         bundle::require_root();
         bundle::require("runc");
+        // The fake host has persistenced's socket, so both paths mount
+        // /run/nvidia-persistenced/socket.
         let (dir, host) = bundle::scratch_host("nvct-attack-", 2);
-        // A live persistenced socket, so that both paths mount /run/nvidia-persistenced/socket.
-        let sock = host.driver_root().join("run/nvidia-persistenced/socket");
-        std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
-        std::mem::forget(
-            std::os::unix::net::UnixListener::bind(&sock).expect("bind the persistenced socket"),
-        );
         let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
         Host { host, dir, config }
     })
@@ -1568,10 +1565,7 @@ fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
         match path {
             Path_::Hook => {
                 assert!(!out.status.success(), "{context}");
-                assert!(
-                    out_has(&out, "on another mount than the container's rootfs"),
-                    "{context}"
-                );
+                assert!(out_has(&out, "also mounted on the host"), "{context}");
                 assert_eq!(
                     after, before,
                     "the hook created files in the host volume: {context}"
@@ -1590,8 +1584,7 @@ fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
                     "our CDI hooks created {ours:?} in the host volume: {context}"
                 );
                 assert!(
-                    !out.status.success()
-                        && out_has(&out, "on another mount than the container's rootfs"),
+                    !out.status.success() && out_has(&out, "also mounted on the host"),
                     "{context}"
                 );
             }
@@ -1619,6 +1612,172 @@ fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
         "{context}"
     );
     assert_eq!(snapshot(&vol), before, "{context}");
+}
+
+/// A tmpfs mounted on the host at `dir` (a host tmpfs directory, as a pod's `medium: Memory`
+/// emptyDir or a host's `/run/...` is), unmounted when dropped.
+struct HostTmpfs(PathBuf);
+
+impl HostTmpfs {
+    fn mount(dir: &Path) -> HostTmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount tmpfs: {}",
+            bundle::out_text(&out)
+        );
+        HostTmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for HostTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+/// The creation rule on the filesystems a real node has at the places the hook creates files:
+/// a tmpfs made for the container (containerd's default spec, `podman --read-only` and
+/// `docker --tmpfs /run` mount one at `/run`) gets persistenced's socket in both paths; a host
+/// tmpfs directory bound into the container (at `/run`, at `/dev/infiniband`, at a library
+/// dir) gets nothing from us: at `/run` (a pod's emptyDir) the hook skips the optional socket
+/// and starts the container, at `/dev/infiniband` (a node the container asked for) and at the
+/// lib dir it refuses the start naming the rule. Through the CDI path runc itself creates its
+/// mount points (runc's behaviour, as under upstream's spec), so there only our hooks' files
+/// are checked.
+#[test]
+fn run_tmpfs_gets_the_socket_and_host_tmpfs_volumes_get_nothing() {
+    let h = host();
+    let work = h.dir.join("tmpfs-rule");
+    std::fs::create_dir_all(&work).unwrap();
+    let run_tmpfs = serde_json::json!({
+        "destination": "/run", "type": "tmpfs", "source": "tmpfs",
+        "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+    });
+    let bind = |source: &Path, dest: &str| serde_json::json!({"destination": dest, "type": "bind", "source": source, "options": ["rbind", "rw"]});
+    for path in [Path_::Hook, Path_::JitCdi] {
+        // containerd's default /run tmpfs: the socket is mounted in it.
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(run_tmpfs.clone());
+        b.env("NVIDIA_DRIVER_CAPABILITIES=utility,compute");
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run(
+            "test -S /run/nvidia-persistenced/socket && echo SOCKET; grep -c ' /run ' /proc/mounts",
+        );
+        let context = format!("path {path:?}, /run tmpfs: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("SOCKET"),
+            "{context}"
+        );
+
+        // A host tmpfs bound at the image's lib dir: refused in both paths, nothing created.
+        let vol = work.join(format!("{}lib-{path:?}", bundle::HOST_TMPFS_MARK));
+        let _tmpfs = HostTmpfs::mount(&vol);
+        std::fs::create_dir_all(vol.join("lib")).unwrap();
+        std::fs::write(vol.join("canary"), "untouched").unwrap();
+        let before = snapshot(&vol);
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        let lib_dir = match path {
+            Path_::Hook => "usr/lib64",
+            Path_::JitCdi => "usr/lib/x86_64-linux-gnu",
+        };
+        std::fs::create_dir_all(b.rootfs().join(lib_dir).parent().unwrap()).unwrap();
+        symlink("/vol/lib", b.rootfs().join(lib_dir)).unwrap();
+        b.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(bind(&vol, "/vol"));
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run("echo RAN");
+        let context = format!(
+            "path {path:?}, host tmpfs at the lib dir: {}",
+            bundle::out_text(&out)
+        );
+        assert!(
+            !out.status.success() && out_has(&out, "also mounted on the host"),
+            "{context}"
+        );
+        let after = snapshot(&vol);
+        let ours: Vec<_> = after
+            .keys()
+            .filter(|p| !before.contains_key(*p))
+            .filter(|p| {
+                // runc's own mount points (CDI path) are runc's; ours are links and conf files.
+                path == Path_::Hook || {
+                    let name = p.file_name().unwrap_or_default().to_string_lossy();
+                    name.starts_with("lib") && !name.contains(".so.") || name.ends_with(".conf")
+                }
+            })
+            .collect();
+        assert!(
+            ours.is_empty(),
+            "created {ours:?} in the host tmpfs: {context}"
+        );
+    }
+
+    // A pod's emptyDir (a host tmpfs) at /run: the hook skips the optional socket and starts.
+    let vol = work.join(format!("{}emptydir", bundle::HOST_TMPFS_MARK));
+    let _tmpfs = HostTmpfs::mount(&vol);
+    std::fs::write(vol.join("canary"), "untouched").unwrap();
+    let before = snapshot(&vol);
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.spec["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(bind(&vol, "/run"));
+    b.env("NVIDIA_DRIVER_CAPABILITIES=utility,compute");
+    request_gpu(h, &mut b, Path_::Hook, &work);
+    let out = b.run(
+        "test -e /run/nvidia-persistenced/socket && echo SOCKET; test -e /dev/nvidia0 && echo GPU",
+    );
+    let context = format!("emptyDir at /run: {}", bundle::out_text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{context}");
+    assert!(
+        stdout.contains("GPU") && !stdout.contains("SOCKET"),
+        "{context}"
+    );
+    assert_eq!(
+        snapshot(&vol),
+        before,
+        "the hook created files in the emptyDir: {context}"
+    );
+
+    // A host tmpfs directory at /dev/infiniband and NVIDIA_MOFED=enabled: the uverbs node is
+    // not optional, so the start is refused and the host directory stays as it was.
+    std::fs::create_dir_all(h.host.dev_root().join("dev/infiniband")).unwrap();
+    bundle::mknod_char(&h.host.dev_root().join("dev/infiniband/uverbs0"), 231, 192);
+    let vol = work.join(format!("{}infiniband", bundle::HOST_TMPFS_MARK));
+    let _tmpfs = HostTmpfs::mount(&vol);
+    std::fs::write(vol.join("canary"), "untouched").unwrap();
+    let before = snapshot(&vol);
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.spec["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(bind(&vol, "/dev/infiniband"));
+    b.env("NVIDIA_MOFED=enabled");
+    request_gpu(h, &mut b, Path_::Hook, &work);
+    let out = b.run("echo RAN");
+    let context = format!("host tmpfs at /dev/infiniband: {}", bundle::out_text(&out));
+    assert!(
+        !out.status.success() && out_has(&out, "also mounted on the host"),
+        "{context}"
+    );
+    assert_eq!(
+        snapshot(&vol),
+        before,
+        "the hook created files in the host tmpfs: {context}"
+    );
 }
 
 /// The statically linked build of `name` that scripts/test.sh builds into `NVCT_STATIC_BIN_DIR`

@@ -9,6 +9,9 @@ use std::path::PathBuf;
 pub struct MountEntry {
     /// The mount id (field 1; what statx `STATX_MNT_ID` returns).
     pub id: u64,
+    /// The filesystem's device, `major:minor` (field 3): the same for every mount of one
+    /// filesystem, in every mount namespace (a bind mount shows its source's).
+    pub dev: String,
     /// The directory of the filesystem this mount shows (field 4).
     pub root: PathBuf,
     pub mount_point: PathBuf,
@@ -29,6 +32,7 @@ pub fn parse(text: &str) -> Vec<MountEntry> {
             let (fstype, _source, super_opts) = (r.next()?, r.next()?, r.next()?);
             Some(MountEntry {
                 id: f.first()?.parse().ok()?,
+                dev: f.get(2)?.to_string(),
                 root: PathBuf::from(unescape(f.get(3)?)),
                 mount_point: PathBuf::from(unescape(f.get(4)?)),
                 shared: f.iter().skip(6).any(|o| o.starts_with("shared:")),
@@ -79,21 +83,24 @@ mod tests {
 garbage line
 33 22 0:7 / /x rw
 ";
-        let e = |id, root: &str, mp: &str, shared, fstype: &str, opts: &str| MountEntry {
-            id,
-            root: root.into(),
-            mount_point: mp.into(),
-            shared,
-            fstype: fstype.into(),
-            super_opts: opts.into(),
-        };
+        let e =
+            |id, dev: &str, root: &str, mp: &str, shared, fstype: &str, opts: &str| MountEntry {
+                id,
+                dev: dev.into(),
+                root: root.into(),
+                mount_point: mp.into(),
+                shared,
+                fstype: fstype.into(),
+                super_opts: opts.into(),
+            };
         let want = vec![
-            e(22, "/", "/", true, "ext4", "rw"),
-            e(30, "/", "/dev", false, "tmpfs", "rw,mode=755"),
-            e(31, "/srv/vol", "/data dir", false, "ext4", "rw"),
-            e(32, "/", "/proc", true, "proc", "rw"),
+            e(22, "8:1", "/", "/", true, "ext4", "rw"),
+            e(30, "0:5", "/", "/dev", false, "tmpfs", "rw,mode=755"),
+            e(31, "8:1", "/srv/vol", "/data dir", false, "ext4", "rw"),
+            e(32, "0:6", "/", "/proc", true, "proc", "rw"),
             e(
                 40,
+                "0:30",
                 "/docker",
                 "/sys/fs/cgroup/devices",
                 false,

@@ -4,10 +4,14 @@
 //! symlinks resolve as if the rootfs were `/`, and the result is a file descriptor: callers
 //! mount onto or write through that fd and never walk a path string again.
 //!
-//! Nothing is created on another mount than the rootfs itself (a volume: its directory lives
-//! on the host), except in the runtime's own `/dev` tmpfs; and nothing is mounted onto a
-//! target whose mount is shared (it would propagate to the host and outlive the container).
-//! Both are refused with the path named (CVE-2024-0133 was a file created in a host volume).
+//! Where files may be created (one rule, [`Rootfs::check_create_in`]): on the rootfs's own
+//! mount, or on a filesystem that is mounted nowhere in the runtime's (host's) mount namespace,
+//! i.e. one made for this container alone (runc's `/dev` tmpfs, a `/run` tmpfs of containerd's
+//! default spec or `podman --read-only`). Never on a filesystem the host also has mounted: a
+//! volume, a host directory bound in whatever its type (a host tmpfs at `/dev/infiniband`, a
+//! pod's emptyDir at `/run`): what is created there lives on the host (CVE-2024-0133). And
+//! nothing is mounted onto a target whose mount is shared (it would propagate to the host and
+//! outlive the container). Both are refused with the path and the rule named.
 //!
 //! No other module may join a path onto a container rootfs.
 
@@ -42,6 +46,70 @@ pub enum RootfsError {
     BadTarget { path: PathBuf, what: &'static str },
     #[error("container path {path} is not absolute and clean")]
     BadPath { path: PathBuf },
+    /// The creation rule refused: the directory's filesystem is also mounted on the host.
+    #[error(
+        "container path {path} is on a filesystem that is also mounted on the host (at \
+         {host_mount}): a volume, i.e. a host directory bound into the container (a pod's \
+         emptyDir, a host tmpfs); nothing is created there (files are created only on the \
+         container's rootfs or on a filesystem made for the container alone)"
+    )]
+    HostVolume { path: PathBuf, host_mount: PathBuf },
+    #[error("cannot read the host's mount table {path} (needed to tell a volume from a filesystem of the container's own): {source}")]
+    HostMounts { path: PathBuf, source: io::Error },
+}
+
+/// The mounts of the runtime's (the host's) mount namespace: the reference of the creation
+/// rule. Opened before the caller enters the container's mount namespace (a mountinfo file
+/// shows the namespace its opener was in), read once, when a directory off the rootfs's own
+/// mount is first checked: a start that creates nothing outside the rootfs never reads it.
+pub struct HostMounts {
+    path: PathBuf,
+    file: std::sync::Mutex<Option<std::fs::File>>,
+    entries: std::sync::OnceLock<Result<Vec<mountinfo::MountEntry>, String>>,
+}
+
+impl HostMounts {
+    /// `/proc/self/mountinfo`: call before `setns` into the container.
+    pub fn of_this_namespace() -> Result<HostMounts, RootfsError> {
+        HostMounts::open(Path::new("/proc/self/mountinfo"))
+    }
+
+    /// The mount table at `path` (e.g. `/proc/1/mountinfo`, the host init's, for a hook that
+    /// the runtime started inside the container's mount namespace).
+    pub fn open(path: &Path) -> Result<HostMounts, RootfsError> {
+        let file = std::fs::File::open(path).map_err(|source| RootfsError::HostMounts {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(HostMounts {
+            path: path.to_path_buf(),
+            file: std::sync::Mutex::new(Some(file)),
+            entries: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// A host mount of the filesystem `dev` (`major:minor`), if the host has it mounted.
+    fn find(&self, dev: &str) -> Result<Option<&mountinfo::MountEntry>, RootfsError> {
+        let entries = self.entries.get_or_init(|| {
+            use std::io::Read;
+            let file = self.file.lock().ok().and_then(|mut f| f.take());
+            let mut text = String::new();
+            match file {
+                Some(mut f) => match f.read_to_string(&mut text) {
+                    Ok(_) => Ok(mountinfo::parse(&text)),
+                    Err(e) => Err(e.to_string()),
+                },
+                None => Err("already read".into()),
+            }
+        });
+        match entries {
+            Ok(entries) => Ok(entries.iter().find(|m| m.dev == dev)),
+            Err(e) => Err(RootfsError::HostMounts {
+                path: self.path.clone(),
+                source: io::Error::other(e.clone()),
+            }),
+        }
+    }
 }
 
 /// What a mount target must be.
@@ -58,6 +126,8 @@ pub struct Rootfs {
     path: PathBuf,
     /// The mount the rootfs directory is on (statx `STATX_MNT_ID`).
     mnt_id: u64,
+    /// The runtime's mount namespace, for the creation rule.
+    host: HostMounts,
     /// `/proc/self/mountinfo` of this mount namespace, read when first needed.
     mounts: std::sync::OnceLock<Vec<mountinfo::MountEntry>>,
 }
@@ -65,8 +135,9 @@ pub struct Rootfs {
 const RESOLVE: u64 = sys::RESOLVE_IN_ROOT | sys::RESOLVE_NO_MAGICLINKS;
 
 impl Rootfs {
-    /// Opens the rootfs directory. `path` is a host path written by the engine (trusted).
-    pub fn open(path: &Path) -> Result<Rootfs, RootfsError> {
+    /// Opens the rootfs directory. `path` is a host path written by the engine (trusted);
+    /// `host` is the runtime's mount table (see [`HostMounts`]).
+    pub fn open(path: &Path, host: HostMounts) -> Result<Rootfs, RootfsError> {
         let dir = sys::openat2(cwd(), path, libc::O_PATH | libc::O_DIRECTORY, 0, 0).map_err(
             |source| RootfsError::Open {
                 path: path.to_path_buf(),
@@ -81,6 +152,7 @@ impl Rootfs {
             dir,
             path: path.to_path_buf(),
             mnt_id,
+            host,
             mounts: std::sync::OnceLock::new(),
         })
     }
@@ -202,8 +274,9 @@ impl Rootfs {
     }
 
     /// Whether files may be created in the directory `dir` (the container path `path`): it is
-    /// on the rootfs's own mount, or in the runtime's `/dev` tmpfs. A volume (a host
-    /// directory bound into the container) is refused.
+    /// on the rootfs's own mount, or on a filesystem the runtime's mount namespace has mounted
+    /// nowhere (made for this container: runc's `/dev`, a `/run` tmpfs). A filesystem the host
+    /// also has mounted (a volume, whatever its type) is refused with [`RootfsError::HostVolume`].
     fn check_create_in(&self, dir: &OwnedFd, path: &Path) -> Result<(), RootfsError> {
         let id = sys::mount_id(dir.as_fd()).map_err(|source| RootfsError::Io {
             path: path.to_path_buf(),
@@ -212,15 +285,19 @@ impl Rootfs {
         if id == self.mnt_id {
             return Ok(());
         }
-        let dev_tmpfs =
-            path.starts_with("/dev") && self.mount_entry(id).is_some_and(|m| m.fstype == "tmpfs");
-        if dev_tmpfs {
-            return Ok(());
+        let Some(mount) = self.mount_entry(id) else {
+            return Err(RootfsError::BadTarget {
+                path: path.to_path_buf(),
+                what: "on a mount this mount namespace does not list; nothing is created there",
+            });
+        };
+        match self.host.find(&mount.dev)? {
+            None => Ok(()),
+            Some(host) => Err(RootfsError::HostVolume {
+                path: path.to_path_buf(),
+                host_mount: host.mount_point.clone(),
+            }),
         }
-        Err(RootfsError::BadTarget {
-            path: path.to_path_buf(),
-            what: "on another mount than the container's rootfs (a volume from the host?); nothing is created there",
-        })
     }
 
     /// Refuses a mount target whose mount propagates (`shared`): what is mounted there would
@@ -419,7 +496,7 @@ mod tests {
         symlink(&outside, root.join("usr/lib64")).unwrap(); // absolute, to the host dir
         symlink("../../../../../..", root.join("usr/up")).unwrap();
         symlink("/proc/self/root/tmp", root.join("magic")).unwrap();
-        let r = Rootfs::open(&root).unwrap();
+        let r = Rootfs::open(&root, HostMounts::of_this_namespace().unwrap()).unwrap();
 
         // An absolute symlink to a host dir dangles inside the root: refused, nothing created.
         let err = r

@@ -317,6 +317,10 @@ pub fn out_text(out: &Output) -> String {
 }
 
 /// Mount points of this (host) mount namespace, sorted, with their sources and options.
+/// Part of the name of every host tmpfs a test mounts on purpose (`host_mounts` leaves them
+/// out, so that concurrent tests' mount-table checks do not see them).
+pub const HOST_TMPFS_MARK: &str = "nvct-host-tmpfs-";
+
 pub fn host_mounts() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let mut v: Vec<String> = text
@@ -329,6 +333,8 @@ pub fn host_mounts() -> Vec<String> {
         // of itself onto a file in its state dir (/run/runc/<id>/runc.XXXX) while it starts a
         // container: that of a concurrent test's container, not a mount of ours.
         .filter(|m| !(m.contains("/runc ") && m.starts_with("/run/runc/")))
+        // Host tmpfs mounts a test makes on purpose (a volume's backing store), named so.
+        .filter(|m| !m.contains(HOST_TMPFS_MARK))
         .collect();
     v.sort();
     v

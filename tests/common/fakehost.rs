@@ -627,7 +627,24 @@ fn write_binaries_and_firmware(host: &FakeHost) -> io::Result<()> {
     for (path, text) in configs {
         write(&host.driver_root().join(path), &text)?;
     }
-    Ok(())
+    write_daemon_ipc(host)
+}
+
+/// What the driver's daemons leave on a real node: nvidia-persistenced's and the fabric
+/// manager's sockets (real unix sockets, as the daemons bind them) and the MPS pipe dir.
+fn write_daemon_ipc(host: &FakeHost) -> io::Result<()> {
+    for sock in [
+        "run/nvidia-persistenced/socket",
+        "run/nvidia-fabricmanager/socket",
+    ] {
+        let path = host.driver_root().join(sock);
+        let parent = path.parent().expect("socket path has a parent");
+        std::fs::create_dir_all(parent).map_err(context("cannot create directory", parent))?;
+        // The listener is dropped at once; the socket file stays, as a crashed daemon's would.
+        std::os::unix::net::UnixListener::bind(&path).map_err(context("cannot bind", &path))?;
+    }
+    let mps = host.driver_root().join("tmp/nvidia-mps");
+    std::fs::create_dir_all(&mps).map_err(context("cannot create directory", &mps))
 }
 
 fn mknod(path: &Path, major: u32, minor: u32) -> io::Result<()> {
