@@ -1652,3 +1652,52 @@ fn management_spec() {
         "{text}"
     );
 }
+
+/// Not CDI: `podman --read-only` (a tmpfs at `/run`, made for the container) with our prestart
+/// hook from a hooks.d dir, as the package installs it, on a node that runs
+/// nvidia-persistenced: the container starts with the socket mounted in its `/run` tmpfs.
+#[test]
+fn podman_read_only_with_the_hooks_d_prestart_hook_gets_the_persistenced_socket() {
+    bundle::require("podman");
+    let h = host(2, false);
+    let hooks = unique("hooks.d");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let config = bundle::write_config(scratch(), &h.driver_root(), &h.proc_root(), "");
+    let hook = json!({
+        "version": "1.0.0",
+        "hook": {
+            "path": bundle::HOOK,
+            "args": ["nvidia-container-runtime-hook", "-config", config, "prestart"],
+            "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+        },
+        "when": {"always": true},
+        "stages": ["prestart"],
+    });
+    std::fs::write(hooks.join("oci-nvidia-hook.json"), hook.to_string()).unwrap();
+    let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let mut cmd = Command::new(bundle::require("podman"));
+    cmd.arg("--hooks-dir")
+        .arg(&hooks)
+        .args(["run", "--rm", "--read-only", "--runtime", "runc"])
+        .args([
+            "--ulimit",
+            "nofile=20000:20000",
+            "--ulimit",
+            "nproc=4096:4096",
+        ])
+        .args(["-e", "NVIDIA_VISIBLE_DEVICES=1", "--rootfs"])
+        .arg(&rootfs)
+        .args([
+            "sh",
+            "-c",
+            "grep ' /run tmpfs ' /proc/mounts >/dev/null && echo RUN-TMPFS; \
+             test -S /run/nvidia-persistenced/socket && echo SOCKET; ls /dev/nvidia1",
+        ]);
+    let out = cmd.output().expect("podman run");
+    let text = out_text(&cmd, &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for want in ["RUN-TMPFS", "SOCKET", "/dev/nvidia1"] {
+        assert!(stdout.lines().any(|l| l == want), "{want}: {text}");
+    }
+}

@@ -52,7 +52,7 @@ fn containerd_ctr_run_with_shim() {
             id,
             "/bin/sh",
             "-c",
-            "export PATH=/bin; ls /dev/nvidia* 2>/dev/null; echo done",
+            "export PATH=/bin; ls /dev/nvidia* 2>/dev/null; grep ' /run tmpfs ' /proc/mounts >/dev/null && echo RUN-TMPFS; test -S /run/nvidia-persistenced/socket && echo SOCKET; echo done",
         ]);
         let before = bundle::host_mounts();
         let out = cmd.stdin(Stdio::null()).output().expect("ctr run");
@@ -90,6 +90,13 @@ fn containerd_ctr_run_with_shim() {
         "/dev/nvidia1 is visible: {text}"
     );
     assert!(lines.contains(&"done"), "{text}");
+    // containerd's default spec mounts a tmpfs at /run; the node runs nvidia-persistenced (the
+    // fake host has its socket): the socket is mounted into that tmpfs.
+    assert!(
+        lines.contains(&"RUN-TMPFS"),
+        "no /run tmpfs from ctr's default spec: {text}"
+    );
+    assert!(lines.contains(&"SOCKET"), "no persistenced socket: {text}");
     assert!(
         std::fs::read_to_string(&shim_log)
             .unwrap_or_default()
