@@ -88,6 +88,9 @@ pub enum Written {
     Created,
     /// The file was replaced; the old content is in `<file>.bak`.
     Replaced,
+    /// The path is a character device or a FIFO (`/dev/null`, `/dev/stdout`, a pipe): written
+    /// through, never replaced by a file.
+    Through,
 }
 
 /// The steps of [`write_atomic`], in order: the points where a crash is simulated.
@@ -186,7 +189,50 @@ pub fn write_atomic(
     content: &[u8],
     opts: &WriteOptions<'_>,
 ) -> Result<Written, FsError> {
+    if let Some(written) = write_through_special(path, content)? {
+        return Ok(written);
+    }
     write_atomic_as(&real_path(path)?, content, opts, None)
+}
+
+/// Atomic replacement is for regular files: replacing `/dev/null` (`--output=/dev/null`, a dry
+/// check people script) with a file breaks the node. A path that names a character device or a
+/// FIFO (through any symlinks, `/dev/stdout` included) is written through, as upstream does; a
+/// directory, a socket or a block device is refused. `None`: a regular file or nothing there.
+fn write_through_special(path: &Path, content: &[u8]) -> Result<Option<Written>, FsError> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(_) => return Ok(None),
+    };
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(None);
+    }
+    if kind.is_char_device() || kind.is_fifo() {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io_err(path, "open for writing"))?;
+        f.write_all(content).map_err(io_err(path, "write"))?;
+        return Ok(Some(Written::Through));
+    }
+    let (what, errno) = if kind.is_dir() {
+        (
+            "is a directory, not a file: name a file in it",
+            libc::EISDIR,
+        )
+    } else {
+        (
+            "is a socket or a block device, not a file: name a regular file",
+            libc::EINVAL,
+        )
+    };
+    Err(FsError::Io {
+        path: path.to_path_buf(),
+        what,
+        source: io::Error::from_raw_os_error(errno),
+    })
 }
 
 /// The backup of a file whose metadata is `original`: written with the original's mode, owner

@@ -1701,3 +1701,98 @@ fn podman_read_only_with_the_hooks_d_prestart_hook_gets_the_persistenced_socket(
         assert!(stdout.lines().any(|l| l == want), "{want}: {text}");
     }
 }
+
+/// An output that is not a regular file stays what it is: `--output=/dev/null` (a dry check
+/// people script) must not replace the node with a file (a node made in a scratch dir stands
+/// for the host's). Each writing command of nvidia-ctk, given a character device: it stays a
+/// character device with its mode. A spec name without `.yaml`/`.json` gets the extension of
+/// its format (the CDI library reads only those names).
+#[test]
+fn outputs_that_are_not_regular_files_are_written_through() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let h = host(2, false);
+    let dir = unique("outputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let node = dir.join("null");
+    bundle::mknod_char(&node, 1, 3);
+    std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let n = node.display().to_string();
+    let mut generate_args: Vec<String> = vec!["cdi".into(), "generate".into()];
+    generate_args.extend(root_args(&h));
+    generate_args.extend(["--output".into(), n.clone()]);
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("cdi generate --output", generate_args),
+        (
+            "config default --output",
+            vec![
+                "config".into(),
+                "default".into(),
+                "--output".into(),
+                n.clone(),
+            ],
+        ),
+        (
+            "runtime configure --config",
+            vec![
+                "runtime".into(),
+                "configure".into(),
+                "--runtime=docker".into(),
+                "--config".into(),
+                n.clone(),
+            ],
+        ),
+        (
+            "config --config-file --in-place",
+            vec![
+                "config".into(),
+                "--config-file".into(),
+                n.clone(),
+                "--in-place".into(),
+                "--set".into(),
+                "nvidia-container-cli.debug=/tmp/x.log".into(),
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _, _, text) = ctk(&args);
+        let meta = std::fs::symlink_metadata(&node).unwrap();
+        assert!(ok, "case {name}: {text}");
+        assert!(
+            meta.file_type().is_char_device(),
+            "case {name}: the node was replaced: {text}"
+        );
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o666,
+            "case {name}: {text}"
+        );
+    }
+    // A directory is refused with its name, nothing written.
+    let (ok, _, stderr, text) = ctk(&["config", "default", "--output", dir.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("is a directory"), "{text}");
+
+    // A spec name without an extension gets `.yaml` (`.json` with --format json).
+    for (format, name, want) in [
+        ("yaml", "nvidia", "nvidia.yaml"),
+        ("json", "gpus", "gpus.json"),
+        ("yaml", "x.yml", "x.yml.yaml"),
+    ] {
+        let out = dir.join(name);
+        let mut args: Vec<String> = vec!["cdi".into(), "generate".into()];
+        args.extend(root_args(&h));
+        args.extend([
+            "--format".into(),
+            format.into(),
+            "--output".into(),
+            out.display().to_string(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _, _, text) = ctk(&args);
+        assert!(ok, "{name}: {text}");
+        assert!(
+            dir.join(want).is_file() && !out.exists(),
+            "{name} -> {want}: {text}"
+        );
+    }
+}

@@ -231,6 +231,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         (None, Some(p)) => Format::from_path(p).unwrap_or(Format::Yaml),
         (None, None) => Format::Yaml,
     };
+    let output = output.map(|p| spec_file_name(p, format));
     let mode = match raw.mode.as_str() {
         "" | "auto" | "nvml" => SpecMode::Gpus,
         "imex" => SpecMode::ImexChannels,
@@ -548,6 +549,7 @@ fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
         .as_deref()
         .and_then(Format::from_path)
         .unwrap_or(Format::Yaml);
+    let output = output.map(|p| spec_file_name(p, format));
     let text = match format {
         Format::Json => serde_json::to_string_pretty(&spec)? + "\n",
         Format::Yaml => serde_norway::to_string(&spec)?,
@@ -559,8 +561,27 @@ fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
     Ok(())
 }
 
-/// Writes a spec's text to `output` (atomically, mode 0644), or to stdout when `None`; returns
-/// the file written.
+/// The file a spec is written to: `path`, with `.yaml` (`.json` for that format) appended when
+/// its name has neither extension, as upstream does: the CDI library reads only those names.
+/// A character device or a FIFO (`/dev/null`, `/dev/stdout`) is written through as named.
+fn spec_file_name(path: PathBuf, format: Format) -> PathBuf {
+    let special = std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let read_by_cdi = path.extension().is_some_and(|e| e == "yaml" || e == "json");
+    if special || read_by_cdi {
+        return path;
+    }
+    let ext = match format {
+        Format::Json => "json",
+        Format::Yaml => "yaml",
+    };
+    let mut name = path.into_os_string();
+    name.push(".");
+    name.push(ext);
+    PathBuf::from(name)
+}
+
+/// Writes a spec's text to `output` (atomically, mode 0644; a device or FIFO written through,
+/// its mode untouched), or to stdout when `None`; returns the file written.
 fn write_spec<'a>(output: Option<&'a Path>, text: &str) -> Result<Option<&'a Path>> {
     match output {
         None => std::io::stdout()
@@ -568,8 +589,11 @@ fn write_spec<'a>(output: Option<&'a Path>, text: &str) -> Result<Option<&'a Pat
             .write_all(text.as_bytes())
             .context("writing the spec to stdout")?,
         Some(path) => {
-            fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?;
-            set_mode_0644(path)?;
+            if fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?
+                != fsutil::Written::Through
+            {
+                set_mode_0644(path)?;
+            }
         }
     }
     Ok(output)

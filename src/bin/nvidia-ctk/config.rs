@@ -166,6 +166,7 @@ fn report(path: &Path, written: Written, v: Verbosity) {
         Written::Unchanged => "unchanged",
         Written::Created => "created",
         Written::Replaced => "updated",
+        Written::Through => "written (not a regular file: written through)",
     };
     eprintln!("nvidia-ctk: {}: {what}", path.display());
 }

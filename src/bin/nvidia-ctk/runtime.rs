@@ -529,6 +529,7 @@ fn write(
             Written::Created => "created",
             Written::Replaced if backup => "updated (previous content in .bak)",
             Written::Replaced => "updated",
+            Written::Through => "written (not a regular file: written through)",
             Written::Unchanged => return Ok(()),
         },
         None => {
