@@ -1704,3 +1704,60 @@ fn symlinks_drop_ins_and_failed_writes() {
         }
     }
 }
+
+/// An earlier `--set-as-default` survives re-runs without it (a plain re-run, and one with
+/// `--cdi.enabled`), for each engine, as upstream's configure never removes a default;
+/// `unconfigure` still takes it away.
+#[test]
+fn the_default_runtime_survives_re_runs() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "docker",
+            "daemon.json",
+            "{}\n",
+            "\"default-runtime\": \"nvidia\"",
+        ),
+        (
+            "containerd",
+            "config.toml",
+            "version = 2\n",
+            "default_runtime_name = \"nvidia\"",
+        ),
+        ("crio", "crio.conf", "", "default_runtime = \"nvidia\""),
+    ];
+    for (runtime, file, content, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join(file);
+        fs::write(&config, content).unwrap();
+        let config_s = config.display().to_string();
+        let rt = format!("--runtime={runtime}");
+        let run = |cmd: &str, extra: &[&str]| {
+            let mut args = vec!["runtime", cmd, &rt, "--config", &config_s];
+            if *runtime != "docker" {
+                args.push("--drop-in-config=");
+            }
+            args.extend_from_slice(extra);
+            let out = ctk(&args, &[]);
+            assert!(
+                out.status.success(),
+                "{runtime} {args:?}{}",
+                ctx(&args, &out)
+            );
+            fs::read_to_string(&config).unwrap()
+        };
+        let text = run("configure", &["--set-as-default"]);
+        assert!(text.contains(want), "{runtime}: set: {text}");
+        for extra in [&[][..], &["--cdi.enabled"][..]] {
+            let text = run("configure", extra);
+            assert!(
+                text.contains(want),
+                "{runtime} re-run {extra:?}: default lost: {text}"
+            );
+        }
+        let text = run("unconfigure", &[]);
+        assert!(
+            !text.contains(want),
+            "{runtime}: unconfigure keeps the default: {text}"
+        );
+    }
+}

@@ -134,13 +134,10 @@ fn configure_doc(
         set_value(options, "Runtime", Value::from(opts.runtime_path.as_str()));
     }
 
+    // Never removed on configure (upstream's rule): a re-run keeps an earlier default.
     if opts.set_as_default {
         let t = table_at_create(root, &v.containerd(), path)?;
         set_value(t, "default_runtime_name", Value::from(name));
-    } else if default.as_deref() == Some(name) {
-        if let Some(t) = table_at_mut(root, &v.containerd()) {
-            t.remove("default_runtime_name");
-        }
     }
     if opts.cdi_enabled {
         let t = table_at_create(root, &v.cri(), path)?;
@@ -419,11 +416,11 @@ mod tests {
                 &[],
             ),
             (
-                "default removed without set-as-default",
+                "a re-run without set-as-default keeps the default (upstream's rule)",
                 "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"nvidia\"\n",
                 Options::default(),
+                &["default_runtime_name = \"nvidia\""],
                 &[],
-                &["default_runtime_name"],
             ),
             (
                 "inline options kept inline",

@@ -62,14 +62,13 @@ fn configure_doc(
     {
         set_value(entry, "runtime_type", Value::from("oci"));
     }
+    // Never removed on configure (upstream's rule): a re-run keeps an earlier default.
     if opts.set_as_default {
         set_value(
             table_at_create(root, &RUNTIME, path)?,
             "default_runtime",
             Value::from(name),
         );
-    } else if str_at(root, &RUNTIME, "default_runtime") == Some(name) {
-        table_at_mut(root, &RUNTIME).map(|t| t.remove("default_runtime"));
     }
     Ok(())
 }

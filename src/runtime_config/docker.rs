@@ -112,7 +112,7 @@ pub fn status(src: Source<'_>, name: &str) -> Result<super::Registration, Error>
 }
 
 /// Configure docker: `runtimes.<name> = {"args": [], "path": ...}`, `default-runtime` when set
-/// as default (removed when it names us and we are not), `features.cdi = true` with CDI.
+/// as default (never removed here: `unconfigure` does), `features.cdi = true` with CDI.
 pub fn configure(src: Source<'_>, opts: &Options) -> Result<Outcome, Error> {
     let before = parse(&src)?;
     let mut m = before.clone();
@@ -122,10 +122,10 @@ pub fn configure(src: Source<'_>, opts: &Options) -> Result<Outcome, Error> {
     if runtimes.get(name) != Some(&entry) {
         runtimes.insert(name.to_string(), entry);
     }
+    // Upstream never removes a default on configure: a re-run without --set-as-default (or
+    // with --cdi.enabled) keeps the one an earlier run set; `unconfigure` removes it.
     if opts.set_as_default {
         m.insert("default-runtime".into(), Value::from(name));
-    } else if m.get("default-runtime").and_then(Value::as_str) == Some(name) {
-        m.shift_remove("default-runtime");
     }
     if opts.cdi_enabled {
         object_mut(&mut m, "features", src.path)?.insert("cdi".into(), Value::Bool(true));
