@@ -7,8 +7,10 @@
 //!
 //! Keys are dotted paths (`nvidia-container-cli.root`, `features.allow-ldconfig-from-container`).
 //! Only keys the defaults ([`Config::default`]) have are accepted, and the value's type is the
-//! default's: a bool (`true`/`false`; a bare `--set KEY` means true), a string, or a string list
-//! (items separated by the list separator, `,` by default; an empty value is the empty list).
+//! default's: a bool (Go's `ParseBool` forms, as upstream: `true`/`false`, `1`/`0`, `t`/`f`,
+//! `TRUE`, `True`, ...; a bare `--set KEY` means true), a string, or a string list (items
+//! separated by the list separator, `:` by default, and by `,`; an empty value is the empty
+//! list).
 //! The result must load with [`Config::parse`], so edits the loader refuses (a container ldconfig
 //! without `features.allow-ldconfig-from-container`) are refused with its error.
 
@@ -72,7 +74,7 @@ pub enum EditError {
     UnknownKey { key: String },
     #[error("config key {key:?} is a table, not a value; set one of its keys")]
     NotAValue { key: String },
-    #[error("config key {key}: {value:?} is not a boolean (true or false)")]
+    #[error("config key {key}: {value:?} is not a boolean (true or false; 1, t, TRUE ... as Go's ParseBool)")]
     BadBool { key: String, value: String },
     #[error("config key {key} needs a value ({kind}): --set {key}=VALUE")]
     MissingValue { key: String, kind: Kind },
@@ -119,9 +121,10 @@ pub(crate) fn typed_value(a: &Assignment, separator: &str) -> Result<Value, Edit
     let kind = kind_of(&a.key)?;
     match (kind, a.value.as_deref()) {
         (Kind::Bool, None) => Ok(Value::from(true)),
+        // Go's strconv.ParseBool, as upstream's `--set` takes them.
         (Kind::Bool, Some(v)) => match v.trim() {
-            "true" => Ok(Value::from(true)),
-            "false" => Ok(Value::from(false)),
+            "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(Value::from(true)),
+            "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(Value::from(false)),
             _ => Err(EditError::BadBool {
                 key: a.key.clone(),
                 value: v.to_string(),
@@ -132,8 +135,13 @@ pub(crate) fn typed_value(a: &Assignment, separator: &str) -> Result<Value, Edit
             kind,
         }),
         (Kind::String, Some(v)) => Ok(Value::from(v)),
+        // Upstream splits on the separator (default `:`) and on `,`.
         (Kind::List, Some(v)) => {
-            let items = v.split(separator).map(str::trim).filter(|s| !s.is_empty());
+            let items = v
+                .split(separator)
+                .flat_map(|s| s.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty());
             Ok(Value::Array(items.collect::<Array>()))
         }
     }

@@ -85,6 +85,26 @@ fn set_table() {
             Want::Replaced(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]")]),
         ),
         (
+            "list split on the default separator `:` (upstream's runtimes=runc:crun)",
+            &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi:/var/run/cdi"],
+            Want::Replaced(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\"]")]),
+        ),
+        (
+            "bool 1 (Go's ParseBool forms)",
+            &["disable-require=1"],
+            Want::Replaced(&[("disable-require = false", "disable-require = true")]),
+        ),
+        (
+            "bool TRUE",
+            &["disable-require=TRUE"],
+            Want::Replaced(&[("disable-require = false", "disable-require = true")]),
+        ),
+        (
+            "bool t",
+            &["disable-require=t"],
+            Want::Replaced(&[("disable-require = false", "disable-require = true")]),
+        ),
+        (
             "two keys",
             &["disable-require=true", "nvidia-container-cli.root=/d"],
             Want::Replaced(&[

@@ -30,8 +30,8 @@ pub struct ConfigArgs {
     /// boolean to true; list values are separated by --set-list-separator.
     #[arg(long, value_name = "KEY[=VALUE]")]
     set: Vec<String>,
-    /// Separator of list items in --set values.
-    #[arg(long, default_value = ",")]
+    /// Separator of list items in --set values (`,` always separates too, as upstream's).
+    #[arg(long, default_value = ":")]
     set_list_separator: String,
     /// Write the result back to the config file instead of printing it.
     #[arg(long, short = 'i', conflicts_with = "output")]
