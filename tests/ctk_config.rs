@@ -334,3 +334,188 @@ fn typos_are_named_and_bad_values_refused() {
         ctx(&["-v"], &out)
     );
 }
+
+/// Upstream's names (flags and variables) that operators and upstream's own units type, each
+/// taken here: a table of (case, args, env, ok?, text the output must hold).
+#[test]
+fn upstream_flags_and_variables_are_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let custom = dir.path().join("custom.toml");
+    fs::write(&custom, "[nvidia-container-cli]\nroot = \"/custom-root\"\n").unwrap();
+    let env_file = dir.path().join("env.toml");
+    let custom_s = custom.display().to_string();
+    let missing = dir.path().join("no-such-root").display().to_string();
+    type Case<'a> = (
+        &'a str,
+        Vec<&'a str>,
+        Vec<(&'a str, &'a str)>,
+        bool,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "completion bash",
+            vec!["completion", "bash"],
+            vec![],
+            true,
+            "complete -F _nvidia__ctk",
+        ),
+        (
+            "completion zsh",
+            vec!["completion", "zsh"],
+            vec![],
+            true,
+            "#compdef nvidia-ctk",
+        ),
+        (
+            "completion fish",
+            vec!["completion", "fish"],
+            vec![],
+            true,
+            "complete -c nvidia-ctk",
+        ),
+        (
+            "completion of an unknown shell",
+            vec!["completion", "tcsh"],
+            vec![],
+            false,
+            "tcsh",
+        ),
+        (
+            "global --config",
+            vec!["--config", &custom_s, "config"],
+            vec![],
+            true,
+            "/custom-root",
+        ),
+        (
+            "NVIDIA_CTK_CONFIG",
+            vec!["config"],
+            vec![("NVIDIA_CTK_CONFIG", &custom_s)],
+            true,
+            "/custom-root",
+        ),
+        (
+            "config generate-default",
+            vec!["config", "generate-default"],
+            vec![],
+            true,
+            "[nvidia-container-cli]",
+        ),
+        (
+            "config create-default",
+            vec!["config", "create-default"],
+            vec![],
+            true,
+            "[nvidia-container-cli]",
+        ),
+        (
+            "NVIDIA_CTK_DEBUG=1",
+            vec!["config", "default"],
+            vec![("NVIDIA_CTK_DEBUG", "1")],
+            true,
+            "[nvidia-container-cli]",
+        ),
+        (
+            "NVIDIA_CTK_DEBUG=bogus refused",
+            vec!["config", "default"],
+            vec![("NVIDIA_CTK_DEBUG", "bogus")],
+            false,
+            "bogus",
+        ),
+        (
+            "system --root (upstream's alias), a typo",
+            vec![
+                "system",
+                "create-dev-char-symlinks",
+                "--root",
+                &missing,
+                "--dry-run",
+            ],
+            vec![],
+            false,
+            "(--driver-root) is not a directory: no such directory",
+        ),
+        (
+            "create-device-nodes --driver-root, a typo",
+            vec![
+                "system",
+                "create-device-nodes",
+                "--driver-root",
+                &missing,
+                "--control-devices",
+                "--dry-run",
+            ],
+            vec![],
+            false,
+            "(--driver-root) is not a directory",
+        ),
+        (
+            "DRIVER_ROOT",
+            vec!["system", "create-dev-char-symlinks"],
+            vec![("DRIVER_ROOT", &missing), ("DRY_RUN", "true")],
+            false,
+            "($DRIVER_ROOT) is not a directory",
+        ),
+        (
+            "NVIDIA_DRIVER_ROOT before DRIVER_ROOT",
+            vec!["system", "create-dev-char-symlinks", "--dry-run"],
+            vec![("NVIDIA_DRIVER_ROOT", &missing), ("DRIVER_ROOT", "/")],
+            false,
+            "($NVIDIA_DRIVER_ROOT) is not a directory",
+        ),
+        (
+            "DEV_CHAR_PATH",
+            vec!["system", "create-dev-char-symlinks"],
+            vec![("DEV_CHAR_PATH", "/elsewhere/char")],
+            false,
+            "--dev-char-path /elsewhere/char",
+        ),
+        (
+            "WATCH=TRUE",
+            vec!["system", "create-dev-char-symlinks"],
+            vec![("WATCH", "TRUE")],
+            false,
+            "--watch is not supported",
+        ),
+    ];
+    for (name, args, env, ok, want) in cases {
+        let mut cmd = Command::new(BIN);
+        cmd.args(&args)
+            .env("NVIDIA_CTK_CONFIG_FILE_PATH", &env_file)
+            .env_remove("XDG_CONFIG_HOME");
+        for k in [
+            "NVIDIA_CTK_CONFIG",
+            "NVIDIA_CTK_DEBUG",
+            "DRIVER_ROOT",
+            "NVIDIA_DRIVER_ROOT",
+            "NVIDIA_CTK_DRIVER_ROOT",
+            "DEV_CHAR_PATH",
+            "WATCH",
+            "DRY_RUN",
+            "CREATE_ALL",
+        ] {
+            cmd.env_remove(k);
+        }
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            out.status.success(),
+            ok,
+            "case {name}: {}",
+            ctx(&args, &out)
+        );
+        assert!(
+            text.contains(want),
+            "case {name}: no {want:?}: {}",
+            ctx(&args, &out)
+        );
+    }
+}

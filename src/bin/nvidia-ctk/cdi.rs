@@ -336,7 +336,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let config = if given(&raw.driver_root) && given(&raw.dev_root) && raw.proc_root.is_some() {
         None
     } else {
-        let path = nvct::config::default_path(|k| std::env::var(k).ok());
+        let path = crate::toolkit_config(None);
         Some(nvct::config::Config::load(&path).with_context(|| {
             format!(
                 "the driver root comes from {} when --driver-root is not given",

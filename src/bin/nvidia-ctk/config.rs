@@ -43,7 +43,9 @@ pub struct ConfigArgs {
 
 #[derive(Subcommand, Debug)]
 enum ConfigCommand {
-    /// Print the default config (every key at its default, with comments).
+    /// Print the default config (every key at its default, with comments); upstream's
+    /// `generate-default` and `create-default` are the same command.
+    #[command(visible_aliases = ["generate-default", "create-default"])]
     Default(DefaultArgs),
 }
 
@@ -82,7 +84,7 @@ fn sink(output: Option<PathBuf>) -> Sink {
 fn resolve(raw: ConfigArgs) -> Result<Resolved> {
     let config = raw
         .config_file
-        .unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
+        .unwrap_or_else(|| crate::toolkit_config(None));
     if let Some(ConfigCommand::Default(d)) = raw.command {
         if !raw.set.is_empty() || raw.in_place {
             bail!("config default takes no --set or --in-place; use `nvidia-ctk config --set ...`");

@@ -29,6 +29,25 @@ pub struct DocsArgs {
     output: PathBuf,
 }
 
+#[derive(Args, Debug)]
+pub struct CompletionArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: Shell,
+}
+
+/// `nvidia-ctk completion SHELL`: the completion script on stdout (upstream's command).
+pub fn completion(args: CompletionArgs) -> Result<()> {
+    let mut cmd = without_hidden_subcommands(&crate::Cli::command());
+    let mut out = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, BIN, &mut out);
+    use std::io::Write;
+    std::io::stdout()
+        .lock()
+        .write_all(&out)
+        .context("writing the completion script to stdout")
+}
+
 /// The name users type, and the one the completions register for.
 const BIN: &str = "nvidia-ctk";
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvct::config::{self, Config};
+use nvct::config::Config;
 use nvct::doctor::{self, Check, Engine, EngineInput, Inputs};
 use serde::Serialize;
 
@@ -57,7 +57,7 @@ pub fn run(args: DoctorArgs, v: Verbosity, matches: &clap::ArgMatches) -> Result
     let path = args
         .config
         .clone()
-        .unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
+        .unwrap_or_else(|| crate::toolkit_config(None));
     let (config, warnings) = Config::load_checked(&path)?;
     let given = |id: &str| {
         matches

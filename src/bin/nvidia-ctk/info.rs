@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use nvct::config::{self, Config, Mode};
+use nvct::config::{Config, Mode};
 use nvct::model::{Capability, Devices, FileKind};
 use nvct::plan::{self, Layout};
 use nvct::request::Request;
@@ -81,9 +81,7 @@ fn mode_text(mode: Mode) -> String {
 }
 
 pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
-    let path = args
-        .config
-        .unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
+    let path = args.config.unwrap_or_else(|| crate::toolkit_config(None));
     let (config, warnings) = Config::load_checked(&path)?;
     let root = config.driver();
     let inv = nvct::discover::discover(&root)?;

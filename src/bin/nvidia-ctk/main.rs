@@ -25,9 +25,14 @@ struct Cli {
     /// Print the version (`-v`, as upstream spells it).
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     version: Option<bool>,
-    /// Print what is being done, to stderr.
-    #[arg(long, short = 'd', global = true)]
+    /// Print what is being done, to stderr (also $NVIDIA_CTK_DEBUG, as upstream).
+    #[arg(long, short = 'd', global = true, env = "NVIDIA_CTK_DEBUG", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     debug: bool,
+    /// The toolkit config file every subcommand reads (before the subcommand, as upstream:
+    /// `nvidia-ctk --config FILE cdi generate`; also $NVIDIA_CTK_CONFIG). Default:
+    /// $NVIDIA_CTK_CONFIG_FILE_PATH, else /etc/nvidia-container-runtime/config.toml.
+    #[arg(long = "config", env = "NVIDIA_CTK_CONFIG", value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Print only errors.
     #[arg(long, short = 'q', global = true)]
     quiet: bool,
@@ -52,9 +57,22 @@ enum Command {
     /// Check this GPU node: one line per check (ok / warn / fail) with the fix; exit 0, 1
     /// (warnings) or 2 (a failure).
     Doctor(doctor::DoctorArgs),
+    /// Print the shell completion script for bash, zsh or fish
+    /// (`source <(nvidia-ctk completion bash)`).
+    Completion(docs::CompletionArgs),
     /// Write the man pages and shell completions (for packages).
     #[command(hide = true)]
     GenerateDocs(docs::DocsArgs),
+}
+
+/// The global `--config` (or `$NVIDIA_CTK_CONFIG`), set once by `main`.
+static GLOBAL_CONFIG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// The toolkit config file a subcommand reads: its own flag, else the global `--config`, else
+/// `$NVIDIA_CTK_CONFIG_FILE_PATH` or the default path ([`nvct::config::default_path`]).
+pub fn toolkit_config(own: Option<std::path::PathBuf>) -> std::path::PathBuf {
+    own.or_else(|| GLOBAL_CONFIG.get().cloned())
+        .unwrap_or_else(|| nvct::config::default_path(|k| std::env::var(k).ok()))
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -78,6 +96,9 @@ fn main() -> ExitCode {
         debug: cli.debug,
         quiet: cli.quiet,
     };
+    if let Some(path) = cli.config.filter(|p| !p.as_os_str().is_empty()) {
+        let _ = GLOBAL_CONFIG.set(path);
+    }
     let result = match cli.command {
         Command::Runtime(args) => runtime::run(args, v),
         Command::Config(args) => config::run(args, v),
@@ -96,6 +117,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        Command::Completion(args) => docs::completion(args),
         Command::GenerateDocs(args) => docs::run(args, v),
     };
     match result {

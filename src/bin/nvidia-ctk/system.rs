@@ -42,55 +42,94 @@ struct LabelArgs {
     output: PathBuf,
 }
 
+/// Upstream's boolean flags also come from variables (`CREATE_ALL=true`, `DRY_RUN=1`): Go's
+/// ParseBool forms, read case-insensitively.
+fn boolish() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
+}
+
 #[derive(Args, Debug)]
 struct NodesArgs {
-    /// Where `dev/` is.
-    #[arg(long, default_value = "/", env = "NVIDIA_CTK_DEV_ROOT")]
-    dev_root: PathBuf,
+    /// The driver root: the nodes are created in its `dev/` unless --dev-root is given
+    /// (default `/`; also $NVIDIA_DRIVER_ROOT or $DRIVER_ROOT, as upstream).
+    #[arg(long, visible_alias = "root")]
+    driver_root: Option<PathBuf>,
+    /// Where `dev/` is (default: the driver root).
+    #[arg(long, env = "NVIDIA_CTK_DEV_ROOT")]
+    dev_root: Option<PathBuf>,
     /// Create the control device nodes.
     #[arg(long)]
     control_devices: bool,
     /// Load the NVIDIA kernel modules first (`modprobe`).
-    #[arg(long)]
+    #[arg(long, env = "LOAD_KERNEL_MODULES", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     load_kernel_modules: bool,
     /// Ours: the procfs to read `devices` from.
     #[arg(long, default_value = "/proc")]
     proc_root: PathBuf,
     /// Print what would be created.
-    #[arg(long)]
+    #[arg(long, env = "DRY_RUN", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     dry_run: bool,
 }
 
 #[derive(Args, Debug)]
 struct LinksArgs {
     /// The directory of the links (under the device root).
-    #[arg(long, default_value = "/dev/char")]
+    #[arg(long, default_value = "/dev/char", env = "DEV_CHAR_PATH")]
     dev_char_path: PathBuf,
-    /// Accepted as upstream; the nodes are looked for under --dev-root.
-    #[arg(long, default_value = "/", env = "NVIDIA_CTK_DRIVER_ROOT")]
-    driver_root: PathBuf,
+    /// The driver root (default `/`; also $NVIDIA_DRIVER_ROOT or $DRIVER_ROOT, as upstream);
+    /// the nodes are looked for under --dev-root, which defaults to it.
+    #[arg(long, visible_alias = "root")]
+    driver_root: Option<PathBuf>,
     /// Where `dev/` is; default: the driver root.
     #[arg(long, env = "NVIDIA_CTK_DEV_ROOT")]
     dev_root: Option<PathBuf>,
     /// Also link the nodes the driver will create (control nodes, one per GPU in
     /// /proc/driver/nvidia/gpus) even where they do not exist yet.
-    #[arg(long)]
+    #[arg(long, env = "CREATE_ALL", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     create_all: bool,
     /// Create the control device nodes first.
-    #[arg(long)]
+    #[arg(long, env = "CREATE_DEVICE_NODES", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     create_device_nodes: bool,
     /// Load the NVIDIA kernel modules first (`modprobe`).
-    #[arg(long)]
+    #[arg(long, env = "LOAD_KERNEL_MODULES", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     load_kernel_modules: bool,
     /// Not supported: run this command from the nvidia-cdi-refresh.path unit or a udev rule.
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, env = "WATCH", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     watch: bool,
     /// Ours: the procfs to read `devices` and `driver/nvidia` from.
     #[arg(long, default_value = "/proc")]
     proc_root: PathBuf,
     /// Print what would be created.
-    #[arg(long)]
+    #[arg(long, env = "DRY_RUN", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     dry_run: bool,
+}
+
+/// The driver root: the flag, else `$NVIDIA_DRIVER_ROOT`, `$DRIVER_ROOT` (upstream's names),
+/// `$NVIDIA_CTK_DRIVER_ROOT` (ours), else `/`. A root that is not a directory is refused by
+/// name (a typo must not surface as a missing `/dev/nvidiactl`).
+fn driver_root(flag: Option<PathBuf>, lookup: impl Fn(&str) -> Option<String>) -> Result<PathBuf> {
+    let (root, from) = match flag {
+        Some(p) => (p, "--driver-root".to_string()),
+        None => [
+            "NVIDIA_DRIVER_ROOT",
+            "DRIVER_ROOT",
+            "NVIDIA_CTK_DRIVER_ROOT",
+        ]
+        .into_iter()
+        .find_map(|k| {
+            lookup(k)
+                .filter(|v| !v.is_empty())
+                .map(|v| (PathBuf::from(v), format!("${k}")))
+        })
+        .unwrap_or_else(|| (PathBuf::from("/"), "the default".to_string())),
+    };
+    if !root.is_dir() {
+        bail!(
+            "the driver root {} ({from}) is not a directory: no such directory; give the directory the driver is installed under (`/` for a driver on the host, `/run/nvidia/driver` for the GPU Operator's driver container)",
+            root.display()
+        );
+    }
+    Ok(root)
 }
 
 pub fn run(args: SystemArgs, v: Verbosity) -> Result<()> {
@@ -138,7 +177,9 @@ fn create_device_nodes(a: NodesArgs, v: Verbosity) -> Result<()> {
     if a.load_kernel_modules && !a.dry_run {
         load_modules()?;
     }
-    let root = DriverRoot::new("/", &a.dev_root, &a.proc_root);
+    let driver_root = driver_root(a.driver_root, |k| std::env::var(k).ok())?;
+    let dev_root = a.dev_root.unwrap_or(driver_root);
+    let root = DriverRoot::new("/", &dev_root, &a.proc_root);
     let majors = system::read_majors(&root)?;
     let nodes = system::control_nodes(&majors, &root.proc_path("devices"))?;
     let done = system::create_nodes(&root, &nodes, a.dry_run)?;
@@ -159,8 +200,9 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
     if a.load_kernel_modules && !a.dry_run {
         load_modules()?;
     }
-    let dev_root = a.dev_root.clone().unwrap_or_else(|| a.driver_root.clone());
-    let root = DriverRoot::new(&a.driver_root, &dev_root, &a.proc_root);
+    let driver_root = driver_root(a.driver_root, |k| std::env::var(k).ok())?;
+    let dev_root = a.dev_root.clone().unwrap_or_else(|| driver_root.clone());
+    let root = DriverRoot::new(&driver_root, &dev_root, &a.proc_root);
     let mut nodes = system::present_nodes(&root);
     if a.create_all || a.create_device_nodes {
         let majors = system::read_majors(&root)?;
@@ -188,9 +230,7 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
 }
 
 fn label_node(a: LabelArgs, v: Verbosity) -> Result<()> {
-    let path = a
-        .config
-        .unwrap_or_else(|| nvct::config::default_path(|k| std::env::var(k).ok()));
+    let path = a.config.unwrap_or_else(|| crate::toolkit_config(None));
     let config = nvct::config::Config::load(&path)?;
     let inv = nvct::discover::discover(&config.driver())?;
     let text = nvct::labels::feature_file(&nvct::labels::labels(&inv));
