@@ -89,10 +89,10 @@ fn check_mounts(stdout: &str, allowed: &Path, context: &str) {
             let Ok(m) = std::fs::symlink_metadata(e.path()) else {
                 continue;
             };
+            // Directories count too: the MPS pipe dir is mounted whole.
+            host_files.insert((m.dev(), m.ino()));
             if m.is_dir() {
                 stack.push(e.path());
-            } else {
-                host_files.insert((m.dev(), m.ino()));
             }
         }
     }
