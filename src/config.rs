@@ -308,12 +308,27 @@ pub fn default_path(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
     Path::new(&base).join("nvidia-container-runtime/config.toml")
 }
 
+/// A TOML error on one line (`line 2, column 8: invalid type: ...`): the parser's own text
+/// draws the line with a caret over several lines, which an error line cannot carry.
+fn one_line(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', "; ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
 impl Config {
     /// Parses config text; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            message: one_line(text, &e),
         })?;
         config.validate(path)?;
         Ok(config)

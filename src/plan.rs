@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
-    #[error("unknown device {id:?} requested: this host has {count} GPU(s) (indices 0..{count}); check NVIDIA_VISIBLE_DEVICES")]
+    #[error("unknown device {id:?} requested: this host has {}; check NVIDIA_VISIBLE_DEVICES", gpu_count(*count))]
     UnknownDevice { id: String, count: usize },
     #[error("device {id:?} is a MIG device but MIG is not enabled on GPU {gpu}")]
     MigNotEnabled { id: String, gpu: u32 },
@@ -55,6 +55,15 @@ impl Layout {
         lib32_dir: None,
         glx_indirect: false,
     };
+}
+
+/// "no GPU", "1 GPU (index 0)", "8 GPUs (indices 0 to 7)".
+fn gpu_count(count: usize) -> String {
+    match count {
+        0 => "no GPU".into(),
+        1 => "1 GPU (index 0)".into(),
+        n => format!("{n} GPUs (indices 0 to {})", n - 1),
+    }
 }
 
 /// A read-only bind mount of a host file or directory.

@@ -519,3 +519,84 @@ fn upstream_flags_and_variables_are_taken() {
         );
     }
 }
+
+/// Messages an operator reads at 3 a.m.: what is being done in words (`-d`), a config error on
+/// one line, a runtime path that does not exist, and the rootless docker restart.
+#[test]
+fn messages_say_what_is_done_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let daemon = d.join("daemon.json");
+    fs::write(&daemon, "{}\n").unwrap();
+    let bad = d.join("bad.toml");
+    fs::write(&bad, "[nvidia-container-cli]\nroot = 5\n").unwrap();
+    let user_daemon = d.join("home/.config/docker/daemon.json");
+    let (daemon_s, bad_s, user_s) = (
+        daemon.display().to_string(),
+        bad.display().to_string(),
+        user_daemon.display().to_string(),
+    );
+    let home = d.join("home").display().to_string();
+    type Case<'a> = (
+        &'a str,
+        Vec<&'a str>,
+        Vec<(&'a str, &'a str)>,
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "-d in words",
+            vec!["-d", "runtime", "configure", "--runtime=docker", "--config", &daemon_s, "--dry-run"],
+            vec![],
+            &["configuring docker: starting from", "runtime `nvidia` = nvidia-container-runtime"],
+            &["Resolved {", "Options {"],
+        ),
+        (
+            "a config error on one line",
+            vec!["--config", &bad_s, "info"],
+            vec![],
+            &["line 2, column 8: invalid type: integer `5`, expected a string"],
+            &["\\n", "|"],
+        ),
+        (
+            "a runtime path that does not exist",
+            vec!["runtime", "configure", "--runtime=docker", "--config", &daemon_s, "--nvidia-runtime-path", "/no/such/nvidia-container-runtime"],
+            vec![],
+            &["warning: the runtime /no/such/nvidia-container-runtime does not exist on this host"],
+            &[],
+        ),
+        (
+            "rootless docker restarts with --user",
+            vec!["runtime", "configure", "--runtime=docker", "--config", &user_s],
+            vec![("HOME", &home)],
+            &["systemctl --user restart docker"],
+            &[],
+        ),
+    ];
+    for (name, args, env, want, not) in cases {
+        let mut cmd = Command::new(BIN);
+        cmd.args(&args)
+            .env_remove("NVIDIA_CTK_DEBUG")
+            .env_remove("NVIDIA_CTK_CONFIG");
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for w in want {
+            assert!(
+                stderr.contains(w),
+                "case {name}: no {w:?}: {}",
+                ctx(&args, &out)
+            );
+        }
+        for n in not {
+            assert!(
+                !stderr.contains(n),
+                "case {name}: {n:?} in: {}",
+                ctx(&args, &out)
+            );
+        }
+    }
+}

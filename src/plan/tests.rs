@@ -1089,3 +1089,20 @@ fn needs_nvml_cases() {
         assert_eq!(needs_nvml(&r), want, "case {name}");
     }
 }
+
+#[test]
+fn unknown_device_names_the_indices_there_are() {
+    let cases = [
+        ("none", 0, "this host has no GPU;"),
+        ("one", 1, "this host has 1 GPU (index 0);"),
+        ("eight", 8, "this host has 8 GPUs (indices 0 to 7);"),
+    ];
+    for (name, count, want) in cases {
+        let text = PlanError::UnknownDevice {
+            id: "9".into(),
+            count,
+        }
+        .to_string();
+        assert!(text.contains(want), "case {name}: {text}");
+    }
+}

@@ -220,6 +220,35 @@ struct Generate {
     opts: Options,
 }
 
+impl Generate {
+    /// What `-d` says is being done, in words.
+    fn describe(&self) -> String {
+        let o = &self.opts;
+        let to = match &self.output {
+            Some(p) => p.display().to_string(),
+            None => "stdout".into(),
+        };
+        let format = match self.format {
+            Format::Json => "JSON",
+            Format::Yaml => "YAML",
+        };
+        let hooks = if o.one_hook {
+            "one apply-edits hook"
+        } else {
+            "separate hooks"
+        };
+        format!(
+            "generating a CDI spec for {}/{} ({format}, to {to}) from the driver under {} (devices under {}/dev, /proc at {}); hooks: {hooks} of {}",
+            o.vendor,
+            o.class,
+            self.root.root.display(),
+            self.root.dev_root.display(),
+            self.root.proc_root.display(),
+            o.hook_path,
+        )
+    }
+}
+
 fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
     let output = (!raw.output.is_empty()).then(|| PathBuf::from(&raw.output));
     let format = match (raw.format.as_deref().filter(|f| !f.is_empty()), &output) {
@@ -397,7 +426,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
 fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
     let g = resolve_generate(raw)?;
     if v.debug {
-        eprintln!("nvidia-ctk: {g:?}");
+        eprintln!("nvidia-ctk: {}", g.describe());
     }
     let inv = nvct::discover::discover(&g.root)?;
     if v.debug {
@@ -436,8 +465,18 @@ fn or_default(value: String, default: &str) -> String {
 /// A spec is public data: 0644 even when it replaces a file with another mode.
 fn set_mode_0644(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
-        .with_context(|| format!("chmod 0644 {}", path.display()))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                " (the spec belongs to another user: run as root, as the refresh unit does)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!(
+            "cannot make {} readable by all (chmod 0644){hint}: {e}",
+            path.display()
+        )
+    })
 }
 
 fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {

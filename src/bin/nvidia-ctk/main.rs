@@ -26,7 +26,7 @@ struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     version: Option<bool>,
     /// Print what is being done, to stderr (also $NVIDIA_CTK_DEBUG, as upstream).
-    #[arg(long, short = 'd', global = true, env = "NVIDIA_CTK_DEBUG", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, short = 'd', global = true, env = "NVIDIA_CTK_DEBUG", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     debug: bool,
     /// The toolkit config file every subcommand reads (before the subcommand, as upstream:
     /// `nvidia-ctk --config FILE cdi generate`; also $NVIDIA_CTK_CONFIG). Default:

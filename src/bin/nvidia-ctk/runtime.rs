@@ -347,7 +347,12 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
         RuntimeCommand::Unconfigure(c) => (false, resolve(c, None)?),
     };
     if v.debug {
-        eprintln!("nvidia-ctk: {r:?}");
+        eprintln!("nvidia-ctk: {}", r.describe(configure));
+    }
+    if configure && r.output == Output::Write && !v.quiet {
+        if let Some(warning) = missing_runtime_warning(&r) {
+            eprintln!("nvidia-ctk: warning: {warning}");
+        }
     }
     if let Target::OciHook { file: None, hook } = &r.target {
         // Upstream's default without --oci-hook-path: the hook on stdout, nothing written.
@@ -553,10 +558,112 @@ fn write(
     Ok(())
 }
 
+impl Resolved {
+    /// What `-d` says is being done, in words.
+    fn describe(&self, configure: bool) -> String {
+        let verb = if configure {
+            "configuring"
+        } else {
+            "unconfiguring"
+        };
+        let engine = match self.engine {
+            Engine::Containerd => "containerd",
+            Engine::Docker => "docker",
+            Engine::Crio => "CRI-O",
+        };
+        let files = match &self.target {
+            Target::ConfigFile {
+                config,
+                drop_in,
+                dump_with,
+            } => {
+                let base = match dump_with {
+                    Some(bin) => format!("starting from `{} config dump`", bin.display()),
+                    None => format!("starting from {}", config.display()),
+                };
+                match drop_in {
+                    Some(d) => format!("{base}, the runtime in the drop-in {}", d.display()),
+                    None => format!("{base}, edited in place"),
+                }
+            }
+            Target::OciHook {
+                file: Some(f),
+                hook,
+            } => {
+                format!("an OCI hooks.d file {} running {hook}", f.display())
+            }
+            Target::OciHook { file: None, hook } => {
+                format!("an OCI hooks.d file running {hook}, printed")
+            }
+        };
+        let output = match self.output {
+            Output::Write => "writing the files",
+            Output::Content => "dry run: printing the new files",
+            Output::Diff => "dry run: printing a diff",
+        };
+        let o = &self.opts;
+        let runtime = if configure && !o.runtime_path.is_empty() {
+            format!(
+                "; runtime `{}` = {}{}{}",
+                o.runtime_name,
+                o.runtime_path,
+                if o.set_as_default {
+                    ", as the default"
+                } else {
+                    ""
+                },
+                if o.cdi_enabled { ", CDI enabled" } else { "" }
+            )
+        } else {
+            format!("; runtime `{}`", o.runtime_name)
+        };
+        format!("{verb} {engine}: {files}{runtime}; {output}")
+    }
+}
+
+/// A warning when the runtime path written does not exist here (a typo, or the toolkit not
+/// installed yet): the engine would fail every container of that runtime.
+fn missing_runtime_warning(r: &Resolved) -> Option<String> {
+    let path = &r.opts.runtime_path;
+    if !matches!(r.target, Target::ConfigFile { .. }) || path.is_empty() {
+        return None;
+    }
+    let found = if path.contains('/') {
+        Path::new(path).exists()
+    } else {
+        which::which(path).is_ok()
+    };
+    (!found).then(|| {
+        format!(
+            "the runtime {path} does not exist on this host (not installed yet, or a typo?): the engine fails every `{}` container until it does; install the toolkit or pass --nvidia-runtime-path",
+            r.opts.runtime_name
+        )
+    })
+}
+
+/// Whether docker runs rootless for this user (rootlesskit): its daemon.json is the user's
+/// (`~/.config/docker/daemon.json`), or we are not root.
+fn rootless_docker(r: &Resolved) -> bool {
+    let user_config = match &r.target {
+        Target::ConfigFile { config, .. } => {
+            std::env::var_os("HOME")
+                .is_some_and(|home| home != "/" && home != "/root" && config.starts_with(home))
+                || config.components().any(|c| c.as_os_str() == ".config")
+        }
+        Target::OciHook { .. } => false,
+    };
+    // Our effective uid, as /proc shows it (the owner of /proc/self).
+    let euid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    user_config || euid.is_ok_and(|uid| uid != 0)
+}
+
 fn restart_hint(r: &Resolved) -> &'static str {
     match (&r.target, r.engine) {
         (Target::OciHook { .. }, _) => "the hook applies to new containers; no restart needed",
         (_, Engine::Containerd) => "restart containerd to apply: systemctl restart containerd",
+        (_, Engine::Docker) if rootless_docker(r) => {
+            "restart the rootless docker to apply: systemctl --user restart docker"
+        }
         (_, Engine::Docker) => "restart docker to apply: systemctl restart docker",
         (_, Engine::Crio) => "restart CRI-O to apply: systemctl restart crio",
     }

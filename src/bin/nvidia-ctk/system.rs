@@ -61,13 +61,13 @@ struct NodesArgs {
     #[arg(long)]
     control_devices: bool,
     /// Load the NVIDIA kernel modules first (`modprobe`).
-    #[arg(long, env = "LOAD_KERNEL_MODULES", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "LOAD_KERNEL_MODULES", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     load_kernel_modules: bool,
     /// Ours: the procfs to read `devices` from.
     #[arg(long, default_value = "/proc")]
     proc_root: PathBuf,
     /// Print what would be created.
-    #[arg(long, env = "DRY_RUN", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "DRY_RUN", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     dry_run: bool,
 }
 
@@ -85,22 +85,22 @@ struct LinksArgs {
     dev_root: Option<PathBuf>,
     /// Also link the nodes the driver will create (control nodes, one per GPU in
     /// /proc/driver/nvidia/gpus) even where they do not exist yet.
-    #[arg(long, env = "CREATE_ALL", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "CREATE_ALL", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     create_all: bool,
     /// Create the control device nodes first.
-    #[arg(long, env = "CREATE_DEVICE_NODES", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "CREATE_DEVICE_NODES", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     create_device_nodes: bool,
     /// Load the NVIDIA kernel modules first (`modprobe`).
-    #[arg(long, env = "LOAD_KERNEL_MODULES", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "LOAD_KERNEL_MODULES", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     load_kernel_modules: bool,
     /// Not supported: run this command from the nvidia-cdi-refresh.path unit or a udev rule.
-    #[arg(long, hide = true, env = "WATCH", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, hide = true, env = "WATCH", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     watch: bool,
     /// Ours: the procfs to read `devices` and `driver/nvidia` from.
     #[arg(long, default_value = "/proc")]
     proc_root: PathBuf,
     /// Print what would be created.
-    #[arg(long, env = "DRY_RUN", value_parser = boolish(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "DRY_RUN", value_parser = boolish(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     dry_run: bool,
 }
 
