@@ -56,6 +56,7 @@ pub fn gpu(index: u32, mig: bool) -> Gpu {
         brand: "tesla".into(),
         memory_mib: 81559,
         persistence_mode: Some(true),
+        compute_capability: Some("9.0".into()),
         mig_enabled: mig,
         migs: if mig {
             vec![MigDevice {

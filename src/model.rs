@@ -31,14 +31,6 @@ impl Arch {
         }
     }
 
-    /// What `NVIDIA_REQUIRE_*`'s `arch=` may call it: the kernel's name, then Go's.
-    pub fn names(self) -> [&'static str; 2] {
-        match self {
-            Arch::X86_64 => ["x86_64", "amd64"],
-            Arch::Aarch64 => ["aarch64", "arm64"],
-        }
-    }
-
     /// The Debian/Ubuntu multiarch tuple (`/usr/lib/<tuple>`).
     pub fn multiarch(self) -> &'static str {
         match self {
@@ -253,6 +245,10 @@ pub struct Gpu {
     pub memory_mib: u64,
     /// Persistence mode, when NVML told us.
     pub persistence_mode: Option<bool>,
+    /// CUDA compute capability, `major.minor` (`9.0` for an H100), what `arch` terms of
+    /// `NVIDIA_REQUIRE_*` compare; `None` when not known (GPUs read from `/proc/driver/nvidia`,
+    /// or NVML did not answer).
+    pub compute_capability: Option<String>,
     /// Whether MIG mode is currently enabled.
     pub mig_enabled: bool,
     /// MIG devices of this GPU (empty unless `mig_enabled`).
