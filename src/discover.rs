@@ -50,9 +50,9 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
         .ok()
         .and_then(|t| devices::parse_driver_version(&t));
     let nvml = match driver::nvml_library(root, &cache) {
-        _ if !nvml && proc_version.is_some() => {
-            Err("not needed for this request (no MIG device, cuda or brand requirement)".into())
-        }
+        _ if !nvml && proc_version.is_some() => Err(
+            "not needed for this request (no MIG device, cuda, brand or arch requirement)".into(),
+        ),
         Some(lib) => nvml::discover_gpus(&lib).map_err(|e| e.to_string()),
         None => Err(format!(
             "libnvidia-ml.so.1 not found under {}",
