@@ -135,6 +135,11 @@ pub fn inventory_in(lib: &str) -> Inventory {
                     vec![("information".into(), "Model: c\n".into())],
                 ),
             ]),
+            caps: BTreeMap::from([
+                ("gpu1/gi2/access".into(), "DeviceFileMinor: 21\n".into()),
+                ("gpu1/gi2/ci0/access".into(), "DeviceFileMinor: 22\n".into()),
+                ("config".into(), "DeviceFileMinor: 1\n".into()),
+            ]),
         }),
         notes: vec![],
     }

@@ -107,9 +107,11 @@ pub struct Plan {
 }
 
 /// The one rule for `/proc/driver/nvidia` in a container, for both output paths: `params` with
-/// `ModifyDeviceFiles: 0`, `registry`, `version`, and the `gpus/<bus id>/` files of the GPUs
-/// in `bus_ids` only (the container's own GPUs).
-pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
+/// `ModifyDeviceFiles: 0`, `registry`, `version`, the `gpus/<bus id>/` files of the GPUs in
+/// `bus_ids` only (the container's own GPUs), and the `capabilities/` files of `caps` only
+/// (names as `mig-minors` has them: the `access` files of the container's own MIG devices,
+/// which libnvidia-container mounts for each, and `config` / `monitor` when it asked for them).
+pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str], caps: &[String]) -> ProcMask {
     let mut files = vec![
         (
             PathBuf::from("params"),
@@ -121,6 +123,11 @@ pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
     for bus_id in bus_ids {
         for (name, text) in pd.gpu_files.get(*bus_id).into_iter().flatten() {
             files.push((Path::new("gpus").join(bus_id).join(name), text.clone()));
+        }
+    }
+    for name in caps {
+        if let (Some(rel), Some(text)) = (ProcDriver::cap_path(name), pd.caps.get(name)) {
+            files.push((PathBuf::from(rel), text.clone()));
         }
     }
     files.sort();
@@ -161,6 +168,8 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     let caps = &req.capabilities;
 
     let mut wanted: Vec<(String, bool)> = vec![("/dev/nvidiactl".into(), true)];
+    // The capabilities (`mig-minors` names) whose `/proc` files the container sees.
+    let mut proc_caps: Vec<String> = Vec::new();
     if caps.contains(&Capability::Compute) {
         wanted.push(("/dev/nvidia-uvm".into(), false));
         wanted.push(("/dev/nvidia-uvm-tools".into(), false));
@@ -176,12 +185,14 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
                 format!("gpu{}/gi{}/ci{}/access", gpu.minor, m.gi, m.ci),
             ] {
                 wanted.push((mig_cap_node(inv, &cap)?, true));
+                proc_caps.push(cap);
             }
         }
     }
     for (devices, cap) in [(&req.mig_config, "config"), (&req.mig_monitor, "monitor")] {
         if devices.is_some() {
             wanted.push((mig_cap_node(inv, cap)?, true));
+            proc_caps.push(cap.to_string());
         }
     }
     if let Some(ch) = &req.imex_channels {
@@ -356,7 +367,10 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .iter()
         .map(|(gpu, _)| gpu.bus_id.as_str())
         .collect();
-    let proc_mask = inv.proc_driver.as_ref().map(|pd| proc_mask(pd, &bus_ids));
+    let proc_mask = inv
+        .proc_driver
+        .as_ref()
+        .map(|pd| proc_mask(pd, &bus_ids, &proc_caps));
     let compute = caps.contains(&Capability::Compute);
     let cuda_compat =
         (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())

@@ -1186,3 +1186,73 @@ fn needs_nvml_cases() {
         assert_eq!(needs_nvml(&r), want, "case {name}");
     }
 }
+
+/// The `/proc/driver/nvidia` mask keeps the `capabilities/` access files of the container's own
+/// MIG devices (libnvidia-container mounts them for each), by index or UUID, and the MIG
+/// config / monitor files only when asked for; never another device's.
+#[test]
+fn proc_mask_keeps_the_mig_devices_own_capability_files() {
+    let inv = inventory(); // GPU 1: MIG device 1:0 (gi 2, ci 0)
+    let base = ["params", "registry", "version"];
+    let gi = "capabilities/gpu1/mig/gi2/access";
+    let ci = "capabilities/gpu1/mig/gi2/ci0/access";
+    let config = "capabilities/mig/config";
+    let list =
+        |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());
+    let cases: Vec<(&str, Request, Vec<&str>)> = vec![
+        ("MIG by index", request(list(&["1:0"]), &[]), vec![gi, ci]),
+        ("MIG by UUID", request(list(&["MIG-1a"]), &[]), vec![gi, ci]),
+        (
+            "the parent GPU is not its MIG devices",
+            request(list(&["1"]), &[]),
+            vec![],
+        ),
+        ("another GPU", request(list(&["0"]), &[]), vec![]),
+        (
+            "MIG config asked for",
+            Request {
+                mig_config: Some(Devices::All),
+                ..request(list(&["1:0"]), &[])
+            },
+            vec![gi, ci, config],
+        ),
+        (
+            "MIG monitor asked for, the host has no monitor file",
+            Request {
+                mig_monitor: Some(Devices::All),
+                ..request(list(&["0"]), &[])
+            },
+            vec![],
+        ),
+    ];
+    let mut inv = inv;
+    inv.mig_minors.insert("config".into(), 1);
+    inv.mig_minors.insert("monitor".into(), 2);
+    inv.nodes.push(node("/dev/nvidia-caps/nvidia-cap1", 509, 1));
+    inv.nodes.push(node("/dev/nvidia-caps/nvidia-cap2", 509, 2));
+    for (name, req, want_caps) in cases {
+        let got = plan(&req, &inv, &layout()).unwrap_or_else(|e| panic!("case {name}: {e}"));
+        let files: Vec<String> = got
+            .proc_mask
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|(p, _)| p.display().to_string())
+            .filter(|p| !p.starts_with("gpus/"))
+            .collect();
+        let mut want: Vec<String> = base
+            .iter()
+            .chain(&want_caps)
+            .map(|s| s.to_string())
+            .collect();
+        want.sort();
+        assert_eq!(files, want, "case {name}");
+    }
+    // The files keep the host's contents (the driver's user space reads the cap minor there).
+    let got = plan(&request(list(&["1:0"]), &[]), &inv, &layout()).unwrap();
+    assert!(got
+        .proc_mask
+        .unwrap()
+        .files
+        .contains(&(ci.into(), "DeviceFileMinor: 22\n".into())));
+}

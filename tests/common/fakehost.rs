@@ -246,7 +246,9 @@ impl FakeHostBuilder {
         self
     }
 
-    /// With MIG, GPU 0 has MIG enabled with two MIG devices (gi 1/ci 0 and gi 2/ci 0).
+    /// With MIG, GPU 0 has MIG enabled with two MIG devices (gi 1/ci 0 and gi 2/ci 0), and
+    /// `proc/driver/nvidia/capabilities/` has their `gpu0/mig/giG/access` and
+    /// `giG/ciC/access` files and `mig/config`, `mig/monitor`.
     pub fn mig(mut self, enabled: bool) -> Self {
         self.mig = enabled;
         self
@@ -881,6 +883,27 @@ fn write_proc(host: &FakeHost) -> io::Result<()> {
             }
         }
         write(&proc.join("driver/nvidia-caps/mig-minors"), &minors)?;
+        // The driver's capability files of what exists: the MIG config and monitor caps, and
+        // each MIG device's GPU and compute instance `access` file, in the driver's format.
+        let caps = nvidia.join("capabilities");
+        let cap_file = |minor: u32| {
+            format!("DeviceFileMinor: {minor}\nDeviceFileMode: 256\nDeviceFileModify: 1\n")
+        };
+        write(&caps.join("mig/config"), &cap_file(1))?;
+        write(&caps.join("mig/monitor"), &cap_file(2))?;
+        for gpu in &host.gpus {
+            for mig in &gpu.migs {
+                let gi = caps.join(format!("gpu{}/mig/gi{}", gpu.minor, mig.gi));
+                write(
+                    &gi.join("access"),
+                    &cap_file(gi_cap_minor(gpu.minor, mig.gi)),
+                )?;
+                write(
+                    &gi.join(format!("ci{}/access", mig.ci)),
+                    &cap_file(ci_cap_minor(gpu.minor, mig.gi, mig.ci)),
+                )?;
+            }
+        }
     }
     Ok(())
 }
