@@ -18,8 +18,12 @@
 //!  "gpus": [{"uuid": "GPU-…", "name": "NVIDIA H100 80GB HBM3", "minor": 0,
 //!            "bus_id": "00000000:3B:00.0", "pci_device_id": 590352606,
 //!            "memory_total": 85520809984, "persistence_mode": true, "mig_enabled": true,
+//!            "compute_capability": "9.0",
 //!            "migs": [{"gi": 1, "ci": 0, "uuid": "MIG-…"}]}]}
 //! ```
+//!
+//! `compute_capability` (`major.minor`, default `9.0`, an H100's) is what
+//! `nvmlDeviceGetCudaComputeCapability` answers for the GPU and its MIG devices.
 //!
 //! Handles are opaque non-null pointer values: GPU `i` is `(i+1) << 8`, MIG device `j` of GPU
 //! `i` is `((i+1) << 8) | (j+1)`. NVML indices are positions in `gpus`.
@@ -66,10 +70,16 @@ struct GpuConfig {
     memory_total: c_ulonglong,
     #[serde(default)]
     persistence_mode: bool,
+    #[serde(default = "default_compute_capability")]
+    compute_capability: String,
     #[serde(default)]
     mig_enabled: bool,
     #[serde(default)]
     migs: Vec<MigConfig>,
+}
+
+fn default_compute_capability() -> String {
+    "9.0".into()
 }
 
 #[derive(Deserialize)]
@@ -458,6 +468,31 @@ pub extern "C" fn nvmlDeviceGetPersistenceMode(device: Device, mode: *mut c_uint
     with_device(device, move |s, handle| match handle {
         Handle::Gpu(i) => put(mode, c_uint::from(s.config.gpus[i].persistence_mode)),
         Handle::Mig(..) => ERROR_NOT_SUPPORTED,
+    })
+}
+
+/// The GPU's `compute_capability` (`major.minor`); a MIG device answers with its parent's.
+#[no_mangle]
+pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: Device,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> NvmlReturn {
+    with_device(device, move |s, handle| {
+        if major.is_null() || minor.is_null() {
+            return ERROR_INVALID_ARGUMENT;
+        }
+        let text = &s.config.gpus[handle.gpu()].compute_capability;
+        let parsed = text
+            .split_once('.')
+            .and_then(|(a, b)| Some((a.parse::<c_int>().ok()?, b.parse::<c_int>().ok()?)));
+        match parsed {
+            Some((a, b)) => {
+                put(major, a);
+                put(minor, b)
+            }
+            None => ERROR_UNKNOWN,
+        }
     })
 }
 

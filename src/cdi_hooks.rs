@@ -68,6 +68,9 @@ pub struct Container {
     pub rootfs: PathBuf,
     /// Minors of the `/dev/nvidiaN` GPU nodes config.json gives the container.
     pub gpu_minors: Vec<u32>,
+    /// Minors of the `/dev/nvidia-caps/nvidia-capN` nodes config.json gives the container
+    /// (its MIG devices' access caps, the MIG config and monitor caps).
+    pub cap_minors: Vec<u32>,
     /// Destinations of config.json's mounts (the libraries a spec mounted among them).
     pub mounts: Vec<PathBuf>,
 }
@@ -78,21 +81,27 @@ impl Container {
         let state = HookState::read(input)?;
         let spec = oci::load_spec(&state.bundle)?;
         let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
-        let gpu_minors = oci::devices(&spec)
-            .into_iter()
-            .filter(|(path, _)| {
-                path.as_os_str()
-                    .as_bytes()
-                    .strip_prefix(b"/dev/nvidia")
-                    .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
-            })
-            .map(|(_, minor)| minor)
-            .collect();
+        let devices = oci::devices(&spec);
+        let numbered = |prefix: &'static [u8]| {
+            devices
+                .iter()
+                .filter(move |(path, _)| {
+                    path.as_os_str()
+                        .as_bytes()
+                        .strip_prefix(prefix)
+                        .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+                })
+                .map(|(_, minor)| *minor)
+                .collect::<Vec<u32>>()
+        };
+        let gpu_minors = numbered(b"/dev/nvidia");
+        let cap_minors = numbered(b"/dev/nvidia-caps/nvidia-cap");
         let mounts = oci::mounts(&spec).into_iter().map(|(_, d)| d).collect();
         Ok(Container {
             state,
             rootfs,
             gpu_minors,
+            cap_minors,
             mounts,
         })
     }
@@ -175,9 +184,11 @@ pub fn update_ldcache(
 }
 
 /// The plan's `proc_mask` for this container, computed on the host as the planner does
-/// ([`plan::proc_mask`]): the host's `driver/nvidia` files under `proc_root` and the GPUs whose
-/// `/dev/nvidiaN` config.json gives the container. `None` when the host has no
-/// `driver/nvidia/version` (no driver loaded), as the planner's inventory has no proc files then.
+/// ([`plan::proc_mask`]): the host's `driver/nvidia` files under `proc_root`, the GPUs whose
+/// `/dev/nvidiaN` config.json gives the container, and the capabilities whose
+/// `/dev/nvidia-caps/nvidia-capN` it gives (named through `driver/nvidia-caps/mig-minors`: the
+/// access files of its MIG devices). `None` when the host has no `driver/nvidia/version` (no
+/// driver loaded), as the planner's inventory has no proc files then.
 pub fn masked_proc_driver(proc_root: &Path, container: &Container) -> Option<ProcMask> {
     let root = DriverRoot::new(
         PathBuf::from("/"),
@@ -185,13 +196,24 @@ pub fn masked_proc_driver(proc_root: &Path, container: &Container) -> Option<Pro
         proc_root.to_path_buf(),
     );
     let gpus = devices::gpus_from_proc(&root).unwrap_or_default();
-    let pd = discover::read_proc_driver(&root, &gpus)?;
+    let caps: Vec<String> = if container.cap_minors.is_empty() {
+        Vec::new()
+    } else {
+        devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
+            .map(|t| devices::parse_mig_minors(&t))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, minor)| container.cap_minors.contains(minor))
+            .map(|(name, _)| name)
+            .collect()
+    };
+    let pd = discover::read_proc_driver(&root, &gpus, &caps)?;
     let bus_ids: Vec<&str> = gpus
         .iter()
         .filter(|g| container.gpu_minors.contains(&g.minor))
         .map(|g| g.bus_id.as_str())
         .collect();
-    Some(plan::proc_mask(&pd, &bus_ids))
+    Some(plan::proc_mask(&pd, &bus_ids, &caps))
 }
 
 /// `disable-device-node-modification`: mounts the mask ([`proc_mask::mount`]), as the

@@ -137,6 +137,7 @@ pub fn gpus_from_proc(root: &DriverRoot) -> Result<Vec<Gpu>, DevicesError> {
             brand: String::new(),
             memory_mib: 0,
             persistence_mode: None,
+            compute_capability: None,
             mig_enabled: false,
             migs: vec![],
         });

@@ -50,9 +50,9 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
         .ok()
         .and_then(|t| devices::parse_driver_version(&t));
     let nvml = match driver::nvml_library(root, &cache) {
-        _ if !nvml && proc_version.is_some() => {
-            Err("not needed for this request (no MIG device, cuda or brand requirement)".into())
-        }
+        _ if !nvml && proc_version.is_some() => Err(
+            "not needed for this request (no MIG device, cuda, brand or arch requirement)".into(),
+        ),
         Some(lib) => nvml::discover_gpus(&lib).map_err(|e| e.to_string()),
         None => Err(format!(
             "libnvidia-ml.so.1 not found under {}",
@@ -91,7 +91,26 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
     files.extend(driver::configs(root));
     files.extend(driver::ipc(root));
     files.extend(crate::optin::files(root));
-    let proc_driver = read_proc_driver(root, &gpus);
+    // The capability files of each MIG device (the mask shows a container its own), and the
+    // MIG config and monitor capabilities.
+    let caps: Vec<String> = gpus
+        .iter()
+        .flat_map(|g| {
+            g.migs.iter().flat_map(move |m| {
+                [
+                    format!("gpu{}/gi{}/access", g.minor, m.gi),
+                    format!("gpu{}/gi{}/ci{}/access", g.minor, m.gi, m.ci),
+                ]
+            })
+        })
+        .chain(
+            (!mig_minors.is_empty())
+                .then(|| ["config".to_string(), "monitor".to_string()])
+                .into_iter()
+                .flatten(),
+        )
+        .collect();
+    let proc_driver = read_proc_driver(root, &gpus, &caps);
     Ok(Inventory {
         driver_version,
         cuda_version,
@@ -106,16 +125,30 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
 }
 
 /// The driver's procfs files under `root.proc_root` (`None` without `driver/nvidia/version`),
-/// with the `gpus/<bus id>/` files of `gpus`. Also read by the CDI hook
+/// with the `gpus/<bus id>/` files of `gpus` and the `capabilities/` files of `caps` (names as
+/// `mig-minors` has them; those the host lacks are left out). Also read by the CDI hook
 /// `disable-device-node-modification`.
-pub(crate) fn read_proc_driver(root: &DriverRoot, gpus: &[Gpu]) -> Option<ProcDriver> {
+pub(crate) fn read_proc_driver(
+    root: &DriverRoot,
+    gpus: &[Gpu],
+    caps: &[String],
+) -> Option<ProcDriver> {
     let read = |rel: &str| devices::read_proc_file(&root.proc_path(rel)).ok();
     let mut pd = ProcDriver {
         version: read("driver/nvidia/version")?,
         params: read("driver/nvidia/params").unwrap_or_default(),
         registry: read("driver/nvidia/registry").unwrap_or_default(),
         gpu_files: BTreeMap::new(),
+        caps: BTreeMap::new(),
     };
+    for name in caps {
+        let Some(rel) = ProcDriver::cap_path(name) else {
+            continue;
+        };
+        if let Some(text) = read(&format!("driver/nvidia/{rel}")) {
+            pd.caps.insert(name.clone(), text);
+        }
+    }
     for gpu in gpus {
         let dir = root.proc_path(format!("driver/nvidia/gpus/{}", gpu.bus_id));
         let Ok(entries) = std::fs::read_dir(&dir) else {

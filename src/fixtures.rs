@@ -56,6 +56,7 @@ pub fn gpu(index: u32, mig: bool) -> Gpu {
         brand: "tesla".into(),
         memory_mib: 81559,
         persistence_mode: Some(true),
+        compute_capability: Some("9.0".into()),
         mig_enabled: mig,
         migs: if mig {
             vec![MigDevice {
@@ -133,6 +134,11 @@ pub fn inventory_in(lib: &str) -> Inventory {
                     "0000:02:00.0".into(),
                     vec![("information".into(), "Model: c\n".into())],
                 ),
+            ]),
+            caps: BTreeMap::from([
+                ("gpu1/gi2/access".into(), "DeviceFileMinor: 21\n".into()),
+                ("gpu1/gi2/ci0/access".into(), "DeviceFileMinor: 22\n".into()),
+                ("config".into(), "DeviceFileMinor: 1\n".into()),
             ]),
         }),
         notes: vec![],

@@ -31,14 +31,6 @@ impl Arch {
         }
     }
 
-    /// What `NVIDIA_REQUIRE_*`'s `arch=` may call it: the kernel's name, then Go's.
-    pub fn names(self) -> [&'static str; 2] {
-        match self {
-            Arch::X86_64 => ["x86_64", "amd64"],
-            Arch::Aarch64 => ["aarch64", "arm64"],
-        }
-    }
-
     /// The Debian/Ubuntu multiarch tuple (`/usr/lib/<tuple>`).
     pub fn multiarch(self) -> &'static str {
         match self {
@@ -253,6 +245,10 @@ pub struct Gpu {
     pub memory_mib: u64,
     /// Persistence mode, when NVML told us.
     pub persistence_mode: Option<bool>,
+    /// CUDA compute capability, `major.minor` (`9.0` for an H100), what `arch` terms of
+    /// `NVIDIA_REQUIRE_*` compare; `None` when not known (GPUs read from `/proc/driver/nvidia`,
+    /// or NVML did not answer).
+    pub compute_capability: Option<String>,
     /// Whether MIG mode is currently enabled.
     pub mig_enabled: bool,
     /// MIG devices of this GPU (empty unless `mig_enabled`).
@@ -280,6 +276,34 @@ pub struct ProcDriver {
     pub registry: String,
     /// Per GPU bus id: the regular files of `gpus/<busid>/` and their contents.
     pub gpu_files: BTreeMap<String, Vec<(String, String)>>,
+    /// The `capabilities/` files read, keyed by the capability's name in
+    /// `/proc/driver/nvidia-caps/mig-minors` (`gpu0/gi1/access`, `gpu0/gi1/ci0/access`,
+    /// `config`, `monitor`; the file is [`ProcDriver::cap_path`]), with their contents
+    /// (`DeviceFileMinor: 12` ...: how the driver's user space finds a MIG device's cap nodes).
+    pub caps: BTreeMap<String, String>,
+}
+
+impl ProcDriver {
+    /// Where the file of capability `name` (as `mig-minors` names it) is under
+    /// `/proc/driver/nvidia`: `gpu0/gi1/ci0/access` → `capabilities/gpu0/mig/gi1/ci0/access`,
+    /// `config` → `capabilities/mig/config`. `None` for a name that is not a clean relative
+    /// path of such a capability.
+    pub fn cap_path(name: &str) -> Option<String> {
+        let clean = !name.is_empty()
+            && name
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'));
+        if !clean {
+            return None;
+        }
+        Some(match name.split_once('/') {
+            Some((gpu, rest)) if gpu.starts_with("gpu") => {
+                format!("capabilities/{gpu}/mig/{rest}")
+            }
+            Some(_) => return None,
+            None => format!("capabilities/mig/{name}"),
+        })
+    }
 }
 
 /// The DRM nodes of one GPU (for graphics and display): the `/dev/dri/card*` and
@@ -359,6 +383,31 @@ pub struct DriverFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cap_path_cases() {
+        let cases = [
+            (
+                "gi",
+                "gpu0/gi1/access",
+                Some("capabilities/gpu0/mig/gi1/access"),
+            ),
+            (
+                "ci",
+                "gpu3/gi2/ci0/access",
+                Some("capabilities/gpu3/mig/gi2/ci0/access"),
+            ),
+            ("config", "config", Some("capabilities/mig/config")),
+            ("monitor", "monitor", Some("capabilities/mig/monitor")),
+            ("dot dot", "gpu0/../../x", None),
+            ("absolute", "/gpu0/gi1/access", None),
+            ("not a gpu", "fabric/x", None),
+            ("empty", "", None),
+        ];
+        for (case, name, want) in cases {
+            assert_eq!(ProcDriver::cap_path(name).as_deref(), want, "case {case}");
+        }
+    }
 
     #[test]
     fn arch_cases() {

@@ -1,7 +1,7 @@
 //! NVML discovery: the crate's only FFI and only `unsafe`.
 //!
 //! Owns: loading `libnvidia-ml.so.1` from a path the caller names (through `nvml-wrapper`),
-//! reading driver/CUDA versions and the GPUs with their MIG devices into plain data, and closing
+//! reading driver/CUDA versions and the GPUs (compute capabilities included) with their MIG devices into plain data, and closing
 //! the library again. Must not: look for the library anywhere else, keep NVML open past one call,
 //! or mount, write or exec anything.
 //!
@@ -134,6 +134,11 @@ fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, Nvm
             .map(|m| m.total / (1024 * 1024))
             .unwrap_or(0),
         persistence_mode: device.is_in_persistent_mode().ok(),
+        // What libnvidia-container compares `arch` requirement terms with (`9.0`).
+        compute_capability: device
+            .cuda_compute_capability()
+            .ok()
+            .map(|cc| format!("{}.{}", cc.major, cc.minor)),
         mig_enabled,
         migs,
     })

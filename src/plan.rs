@@ -5,7 +5,6 @@
 use crate::devices::{self, DeviceNode, IMEX_CHANNEL_DIR};
 use crate::discover::{Gpu, Inventory, ProcDriver};
 use crate::driver::{self, FileKind};
-use crate::model::Arch;
 use crate::request::{Capability, DeviceId, Devices, ImexChannels, Request};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -26,7 +25,7 @@ pub enum PlanError {
              that meets it, or set NVIDIA_DISABLE_REQUIRE=true in the container to skip the check"
     )]
     Unsatisfied { expr: String, facts: String },
-    #[error("cannot parse requirement {0:?} (expected terms like cuda>=12.0 or driver>=470, comma = and, space = or)")]
+    #[error("cannot parse requirement {0:?} (expected terms like cuda>=12.0, driver>=470, arch>=7.5 (a compute capability) or brand=tesla; comma = and, space = or)")]
     BadRequirement(String),
 }
 
@@ -117,9 +116,11 @@ pub struct Plan {
 }
 
 /// The one rule for `/proc/driver/nvidia` in a container, for both output paths: `params` with
-/// `ModifyDeviceFiles: 0`, `registry`, `version`, and the `gpus/<bus id>/` files of the GPUs
-/// in `bus_ids` only (the container's own GPUs).
-pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
+/// `ModifyDeviceFiles: 0`, `registry`, `version`, the `gpus/<bus id>/` files of the GPUs in
+/// `bus_ids` only (the container's own GPUs), and the `capabilities/` files of `caps` only
+/// (names as `mig-minors` has them: the `access` files of the container's own MIG devices,
+/// which libnvidia-container mounts for each, and `config` / `monitor` when it asked for them).
+pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str], caps: &[String]) -> ProcMask {
     let mut files = vec![
         (
             PathBuf::from("params"),
@@ -131,6 +132,11 @@ pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str]) -> ProcMask {
     for bus_id in bus_ids {
         for (name, text) in pd.gpu_files.get(*bus_id).into_iter().flatten() {
             files.push((Path::new("gpus").join(bus_id).join(name), text.clone()));
+        }
+    }
+    for name in caps {
+        if let (Some(rel), Some(text)) = (ProcDriver::cap_path(name), pd.caps.get(name)) {
+            files.push((PathBuf::from(rel), text.clone()));
         }
     }
     files.sort();
@@ -158,13 +164,21 @@ pub fn imex_channel_paths(ch: &ImexChannels, inv: &Inventory) -> Vec<String> {
 pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, PlanError> {
     let mut notes = Vec::new();
     let selected = select(&req.devices, inv)?;
-    let brands: Vec<&str> = selected.iter().map(|(g, _)| g.brand.as_str()).collect();
+    // The GPUs requirements are checked against: each selected one (a MIG device's parent), once.
+    let mut gpus: Vec<&Gpu> = Vec::new();
+    for (g, _) in &selected {
+        if !gpus.iter().any(|have| have.index == g.index) {
+            gpus.push(g);
+        }
+    }
     for expr in &req.requirements {
-        check_requirement(expr, inv, &brands, &mut notes)?;
+        check_requirement(expr, inv, &gpus, &mut notes)?;
     }
     let caps = &req.capabilities;
 
     let mut wanted: Vec<(String, bool)> = vec![("/dev/nvidiactl".into(), true)];
+    // The capabilities (`mig-minors` names) whose `/proc` files the container sees.
+    let mut proc_caps: Vec<String> = Vec::new();
     if caps.contains(&Capability::Compute) {
         wanted.push(("/dev/nvidia-uvm".into(), false));
         wanted.push(("/dev/nvidia-uvm-tools".into(), false));
@@ -180,12 +194,14 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
                 format!("gpu{}/gi{}/ci{}/access", gpu.minor, m.gi, m.ci),
             ] {
                 wanted.push((mig_cap_node(inv, &cap)?, true));
+                proc_caps.push(cap);
             }
         }
     }
     for (devices, cap) in [(&req.mig_config, "config"), (&req.mig_monitor, "monitor")] {
         if devices.is_some() {
             wanted.push((mig_cap_node(inv, cap)?, true));
+            proc_caps.push(cap.to_string());
         }
     }
     if let Some(ch) = &req.imex_channels {
@@ -360,7 +376,10 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         .iter()
         .map(|(gpu, _)| gpu.bus_id.as_str())
         .collect();
-    let proc_mask = inv.proc_driver.as_ref().map(|pd| proc_mask(pd, &bus_ids));
+    let proc_mask = inv
+        .proc_driver
+        .as_ref()
+        .map(|pd| proc_mask(pd, &bus_ids, &proc_caps));
     let compute = caps.contains(&Capability::Compute);
     let cuda_compat =
         (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
@@ -444,77 +463,108 @@ fn mig_cap_node(inv: &Inventory, name: &str) -> Result<String, PlanError> {
 }
 
 /// `NVIDIA_REQUIRE_*`: space-separated alternatives, each a comma-separated conjunction of
-/// `key op version` terms. `cuda` and `driver` are checked when known, `arch` against the
-/// host, `brand` against every GPU the container gets (noted, not enforced, when the brand is
-/// not known or no GPU is selected).
+/// `key op value` terms, checked as libnvidia-container checks them: once for each GPU the
+/// container gets (a MIG device counts as its parent), every GPU must satisfy it. `cuda` and
+/// `driver` compare the driver's versions, `arch` the GPU's CUDA compute capability (as a
+/// version: `arch>=7.5`), `brand` the GPU's brand. With no GPU, `arch` and `brand` hold; a
+/// value not known here (the CUDA version, the brand or compute capability of GPUs read from
+/// `/proc/driver/nvidia`) is noted, not enforced.
 fn check_requirement(
     expr: &str,
     inv: &Inventory,
-    brands: &[&str],
+    gpus: &[&Gpu],
     notes: &mut Vec<String>,
 ) -> Result<(), PlanError> {
-    let mut any = false;
+    let bad = || PlanError::BadRequirement(expr.into());
+    let mut alternatives: Vec<Vec<(&str, &str, &str)>> = Vec::new();
     for alternative in expr.split_whitespace() {
-        let mut all = true;
+        let mut terms = Vec::new();
         for term in alternative.split(',').filter(|t| !t.is_empty()) {
-            let (key, op, want) =
-                parse_term(term).ok_or_else(|| PlanError::BadRequirement(expr.into()))?;
-            if key == "brand" && !brands.is_empty() && brands.iter().all(|b| !b.is_empty()) {
-                // Every GPU the container gets must be of that brand (or none, for `!=`).
-                let is = |b: &&str| b.eq_ignore_ascii_case(want);
-                all &= match op {
-                    "=" | "==" => brands.iter().all(is),
-                    "!=" => !brands.iter().any(is),
-                    _ => return Err(PlanError::BadRequirement(expr.into())),
-                };
-                continue;
+            let (key, op, want) = parse_term(term).ok_or_else(bad)?;
+            if key == "brand" && !matches!(op, "=" | "==" | "!=") {
+                return Err(bad());
             }
-            if key == "arch" {
-                // The host's architecture, in the kernel's and Go's spellings.
-                let names = Arch::host().names();
-                let is = names.iter().any(|n| n.eq_ignore_ascii_case(want));
-                all &= match op {
-                    "=" | "==" => is,
-                    "!=" => !is,
-                    _ => return Err(PlanError::BadRequirement(expr.into())),
-                };
-                continue;
-            }
-            let have = match key {
-                "cuda" => inv.cuda_version.as_deref(),
-                "driver" => Some(inv.driver_version.as_str()),
-                _ => None,
-            };
-            match have {
-                Some(have) => all &= op_holds(op, compare_versions(have, want)),
-                None => notes.push(format!(
-                    "requirement term {term:?} not evaluated: {key} is not known on this host"
-                )),
-            }
+            terms.push((key, op, want));
         }
-        any |= all;
+        alternatives.push(terms);
     }
-    if any {
-        Ok(())
+    let mut note = |text: String| {
+        if !notes.contains(&text) {
+            notes.push(text);
+        }
+    };
+    let devices: Vec<Option<&Gpu>> = if gpus.is_empty() {
+        vec![None]
     } else {
-        let mut facts = format!(
-            "driver {}, cuda {}, arch {}",
-            inv.driver_version,
-            inv.cuda_version.as_deref().unwrap_or("unknown"),
-            Arch::host().names()[0]
-        );
-        if !brands.is_empty() {
-            facts += &format!(", brand {}", brands.join(","));
+        gpus.iter().copied().map(Some).collect()
+    };
+    for gpu in &devices {
+        let mut holds = |key: &str, op: &str, want: &str| -> bool {
+            let term = format!("{key}{op}{want}");
+            let have = match (key, gpu) {
+                ("cuda", _) => inv.cuda_version.as_deref(),
+                ("driver", _) => Some(inv.driver_version.as_str()),
+                (_, None) => {
+                    note(format!(
+                        "requirement term {term:?} not evaluated: the container gets no GPU"
+                    ));
+                    return true;
+                }
+                ("arch", Some(g)) => g.compute_capability.as_deref(),
+                (_, Some(g)) => Some(g.brand.as_str()).filter(|b| !b.is_empty()),
+            };
+            let Some(have) = have else {
+                note(format!(
+                    "requirement term {term:?} not evaluated: {key} is not known on this host"
+                ));
+                return true;
+            };
+            if key == "brand" {
+                have.eq_ignore_ascii_case(want) == (op != "!=")
+            } else {
+                op_holds(op, compare_versions(have, want))
+            }
+        };
+        let met = alternatives.iter().any(|terms| {
+            // Every term is evaluated (no short cut), so each one not evaluated is noted.
+            terms
+                .iter()
+                .fold(true, |all, (key, op, want)| holds(key, op, want) & all)
+        });
+        if !met {
+            let mut facts = format!(
+                "driver {}, cuda {}",
+                inv.driver_version,
+                inv.cuda_version.as_deref().unwrap_or("unknown")
+            );
+            if gpus.is_empty() {
+                facts += ", no GPU";
+            }
+            for g in gpus {
+                facts += &format!(
+                    "; GPU {}: arch {}, brand {}",
+                    g.index,
+                    g.compute_capability.as_deref().unwrap_or("unknown"),
+                    Some(g.brand.as_str())
+                        .filter(|b| !b.is_empty())
+                        .unwrap_or("unknown")
+                );
+            }
+            if let Some(g) = gpu {
+                facts += &format!("; not met by GPU {}", g.index);
+            }
+            return Err(PlanError::Unsatisfied {
+                expr: expr.into(),
+                facts,
+            });
         }
-        Err(PlanError::Unsatisfied {
-            expr: expr.into(),
-            facts,
-        })
     }
+    Ok(())
 }
 
 /// Whether planning `req` needs what only NVML knows: MIG devices (`0:1`, `MIG-…`), and the
-/// CUDA version and brands that `cuda` and `brand` requirement terms compare (terms read as
+/// CUDA version, brands and compute capabilities that `cuda`, `brand` and `arch` requirement
+/// terms compare (terms read as
 /// [`check_requirement`] reads them). Indices, GPU UUIDs and bus ids are in
 /// `/proc/driver/nvidia/gpus/*/information` (indices in bus-id order, as NVML numbers them).
 pub fn needs_nvml(req: &Request) -> bool {
@@ -529,7 +579,7 @@ pub fn needs_nvml(req: &Request) -> bool {
         .iter()
         .flat_map(|e| e.split([' ', '\t', '\n', ',']))
         .filter_map(parse_term)
-        .any(|(key, _, _)| key == "cuda" || key == "brand");
+        .any(|(key, _, _)| matches!(key, "cuda" | "brand" | "arch"));
     devices || terms
 }
 
@@ -546,7 +596,8 @@ fn parse_term(term: &str) -> Option<(&str, &str, &str)> {
             !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u64>().is_ok()
         })
     };
-    let value_ok = !value.is_empty() && (!matches!(key, "cuda" | "driver") || is_version(value));
+    let value_ok =
+        !value.is_empty() && (!matches!(key, "cuda" | "driver" | "arch") || is_version(value));
     (known_key && known_op && value_ok).then_some((key, op, value))
 }
 

@@ -128,8 +128,7 @@ impl ContainerView {
 
 pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, RequestError> {
     let mut notes = Vec::new();
-    let legacy_cuda_image = view.get_checked("CUDA_VERSION")?.is_some()
-        && view.get_checked("NVIDIA_REQUIRE_CUDA")?.is_none();
+    let legacy_cuda_image = is_legacy_cuda_image(view)?;
 
     let from_env = visible_devices_env(view, config, legacy_cuda_image, &mut notes)?;
     let from_mounts = if config.accept_nvidia_visible_devices_as_volume_mounts {
@@ -159,49 +158,9 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
         legacy_cuda_image,
         config,
     )?;
-    let mut requirements = Vec::new();
-    let disabled = view
-        .get_checked("NVIDIA_DISABLE_REQUIRE")?
-        .is_some_and(parse_bool);
-    if !config.disable_require && !disabled {
-        // The last definition of each variable wins; one pass and a sort (an image may carry
-        // tens of thousands of entries).
-        let mut last: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
-        for entry in view.env.iter().filter(|e| e.starts_with("NVIDIA_REQUIRE_")) {
-            last.insert(
-                entry.split_once('=').map_or(entry.as_str(), |(k, _)| k),
-                entry,
-            );
-        }
-        let mut vars: Vec<&str> = last.into_values().collect();
-        vars.sort_unstable();
-        for entry in vars {
-            let (k, v) = entry.split_once('=').unwrap_or((entry, ""));
-            if k.contains("_JETPACK") || v.trim().is_empty() {
-                continue;
-            }
-            if v.contains('\0') {
-                return Err(RequestError::NulByte { var: k.into() });
-            }
-            requirements.push(v.trim().to_string());
-        }
-        if legacy_cuda_image {
-            if let Some(mm) = view.get("CUDA_VERSION").and_then(major_minor) {
-                requirements.push(format!("cuda>={mm}"));
-            }
-        }
-    }
-    let privileged_only = |var: &str| -> Result<Option<Devices>, RequestError> {
-        match view.get_checked(var)? {
-            None => Ok(None),
-            // Empty asks for nothing, privileged or not (upstream).
-            Some(v) if v.trim().is_empty() => Ok(None),
-            Some(_) if !view.privileged => Err(RequestError::NeedsPrivilege { var: var.into() }),
-            Some(v) => parse_devices(var, v),
-        }
-    };
-    let mig_config = privileged_only("NVIDIA_MIG_CONFIG_DEVICES")?;
-    let mig_monitor = privileged_only("NVIDIA_MIG_MONITOR_DEVICES")?;
+    let requirements = requirements(view, config, legacy_cuda_image)?;
+    let mig_config = privileged_devices(view, "NVIDIA_MIG_CONFIG_DEVICES")?;
+    let mig_monitor = privileged_devices(view, "NVIDIA_MIG_MONITOR_DEVICES")?;
     let imex_channels = imex_channels(view, config, &mut notes)?;
     Ok(Resolved {
         request: Some(Request {
@@ -216,6 +175,72 @@ pub fn resolve(view: &ContainerView, config: &Config) -> Result<Resolved, Reques
         }),
         notes,
     })
+}
+
+/// Whether the container is a legacy CUDA image: `CUDA_VERSION` without `NVIDIA_REQUIRE_CUDA`
+/// (it then asks for all GPUs and capabilities, and `cuda>=<its version>`).
+pub(crate) fn is_legacy_cuda_image(view: &ContainerView) -> Result<bool, RequestError> {
+    Ok(view.get_checked("CUDA_VERSION")?.is_some()
+        && view.get_checked("NVIDIA_REQUIRE_CUDA")?.is_none())
+}
+
+/// The `NVIDIA_REQUIRE_*` expressions (the last definition of each variable, sorted by name;
+/// `NVIDIA_REQUIRE_JETPACK` and empty ones skipped), plus `cuda>=<major.minor>` of a legacy
+/// CUDA image; none when `NVIDIA_DISABLE_REQUIRE` is true or the config disables them.
+pub(crate) fn requirements(
+    view: &ContainerView,
+    config: &Config,
+    legacy_cuda_image: bool,
+) -> Result<Vec<String>, RequestError> {
+    let mut requirements = Vec::new();
+    let disabled = view
+        .get_checked("NVIDIA_DISABLE_REQUIRE")?
+        .is_some_and(parse_bool);
+    if config.disable_require || disabled {
+        return Ok(requirements);
+    }
+    // The last definition of each variable wins; one pass and a sort (an image may carry
+    // tens of thousands of entries).
+    let mut last: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for entry in view.env.iter().filter(|e| e.starts_with("NVIDIA_REQUIRE_")) {
+        last.insert(
+            entry.split_once('=').map_or(entry.as_str(), |(k, _)| k),
+            entry,
+        );
+    }
+    let mut vars: Vec<&str> = last.into_values().collect();
+    vars.sort_unstable();
+    for entry in vars {
+        let (k, v) = entry.split_once('=').unwrap_or((entry, ""));
+        if k.contains("_JETPACK") || v.trim().is_empty() {
+            continue;
+        }
+        if v.contains('\0') {
+            return Err(RequestError::NulByte { var: k.into() });
+        }
+        requirements.push(v.trim().to_string());
+    }
+    if legacy_cuda_image {
+        if let Some(mm) = view.get("CUDA_VERSION").and_then(major_minor) {
+            requirements.push(format!("cuda>={mm}"));
+        }
+    }
+    Ok(requirements)
+}
+
+/// A device list only a privileged container may set (`NVIDIA_MIG_CONFIG_DEVICES`,
+/// `NVIDIA_MIG_MONITOR_DEVICES`): unset or empty asks for nothing (privileged or not, as
+/// upstream); set by an unprivileged container, it is refused.
+pub(crate) fn privileged_devices(
+    view: &ContainerView,
+    var: &str,
+) -> Result<Option<Devices>, RequestError> {
+    match view.get_checked(var)? {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Ok(None),
+        Some(_) if !view.privileged => Err(RequestError::NeedsPrivilege { var: var.into() }),
+        Some(v) => parse_devices(var, v),
+    }
 }
 
 /// The opt-in sets whose variable is exactly `enabled`, as upstream compares it.

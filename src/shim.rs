@@ -84,6 +84,12 @@ pub enum ShimError {
     NoCdiHook { hook: String },
     #[error("{path}: NVIDIA_IMEX_CHANNELS asks for {node}, which this host does not have")]
     ImexChannel { path: PathBuf, node: String },
+    #[error("{path}: the container asks for the MIG {cap} capability (NVIDIA_MIG_{}_DEVICES), which this host does not have: {node}; is MIG supported and nvidia-caps loaded?", cap.to_uppercase())]
+    MigCap {
+        path: PathBuf,
+        cap: String,
+        node: String,
+    },
     #[error(transparent)]
     Edit(#[from] SpecEditError),
     #[error("{path}: {why}")]
@@ -225,12 +231,23 @@ pub enum Action {
     Legacy(Box<request::Request>),
     /// Apply the edits of these devices from the specs of `spec-dirs`.
     Cdi(Vec<QualifiedName>),
-    /// Apply edits generated now for these devices (and these IMEX channels and opt-in sets).
-    JitCdi(
-        Vec<QualifiedName>,
-        Option<request::ImexChannels>,
-        BTreeSet<request::OptIn>,
-    ),
+    /// Apply edits generated now for these devices and what else the request names.
+    JitCdi(Box<JitRequest>),
+}
+
+/// A `jit-cdi` container's request (see [`decide`] for what is given and what is not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JitRequest {
+    /// The devices, of the default kind or [`AUTO_KIND`].
+    pub names: Vec<QualifiedName>,
+    pub imex: Option<request::ImexChannels>,
+    pub sets: BTreeSet<request::OptIn>,
+    /// The MIG capabilities a privileged container asked for with `NVIDIA_MIG_CONFIG_DEVICES`
+    /// / `NVIDIA_MIG_MONITOR_DEVICES` (`config`, `monitor`): their cap nodes, as legacy mode.
+    pub mig_caps: Vec<&'static str>,
+    /// `NVIDIA_REQUIRE_*` (and a legacy CUDA image's `cuda>=`), not evaluated in jit-cdi, as
+    /// upstream's jit-cdi; the runtime logs them as such.
+    pub unchecked_requirements: Vec<String>,
 }
 
 /// The container's CDI request (see the module doc).
@@ -358,18 +375,45 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
         // never the CDI annotations, which only cdi mode resolves.
         Mode::JitCdi => {
             let env_only = cdi_request(&view, &BTreeMap::new(), config, true, path)?;
+            let Some(names) = names(env_only.names) else {
+                return Ok(Action::PassThrough);
+            };
+            let request_err = |source| ShimError::Request {
+                path: path.to_path_buf(),
+                source,
+            };
             let imex =
-                request::imex_channels(&view, config, &mut Vec::new()).map_err(|source| {
-                    ShimError::Request {
-                        path: path.to_path_buf(),
-                        source,
-                    }
-                })?;
+                request::imex_channels(&view, config, &mut Vec::new()).map_err(request_err)?;
             let sets = request::opt_ins(&view);
-            Ok(
-                names(env_only.names)
-                    .map_or(Action::PassThrough, |n| Action::JitCdi(n, imex, sets)),
-            )
+            // The decision for what legacy mode does beyond devices (docs/COMPAT.md, "jit-cdi"):
+            // - NVIDIA_MIG_CONFIG_DEVICES / NVIDIA_MIG_MONITOR_DEVICES are served as legacy
+            //   serves them: the config / monitor cap node for a privileged container, and an
+            //   unprivileged one that sets either is refused (upstream's jit-cdi ignores both).
+            // - NVIDIA_REQUIRE_* are not evaluated, as upstream's jit-cdi (its modifier checks
+            //   requirements only in csv mode); the runtime logs each one left unchecked, and
+            //   mode = "legacy" (or "auto") checks them.
+            let mut mig_caps = Vec::new();
+            for (var, cap) in [
+                ("NVIDIA_MIG_CONFIG_DEVICES", "config"),
+                ("NVIDIA_MIG_MONITOR_DEVICES", "monitor"),
+            ] {
+                if request::privileged_devices(&view, var)
+                    .map_err(request_err)?
+                    .is_some()
+                {
+                    mig_caps.push(cap);
+                }
+            }
+            let legacy_cuda = request::is_legacy_cuda_image(&view).map_err(request_err)?;
+            let unchecked_requirements =
+                request::requirements(&view, config, legacy_cuda).map_err(request_err)?;
+            Ok(Action::JitCdi(Box::new(JitRequest {
+                names,
+                imex,
+                sets,
+                mig_caps,
+                unchecked_requirements,
+            })))
         }
     }
 }
@@ -415,6 +459,36 @@ pub fn imex_edits(
                 path: path.to_path_buf(),
                 node: p.clone(),
             })?;
+        edits.device_nodes.push(cdi::generate::node(node));
+    }
+    Ok(edits)
+}
+
+/// `jit-cdi` mode: the cap nodes (and their rules) of the MIG capabilities `caps` (`config`,
+/// `monitor`: names in `/proc/driver/nvidia-caps/mig-minors`), each one required, as the
+/// prestart hook's planner requires them.
+pub fn mig_cap_edits(
+    caps: &[&str],
+    inv: &Inventory,
+    path: &Path,
+) -> Result<ContainerEdits, ShimError> {
+    let mut edits = ContainerEdits::default();
+    for cap in caps {
+        let missing = |node: String| ShimError::MigCap {
+            path: path.to_path_buf(),
+            cap: cap.to_string(),
+            node,
+        };
+        let minor = inv
+            .mig_minors
+            .get(*cap)
+            .ok_or_else(|| missing("no entry in /proc/driver/nvidia-caps/mig-minors".into()))?;
+        let want = format!("/dev/nvidia-caps/nvidia-cap{minor}");
+        let node = inv
+            .nodes
+            .iter()
+            .find(|n| n.path == Path::new(&want))
+            .ok_or_else(|| missing(format!("{want} is missing on the host")))?;
         edits.device_nodes.push(cdi::generate::node(node));
     }
     Ok(edits)
@@ -907,6 +981,28 @@ mod tests {
         .unwrap()
     }
 
+    fn jit_request(names: Vec<QualifiedName>) -> JitRequest {
+        JitRequest {
+            names,
+            imex: None,
+            sets: BTreeSet::new(),
+            mig_caps: vec![],
+            unchecked_requirements: vec![],
+        }
+    }
+
+    fn jit(
+        names: Vec<QualifiedName>,
+        imex: Option<request::ImexChannels>,
+        sets: BTreeSet<request::OptIn>,
+    ) -> Action {
+        Action::JitCdi(Box::new(JitRequest {
+            imex,
+            sets,
+            ..jit_request(names)
+        }))
+    }
+
     fn q(names: &[&str]) -> Vec<QualifiedName> {
         names
             .iter()
@@ -1000,16 +1096,41 @@ mod tests {
                 vec![("cdi.k8s.io/x", "gpu0")],
                 Err("annotation cdi.k8s.io/x=\"gpu0\": \"gpu0\" is not a qualified CDI device name"),
             ),
-            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
+            ("jit-cdi", Mode::JitCdi, vec![gpu0], vec![], Ok(jit(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
             ("jit-cdi, nothing", Mode::JitCdi, vec![], vec![], Ok(PassThrough)),
             ("jit-cdi ignores annotations", Mode::JitCdi, vec![], ann.to_vec(), Ok(PassThrough)),
-            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
+            ("jit-cdi: env, annotations ignored", Mode::JitCdi, vec![gpu0], ann.to_vec(), Ok(jit(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
             ("jit-cdi with IMEX channels", Mode::JitCdi, vec![gpu0, "NVIDIA_IMEX_CHANNELS=1"], vec![],
-                Ok(JitCdi(q(&["nvidia.com/gpu=0"]), Some(request::ImexChannels::List(vec![1])), BTreeSet::new()))),
+                Ok(jit(q(&["nvidia.com/gpu=0"]), Some(request::ImexChannels::List(vec![1])), BTreeSet::new()))),
             ("jit-cdi with opt-in sets", Mode::JitCdi, vec![gpu0, "NVIDIA_GDS=enabled", "NVIDIA_MOFED=yes", "NVIDIA_GDRCOPY=enabled"], vec![],
-                Ok(JitCdi(q(&["nvidia.com/gpu=0"]), None, [request::OptIn::Gds, request::OptIn::Gdrcopy].into()))),
+                Ok(jit(q(&["nvidia.com/gpu=0"]), None, [request::OptIn::Gds, request::OptIn::Gdrcopy].into()))),
             ("jit-cdi, bad IMEX channel", Mode::JitCdi, vec![gpu0, "NVIDIA_IMEX_CHANNELS=x"], vec![],
                 Err("NVIDIA_IMEX_CHANNELS=\"x\": \"x\" is not a channel number")),
+            // Requirements: carried to be logged as not evaluated (upstream's jit-cdi).
+            ("jit-cdi, requirements not evaluated", Mode::JitCdi,
+                vec![gpu0, "NVIDIA_REQUIRE_CUDA=cuda>=99.0", "NVIDIA_REQUIRE_ARCH=arch>=7.5"], vec![],
+                Ok(JitCdi(Box::new(JitRequest {
+                    unchecked_requirements: vec!["arch>=7.5".into(), "cuda>=99.0".into()],
+                    ..jit_request(q(&["nvidia.com/gpu=0"]))
+                })))),
+            ("jit-cdi, requirements disabled", Mode::JitCdi,
+                vec![gpu0, "NVIDIA_REQUIRE_CUDA=cuda>=99.0", "NVIDIA_DISABLE_REQUIRE=true"], vec![],
+                Ok(jit(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
+            ("jit-cdi, legacy CUDA image", Mode::JitCdi,
+                vec![gpu0, "CUDA_VERSION=11.8.0"], vec![],
+                Ok(JitCdi(Box::new(JitRequest {
+                    unchecked_requirements: vec!["cuda>=11.8".into()],
+                    ..jit_request(q(&["nvidia.com/gpu=0"]))
+                })))),
+            // MIG config / monitor: refused unprivileged, as legacy mode.
+            ("jit-cdi, MIG config unprivileged", Mode::JitCdi, vec![gpu0, "NVIDIA_MIG_CONFIG_DEVICES=all"], vec![],
+                Err("NVIDIA_MIG_CONFIG_DEVICES is only honoured for privileged containers")),
+            ("jit-cdi, MIG monitor unprivileged", Mode::JitCdi, vec![gpu0, "NVIDIA_MIG_MONITOR_DEVICES=0"], vec![],
+                Err("NVIDIA_MIG_MONITOR_DEVICES is only honoured for privileged containers")),
+            ("jit-cdi, empty MIG config asks for nothing", Mode::JitCdi, vec![gpu0, "NVIDIA_MIG_CONFIG_DEVICES="], vec![],
+                Ok(jit(q(&["nvidia.com/gpu=0"]), None, BTreeSet::new()))),
+            ("jit-cdi, MIG config without a GPU request", Mode::JitCdi, vec!["NVIDIA_MIG_CONFIG_DEVICES=all"], vec![],
+                Ok(PassThrough)),
         ];
         for (name, mode, env, annotations, want) in cases {
             let mut c = Config::default();
@@ -1023,6 +1144,22 @@ mod tests {
                 (got, want) => panic!("case {name}: got {got:?}, want {want:?}"),
             }
         }
+        // A privileged container gets the MIG config / monitor caps it asks for.
+        let privileged = serde_json::to_vec(&json!({"ociVersion": "1.0.2", "process": {
+            "cwd": "/", "args": ["sh"], "user": {"uid": 0, "gid": 0},
+            "env": [gpu0, "NVIDIA_MIG_CONFIG_DEVICES=all", "NVIDIA_MIG_MONITOR_DEVICES=0"],
+            "capabilities": {"bounding": ["CAP_SYS_ADMIN"]}}}))
+        .unwrap();
+        let mut c = Config::default();
+        c.runtime.mode = Mode::JitCdi;
+        assert_eq!(
+            decide(&privileged, Path::new("c.json"), &c).unwrap(),
+            Action::JitCdi(Box::new(JitRequest {
+                mig_caps: vec!["config", "monitor"],
+                ..jit_request(q(&["nvidia.com/gpu=0"]))
+            })),
+            "privileged MIG config and monitor"
+        );
         let mut c = Config {
             accept_nvidia_visible_devices_envvar_when_unprivileged: false,
             ..Config::default()

@@ -983,8 +983,8 @@ fn opt_in_sets_in_both_paths() {
 
 /// Not an attack: a MIG device through the two-path harness, by MIG index and by MIG UUID. The
 /// container gets its GPU's node and exactly the two access nodes of that MIG device (its GPU
-/// instance and compute instance), allowed by its device rules; the other MIG device's are not
-/// there.
+/// instance and compute instance), allowed by its device rules, and their access files under
+/// `/proc/driver/nvidia/capabilities`; the other MIG device's are not there.
 #[test]
 fn mig_device_in_both_paths() {
     let h = host();
@@ -1010,7 +1010,11 @@ fn mig_device_in_both_paths() {
         for (id, mig) in [("0:0", 0usize), (uuid.as_str(), 1)] {
             let mut b = Bundle::new(&m.dir, Image::Busybox);
             request_devices(&m, &mut b, path, &dir, id, "");
-            let out = b.run("ls /dev/nvidia-caps; ls /dev | grep -c '^nvidia[0-9]'; cat /dev/nvidia-caps/*; true");
+            let out = b.run(
+                "ls /dev/nvidia-caps; ls /dev | grep -c '^nvidia[0-9]'; cat /dev/nvidia-caps/*; \
+                 for f in $(find /proc/driver/nvidia/capabilities -type f | sort); do \
+                 echo \"PROC $f $(grep DeviceFileMinor $f)\"; done; true",
+            );
             let stdout = String::from_utf8_lossy(&out.stdout).to_string();
             let stderr = String::from_utf8_lossy(&out.stderr).to_string();
             let context = format!("path {path:?}, {id}: {}", bundle::out_text(&out));
@@ -1032,6 +1036,28 @@ fn mig_device_in_both_paths() {
                 );
             }
             assert!(stdout.lines().any(|l| l == "1"), "one GPU node: {context}");
+            // /proc/driver/nvidia/capabilities: that MIG device's GPU and compute instance
+            // access files with the host's contents (the cap minors), no other device's.
+            let gi = mig + 1;
+            let minor = |cap: &str| cap.trim_start_matches("nvidia-cap").to_string();
+            let proc_files: Vec<&str> = stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("PROC "))
+                .collect();
+            assert_eq!(
+                proc_files,
+                [
+                    format!(
+                        "/proc/driver/nvidia/capabilities/gpu0/mig/gi{gi}/access DeviceFileMinor: {}",
+                        minor(want[mig][0])
+                    ),
+                    format!(
+                        "/proc/driver/nvidia/capabilities/gpu0/mig/gi{gi}/ci0/access DeviceFileMinor: {}",
+                        minor(want[mig][1])
+                    ),
+                ],
+                "the capability files of MIG device {mig} only: {context}"
+            );
         }
     }
 }

@@ -874,14 +874,9 @@ fn env_cases() {
         env_case(
             "unsatisfied cuda",
             &[gpu0, "NVIDIA_REQUIRE_CUDA=cuda>=99.0"],
-            Box::leak(
-                format!(
-                    "requirement \"cuda>=99.0\" is not met by this host (driver 550.54.15, cuda 12.4, arch {}, \
-                     brand tesla); run the container on a host that meets it, or set NVIDIA_DISABLE_REQUIRE=true",
-                    std::env::consts::ARCH
-                )
-                .into_boxed_str(),
-            ),
+            "requirement \"cuda>=99.0\" is not met by this host (driver 550.54.15, cuda 12.4; GPU 0: \
+             arch 9.0, brand tesla; not met by GPU 0); run the container on a host that meets it, or set \
+             NVIDIA_DISABLE_REQUIRE=true",
             Plan,
         ),
         env_case(

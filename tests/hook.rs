@@ -635,7 +635,7 @@ fn the_debug_log_says_why_a_container_was_refused() {
 }
 
 /// NVML is loaded only for what `/proc/driver/nvidia` cannot answer: MIG devices and `cuda` /
-/// `brand` requirement terms (the debug log's discovery note says which source gave the GPUs).
+/// `brand` / `arch` requirement terms (the debug log's discovery note says which source gave the GPUs).
 #[test]
 fn nvml_is_loaded_only_when_the_request_needs_it() {
     let h = host();
@@ -678,6 +678,14 @@ fn nvml_is_loaded_only_when_the_request_needs_it() {
             ],
             true,
         ),
+        (
+            "arch requirement (a compute capability)",
+            vec![
+                "NVIDIA_VISIBLE_DEVICES=0".into(),
+                "NVIDIA_REQUIRE_ARCH=arch>=7.5".into(),
+            ],
+            true,
+        ),
     ];
     for (i, (name, env, nvml)) in cases.into_iter().enumerate() {
         let log = h.dir.join(format!("nvml-{i}.log"));
@@ -699,6 +707,122 @@ fn nvml_is_loaded_only_when_the_request_needs_it() {
         let lines = std::fs::read_to_string(&log).unwrap();
         let from_proc = lines.contains("NVML not used: not needed for this request");
         assert_eq!(from_proc, !nvml, "case {name}: {lines}");
+    }
+}
+
+/// `NVIDIA_REQUIRE_*` `arch` terms are each selected GPU's CUDA compute capability (from NVML),
+/// compared as a version, as libnvidia-container compares them: on a host with GPUs of two
+/// generations (GPU 0 an H100, 9.0; GPU 1 an A100, 8.0) only the GPUs the container gets count,
+/// a refusal says what each has, and `NVIDIA_DISABLE_REQUIRE` lifts the check.
+#[test]
+fn arch_requirements_are_the_selected_gpus_compute_capability() {
+    bundle::require_root();
+    bundle::require("runc");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-hook-arch-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let host = FakeHost::builder()
+        .gpus(2)
+        .compute_capability(1, "8.0")
+        .build(&dir.join("host"))
+        .expect("building the simulated host (run `cargo build --examples` first)");
+    let config = bundle::write_config(&dir, &host.driver_root(), &host.proc_root(), "");
+    let cases: &[(&str, &str, &[&str], Result<&str, &str>)] = &[
+        (
+            "at least 7.5 on 9.0",
+            "0",
+            &["NVIDIA_REQUIRE_ARCH=arch>=7.5"],
+            Ok("/dev/nvidia0"),
+        ),
+        (
+            "exactly 9.0 on 9.0",
+            "0",
+            &["NVIDIA_REQUIRE_ARCH=arch=9.0"],
+            Ok("/dev/nvidia0"),
+        ),
+        (
+            "at least 10.0 on 9.0",
+            "0",
+            &["NVIDIA_REQUIRE_ARCH=arch>=10.0"],
+            Err(
+                "requirement \"arch>=10.0\" is not met by this host (driver 550.54.15, cuda 12.4; \
+                 GPU 0: arch 9.0, brand tesla; not met by GPU 0)",
+            ),
+        ),
+        (
+            "9.0 asked, the 8.0 GPU selected",
+            "1",
+            &["NVIDIA_REQUIRE_ARCH=arch=9.0"],
+            Err("(driver 550.54.15, cuda 12.4; GPU 1: arch 8.0, brand tesla; not met by GPU 1)"),
+        ),
+        (
+            "8.0 asked, the 8.0 GPU selected",
+            "1",
+            &["NVIDIA_REQUIRE_ARCH=arch=8.0"],
+            Ok("/dev/nvidia1"),
+        ),
+        (
+            "both GPUs must meet it",
+            "0,1",
+            &["NVIDIA_REQUIRE_ARCH=arch>=9.0"],
+            Err("GPU 0: arch 9.0, brand tesla; GPU 1: arch 8.0, brand tesla; not met by GPU 1"),
+        ),
+        (
+            "with the CUDA image's terms",
+            "0",
+            &[
+                "NVIDIA_REQUIRE_CUDA=cuda>=12.0 brand=tesla,driver>=470",
+                "NVIDIA_REQUIRE_ARCH=arch>=9.0",
+            ],
+            Ok("/dev/nvidia0"),
+        ),
+        (
+            "lifted by NVIDIA_DISABLE_REQUIRE",
+            "0",
+            &[
+                "NVIDIA_REQUIRE_ARCH=arch>=10.0",
+                "NVIDIA_DISABLE_REQUIRE=true",
+            ],
+            Ok("/dev/nvidia0"),
+        ),
+        (
+            "a CPU name is not a compute capability",
+            "0",
+            &["NVIDIA_REQUIRE_ARCH=arch=x86_64"],
+            Err("cannot parse requirement \"arch=x86_64\""),
+        ),
+    ];
+    for (name, devices, env, want) in cases {
+        let mut b = Bundle::new(&dir, Image::Busybox);
+        b.hook(&config)
+            .env(&format!("NVIDIA_VISIBLE_DEVICES={devices}"));
+        for e in *env {
+            b.env(e);
+        }
+        let out = b.run("ls /dev/nvidia0 /dev/nvidia1 2>/dev/null; echo STARTED");
+        // runc quotes the hook's stderr: unescape it to look for the message.
+        let text = out_text(&out).replace("\\\"", "\"");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match want {
+            Ok(node) => {
+                assert!(out.status.success(), "case {name}: {text}");
+                let nodes: Vec<&str> = stdout.lines().filter(|l| l.starts_with("/dev/")).collect();
+                assert_eq!(nodes, [*node], "case {name}: only the selected GPU: {text}");
+            }
+            Err(msg) => {
+                assert!(
+                    !out.status.success(),
+                    "case {name}: must be refused: {text}"
+                );
+                assert!(!stdout.contains("STARTED"), "case {name}: {text}");
+                assert!(
+                    text.contains(msg),
+                    "case {name}: the refusal says {msg:?}: {text}"
+                );
+            }
+        }
     }
 }
 

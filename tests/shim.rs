@@ -555,3 +555,145 @@ fn numbers_in_config_json_survive_the_edit() {
         );
     }
 }
+
+/// jit-cdi beyond devices, as decided in `shim::decide` (docs/COMPAT.md): `NVIDIA_REQUIRE_*` is
+/// not evaluated, as upstream's jit-cdi (the container starts; the log says which requirement
+/// was left unchecked); `NVIDIA_MIG_CONFIG_DEVICES` / `NVIDIA_MIG_MONITOR_DEVICES` are served as
+/// legacy mode serves them: refused for an unprivileged container, the config and monitor cap
+/// nodes (and their `/proc/driver/nvidia/capabilities/mig/` files) for a privileged one.
+#[test]
+fn jit_cdi_requirements_and_mig_requests() {
+    bundle::require("runc");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-jit-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(2)
+        .mig(true)
+        .build(&dir.path().join("host"))
+        .unwrap();
+    let (fake, record) = fake_runtime(dir.path());
+    let log = dir.path().join("runtime.log");
+    let config = host_config(
+        dir.path(),
+        &host,
+        &fake,
+        "jit-cdi",
+        &format!("debug = {:?}\n", log.display().to_string()),
+    );
+
+    // Requirements: not evaluated (arch>=10.0 on compute capability 9.0), logged as such.
+    let mut b = Bundle::new(dir.path(), Image::Busybox);
+    b.env("NVIDIA_VISIBLE_DEVICES=1")
+        .env("NVIDIA_REQUIRE_ARCH=arch>=10.0")
+        .env("NVIDIA_REQUIRE_CUDA=cuda>=99.0");
+    create(&mut b, &config, &record, "requirements", false);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines.contains(
+            "requirements not evaluated in jit-cdi mode (as upstream's jit-cdi): arch>=10.0 and cuda>=99.0"
+        ),
+        "the log names the unchecked requirements: {lines}"
+    );
+    let run = b.run("ls /dev | grep '^nvidia[0-9]'; true");
+    assert!(run.status.success(), "{}", out_text(&run));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        "nvidia1",
+        "{}",
+        out_text(&run)
+    );
+    // NVIDIA_DISABLE_REQUIRE: nothing to leave unchecked, nothing logged.
+    std::fs::remove_file(&log).unwrap();
+    let mut b = Bundle::new(dir.path(), Image::Busybox);
+    b.env("NVIDIA_VISIBLE_DEVICES=1")
+        .env("NVIDIA_REQUIRE_ARCH=arch>=10.0")
+        .env("NVIDIA_DISABLE_REQUIRE=true");
+    create(&mut b, &config, &record, "requirements disabled", false);
+    let lines = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!lines.contains("not evaluated"), "{lines}");
+
+    // MIG config / monitor from an unprivileged container: refused, the runtime not run.
+    for var in ["NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES"] {
+        let mut b = Bundle::new(dir.path(), Image::Busybox);
+        b.env("NVIDIA_VISIBLE_DEVICES=0:0")
+            .env(&format!("{var}=all"));
+        std::fs::write(
+            b.dir.join("config.json"),
+            serde_json::to_vec_pretty(&b.spec).unwrap(),
+        )
+        .unwrap();
+        let out = shim(
+            &["create", "--bundle", &b.dir.display().to_string(), "x"],
+            &config,
+            "0",
+        );
+        let text = out_text(&out);
+        assert!(!out.status.success(), "{var}: {text}");
+        assert!(
+            text.contains(&format!(
+                "{var} is only honoured for privileged containers (CAP_SYS_ADMIN)"
+            )),
+            "{var}: {text}"
+        );
+        assert!(!record.exists(), "{var}: the runtime must not run: {text}");
+    }
+
+    // A privileged container: the config and monitor cap nodes with their rules and /proc
+    // files, beside its MIG device's own.
+    let mut b = Bundle::new(dir.path(), Image::Busybox);
+    b.env("NVIDIA_VISIBLE_DEVICES=0:0")
+        .env("NVIDIA_MIG_CONFIG_DEVICES=all")
+        .env("NVIDIA_MIG_MONITOR_DEVICES=all")
+        .add_capability("CAP_SYS_ADMIN");
+    create(&mut b, &config, &record, "privileged MIG config", false);
+    let nodes: Vec<String> = b.spec["linux"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["path"].as_str())
+        .filter(|p| p.starts_with("/dev/nvidia-caps/"))
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            "/dev/nvidia-caps/nvidia-cap12",
+            "/dev/nvidia-caps/nvidia-cap13",
+            "/dev/nvidia-caps/nvidia-cap1",
+            "/dev/nvidia-caps/nvidia-cap2",
+        ],
+        "{}",
+        serde_json::to_string_pretty(&b.spec["linux"]).unwrap()
+    );
+    let run = b.run(
+        "cat /dev/nvidia-caps/nvidia-cap1 /dev/nvidia-caps/nvidia-cap2; \
+         find /proc/driver/nvidia/capabilities -type f | sort; true",
+    );
+    let text = out_text(&run);
+    assert!(run.status.success(), "{text}");
+    for cap in ["nvidia-cap1", "nvidia-cap2"] {
+        assert!(
+            String::from_utf8_lossy(&run.stderr).contains(&format!(
+                "can't open '/dev/nvidia-caps/{cap}': No such device or address"
+            )),
+            "{cap} allowed by the device rules (ENXIO): {text}"
+        );
+    }
+    let files: Vec<&str> = std::str::from_utf8(&run.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("/proc/"))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/access",
+            "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/ci0/access",
+            "/proc/driver/nvidia/capabilities/mig/config",
+            "/proc/driver/nvidia/capabilities/mig/monitor",
+        ],
+        "{text}"
+    );
+}

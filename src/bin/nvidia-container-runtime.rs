@@ -161,7 +161,23 @@ fn create(
             }
             format!("injected CDI devices {} (cdi mode)", join(&names))
         }
-        shim::Action::JitCdi(names, imex, sets) => {
+        shim::Action::JitCdi(jit) => {
+            let shim::JitRequest {
+                names,
+                imex,
+                sets,
+                mig_caps,
+                unchecked_requirements,
+            } = *jit;
+            if !unchecked_requirements.is_empty() {
+                // The decision in shim::decide: upstream's jit-cdi evaluates none either.
+                log.warning(&format!(
+                    "{}: requirements not evaluated in jit-cdi mode (as upstream's jit-cdi): {}; \
+                     mode = \"legacy\" checks them, NVIDIA_DISABLE_REQUIRE=true silences this",
+                    path.display(),
+                    unchecked_requirements.join(" and ")
+                ));
+            }
             let (auto, default_kind) = shim::split_auto_kind(&names);
             let groups: Vec<Vec<nvct::cdi::QualifiedName>> = [default_kind, auto]
                 .into_iter()
@@ -170,6 +186,7 @@ fn create(
             let extras = Extras {
                 imex: imex.as_ref(),
                 sets: &sets,
+                mig_caps: &mig_caps,
             };
             let cdi_hook = inject_jit(&mut spec, &groups, extras, config, &path, log)?;
             format!(
@@ -203,6 +220,8 @@ fn create(
 struct Extras<'a> {
     imex: Option<&'a nvct::request::ImexChannels>,
     sets: &'a std::collections::BTreeSet<nvct::request::OptIn>,
+    /// MIG capabilities (`config`, `monitor`) of a privileged container.
+    mig_caps: &'a [&'static str],
 }
 
 impl Extras<'_> {
@@ -212,6 +231,7 @@ impl Extras<'_> {
         Extras {
             imex: None,
             sets: &NO_SETS,
+            mig_caps: &[],
         }
     }
 }
@@ -238,6 +258,10 @@ fn inject_jit(
     }
     if let Some(ch) = extras.imex {
         shim::inject(spec, &[&shim::imex_edits(ch, &inv, path)?], path)?;
+    }
+    if !extras.mig_caps.is_empty() {
+        let edits = shim::mig_cap_edits(extras.mig_caps, &inv, path)?;
+        shim::inject(spec, &[&edits], path)?;
     }
     if !extras.sets.is_empty() {
         shim::inject(

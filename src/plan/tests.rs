@@ -244,36 +244,29 @@ fn missing_control_node_is_an_error() {
 #[test]
 fn requirement_cases() {
     let inv = inventory();
-    let brand = "requirement term \"brand=tesla\" not evaluated: brand is not known on this host";
-    let [host_arch, go_arch] = crate::model::Arch::host().names();
-    let facts = format!("driver 550.54.15, cuda 12.4, arch {host_arch}");
-    let (arch_is, arch_go, arch_not_ppc) = (
-        format!("arch={host_arch}"),
-        format!("arch={go_arch},cuda>=12.0"),
-        "arch!=ppc64le".to_string(),
-    );
-    let cases: Vec<(&str, Result<Vec<&str>, PlanError>)> = vec![
-        (&arch_is, Ok(vec![])),
-        (&arch_go, Ok(vec![])),
-        (&arch_not_ppc, Ok(vec![])),
-        (
-            "arch=ppc64le",
-            Err(PlanError::Unsatisfied {
-                expr: "arch=ppc64le".into(),
-                facts: facts.clone(),
-            }),
-        ),
-        ("arch=ppc64le driver>=470", Ok(vec![])),
+    let no_gpu = |term: &str| {
+        format!("requirement term \"{term}\" not evaluated: the container gets no GPU")
+    };
+    let facts = "driver 550.54.15, cuda 12.4, no GPU".to_string();
+    let cases: Vec<(&str, Result<Vec<String>, PlanError>)> = vec![
+        // Without a GPU, arch and brand hold (libnvidia-container: "no device is visible").
+        ("arch>=7.5", Ok(vec![no_gpu("arch>=7.5")])),
+        ("arch=99.0 driver>=470", Ok(vec![no_gpu("arch=99.0")])),
         (
             "arch>=x86_64",
             Err(PlanError::BadRequirement("arch>=x86_64".into())),
+        ),
+        (
+            "arch=amd64",
+            Err(PlanError::BadRequirement("arch=amd64".into())),
         ),
         ("cuda>=12.0", Ok(vec![])),
         ("cuda>=12.4.0", Ok(vec![])),
         ("driver>=470,driver<600", Ok(vec![])),
         ("cuda>=13.0 driver>=550", Ok(vec![])),
-        ("cuda>=12.0 brand=tesla", Ok(vec![brand])),
-        ("brand=tesla,cuda>=12.0", Ok(vec![brand])),
+        // The first alternative that holds ends the check.
+        ("cuda>=12.0 brand=tesla", Ok(vec![])),
+        ("brand=tesla,cuda>=12.0", Ok(vec![no_gpu("brand=tesla")])),
         (
             "cuda>=13.0",
             Err(PlanError::Unsatisfied {
@@ -309,10 +302,111 @@ fn requirement_cases() {
         };
         assert_eq!(
             plan(&req, &inv, &layout()).map(|p| p.notes),
-            want.map(|v| v.into_iter().map(String::from).collect::<Vec<_>>()),
+            want,
             "requirement {expr}"
         );
     }
+}
+
+/// `arch` is each selected GPU's CUDA compute capability, compared as a version, and every
+/// GPU the container gets must meet the requirement (libnvidia-container's rule). The fixture:
+/// GPUs 0 and 1 (MIG) at 9.0, GPU 2 at 8.0.
+#[test]
+fn arch_requirements_compare_each_selected_gpus_compute_capability() {
+    let mut inv = inventory();
+    inv.gpus[2].compute_capability = Some("8.0".into());
+    let list =
+        |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());
+    let gpu = |i: u32, cc: &str| format!("; GPU {i}: arch {cc}, brand tesla");
+    let unmet = |expr: &str, gpus: &[(u32, &str)], by: u32| {
+        Err(PlanError::Unsatisfied {
+            expr: expr.into(),
+            facts: format!(
+                "driver 550.54.15, cuda 12.4{}; not met by GPU {by}",
+                gpus.iter().map(|(i, cc)| gpu(*i, cc)).collect::<String>()
+            ),
+        })
+    };
+    let cases: Vec<(&str, &str, Devices, Result<Vec<String>, PlanError>)> = vec![
+        ("at least", "arch>=7.5", list(&["0"]), Ok(vec![])),
+        ("equal", "arch=9.0", list(&["0"]), Ok(vec![])),
+        ("equal, short", "arch=9", list(&["0"]), Ok(vec![])),
+        ("==", "arch==9.0", list(&["0"]), Ok(vec![])),
+        ("not equal", "arch!=8.0", list(&["0"]), Ok(vec![])),
+        ("less", "arch<10.0", list(&["0"]), Ok(vec![])),
+        ("numeric, not text", "arch>8.10", list(&["0"]), Ok(vec![])),
+        (
+            "too new",
+            "arch>=10.0",
+            list(&["0"]),
+            unmet("arch>=10.0", &[(0, "9.0")], 0),
+        ),
+        (
+            "the older GPU alone",
+            "arch=9.0",
+            list(&["2"]),
+            unmet("arch=9.0", &[(2, "8.0")], 2),
+        ),
+        (
+            "only the selected GPU counts",
+            "arch=8.0",
+            list(&["2"]),
+            Ok(vec![]),
+        ),
+        (
+            "every selected GPU must meet it",
+            "arch>=9.0",
+            list(&["0", "2"]),
+            unmet("arch>=9.0", &[(0, "9.0"), (2, "8.0")], 2),
+        ),
+        (
+            "alternatives per GPU",
+            "arch=9.0 arch=8.0",
+            list(&["0", "2"]),
+            Ok(vec![]),
+        ),
+        (
+            "all GPUs",
+            "arch>=8.0,brand=tesla",
+            Devices::All,
+            Ok(vec![]),
+        ),
+        (
+            "a MIG device: its parent's",
+            "arch=9.0",
+            list(&["1:0"]),
+            Ok(vec![]),
+        ),
+        (
+            "a MIG device and its parent count once",
+            "arch<9.0",
+            list(&["1", "1:0"]),
+            unmet("arch<9.0", &[(1, "9.0")], 1),
+        ),
+    ];
+    for (name, expr, devices, want) in cases {
+        let req = Request {
+            requirements: vec![expr.into()],
+            ..request(devices, &[Capability::Utility])
+        };
+        assert_eq!(
+            plan(&req, &inv, &layout()).map(|p| p.notes),
+            want,
+            "case {name}: {expr}"
+        );
+    }
+    // GPUs read from /proc/driver/nvidia have no compute capability: noted, not enforced.
+    inv.gpus[0].compute_capability = None;
+    let req = Request {
+        requirements: vec!["arch>=10.0".into()],
+        ..request(list(&["0"]), &[Capability::Utility])
+    };
+    assert_eq!(
+        plan(&req, &inv, &layout()).map(|p| p.notes),
+        Ok(vec![
+            "requirement term \"arch>=10.0\" not evaluated: arch is not known on this host".into()
+        ])
+    );
 }
 
 #[test]
@@ -463,7 +557,6 @@ fn each_library_layout_whole_plan() {
 #[test]
 fn brand_requirements_hold_for_every_gpu_the_container_gets() {
     let inv = inventory(); // every GPU of the fixture is a "tesla"
-    let [host_arch, _] = crate::model::Arch::host().names();
     let cases: Vec<(&str, Devices, Result<Vec<&str>, PlanError>)> = vec![
         (
             "brand=tesla",
@@ -486,7 +579,10 @@ fn brand_requirements_hold_for_every_gpu_the_container_gets() {
             Devices::List(vec![DeviceId::Index(0), DeviceId::Index(2)]),
             Err(PlanError::Unsatisfied {
                 expr: "brand=geforce".into(),
-                facts: format!("driver 550.54.15, cuda 12.4, arch {host_arch}, brand tesla,tesla"),
+                facts:
+                    "driver 550.54.15, cuda 12.4; GPU 0: arch 9.0, brand tesla; GPU 2: arch 9.0, \
+                        brand tesla; not met by GPU 0"
+                        .into(),
             }),
         ),
         (
@@ -498,7 +594,7 @@ fn brand_requirements_hold_for_every_gpu_the_container_gets() {
             "brand=geforce",
             Devices::None,
             Ok(vec![
-                "requirement term \"brand=geforce\" not evaluated: brand is not known on this host",
+                "requirement term \"brand=geforce\" not evaluated: the container gets no GPU",
             ]),
         ),
     ];
@@ -1067,15 +1163,16 @@ fn needs_nvml_cases() {
             with(list(&["MIG-8f6b4f47-0000-0000-0000-000000000000"]), &[]),
             true,
         ),
+        ("driver term", with(Devices::All, &["driver>=535"]), false),
         (
-            "driver and arch terms",
-            with(Devices::All, &["driver>=535 arch=x86_64"]),
-            false,
+            "arch term (a compute capability)",
+            with(Devices::All, &["driver>=535 arch>=7.5"]),
+            true,
         ),
         ("cuda term", with(Devices::All, &["cuda>=12.0"]), true),
         (
             "brand term in an alternative",
-            with(Devices::All, &["driver>=535,arch=x86_64 brand=tesla"]),
+            with(Devices::All, &["driver>=535 brand=tesla"]),
             true,
         ),
         // Not a term the planner reads: it refuses the request, NVML or not.
@@ -1105,4 +1202,74 @@ fn unknown_device_names_the_indices_there_are() {
         .to_string();
         assert!(text.contains(want), "case {name}: {text}");
     }
+}
+
+/// The `/proc/driver/nvidia` mask keeps the `capabilities/` access files of the container's own
+/// MIG devices (libnvidia-container mounts them for each), by index or UUID, and the MIG
+/// config / monitor files only when asked for; never another device's.
+#[test]
+fn proc_mask_keeps_the_mig_devices_own_capability_files() {
+    let inv = inventory(); // GPU 1: MIG device 1:0 (gi 2, ci 0)
+    let base = ["params", "registry", "version"];
+    let gi = "capabilities/gpu1/mig/gi2/access";
+    let ci = "capabilities/gpu1/mig/gi2/ci0/access";
+    let config = "capabilities/mig/config";
+    let list =
+        |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());
+    let cases: Vec<(&str, Request, Vec<&str>)> = vec![
+        ("MIG by index", request(list(&["1:0"]), &[]), vec![gi, ci]),
+        ("MIG by UUID", request(list(&["MIG-1a"]), &[]), vec![gi, ci]),
+        (
+            "the parent GPU is not its MIG devices",
+            request(list(&["1"]), &[]),
+            vec![],
+        ),
+        ("another GPU", request(list(&["0"]), &[]), vec![]),
+        (
+            "MIG config asked for",
+            Request {
+                mig_config: Some(Devices::All),
+                ..request(list(&["1:0"]), &[])
+            },
+            vec![gi, ci, config],
+        ),
+        (
+            "MIG monitor asked for, the host has no monitor file",
+            Request {
+                mig_monitor: Some(Devices::All),
+                ..request(list(&["0"]), &[])
+            },
+            vec![],
+        ),
+    ];
+    let mut inv = inv;
+    inv.mig_minors.insert("config".into(), 1);
+    inv.mig_minors.insert("monitor".into(), 2);
+    inv.nodes.push(node("/dev/nvidia-caps/nvidia-cap1", 509, 1));
+    inv.nodes.push(node("/dev/nvidia-caps/nvidia-cap2", 509, 2));
+    for (name, req, want_caps) in cases {
+        let got = plan(&req, &inv, &layout()).unwrap_or_else(|e| panic!("case {name}: {e}"));
+        let files: Vec<String> = got
+            .proc_mask
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|(p, _)| p.display().to_string())
+            .filter(|p| !p.starts_with("gpus/"))
+            .collect();
+        let mut want: Vec<String> = base
+            .iter()
+            .chain(&want_caps)
+            .map(|s| s.to_string())
+            .collect();
+        want.sort();
+        assert_eq!(files, want, "case {name}");
+    }
+    // The files keep the host's contents (the driver's user space reads the cap minor there).
+    let got = plan(&request(list(&["1:0"]), &[]), &inv, &layout()).unwrap();
+    assert!(got
+        .proc_mask
+        .unwrap()
+        .files
+        .contains(&(ci.into(), "DeviceFileMinor: 22\n".into())));
 }

@@ -74,6 +74,8 @@ pub const DEFAULT_DRIVER_VERSION: &str = "550.54.15";
 /// What the stub `cuDriverGetVersion` and the fake NVML report (CUDA 12.4).
 pub const CUDA_VERSION: i32 = 12040;
 pub const MODEL: &str = "NVIDIA H100 80GB HBM3";
+/// The compute capability every GPU reports unless the builder says otherwise (an H100's).
+pub const COMPUTE_CAPABILITY: &str = "9.0";
 /// `pciDeviceId` of an H100 SXM5 80GB (device 0x2330, vendor 0x10de).
 const PCI_DEVICE_ID: u32 = 0x2330_10de;
 const MEMORY_TOTAL: u64 = 85_520_809_984;
@@ -138,6 +140,8 @@ pub struct FakeHostBuilder {
     mig: bool,
     driver_version: String,
     layout: LibLayout,
+    /// Per GPU index, a compute capability other than [`COMPUTE_CAPABILITY`].
+    compute_capabilities: Vec<(u32, String)>,
 }
 
 /// A built fake host; see the module doc for the layout.
@@ -157,6 +161,7 @@ impl FakeHost {
             mig: false,
             driver_version: DEFAULT_DRIVER_VERSION.to_owned(),
             layout: LibLayout::DebianX86_64,
+            compute_capabilities: Vec::new(),
         }
     }
 
@@ -241,7 +246,9 @@ impl FakeHostBuilder {
         self
     }
 
-    /// With MIG, GPU 0 has MIG enabled with two MIG devices (gi 1/ci 0 and gi 2/ci 0).
+    /// With MIG, GPU 0 has MIG enabled with two MIG devices (gi 1/ci 0 and gi 2/ci 0), and
+    /// `proc/driver/nvidia/capabilities/` has their `gpu0/mig/giG/access` and
+    /// `giG/ciC/access` files and `mig/config`, `mig/monitor`.
     pub fn mig(mut self, enabled: bool) -> Self {
         self.mig = enabled;
         self
@@ -254,6 +261,14 @@ impl FakeHostBuilder {
 
     pub fn layout(mut self, layout: LibLayout) -> Self {
         self.layout = layout;
+        self
+    }
+
+    /// GPU `index` reports compute capability `cc` (`8.0`: an A100) instead of
+    /// [`COMPUTE_CAPABILITY`], for a host with GPUs of mixed generations.
+    pub fn compute_capability(mut self, index: u32, cc: &str) -> Self {
+        self.compute_capabilities.retain(|(i, _)| *i != index);
+        self.compute_capabilities.push((index, cc.to_owned()));
         self
     }
 
@@ -283,7 +298,15 @@ impl FakeHostBuilder {
             dir: dir.to_owned(),
             layout: self.layout,
             driver_version: self.driver_version.clone(),
-            gpus: (0..self.gpus).map(|i| gpu(i, self.mig && i == 0)).collect(),
+            gpus: (0..self.gpus)
+                .map(|i| {
+                    let mut g = gpu(i, self.mig && i == 0);
+                    if let Some((_, cc)) = self.compute_capabilities.iter().find(|(j, _)| *j == i) {
+                        g.compute_capability = Some(cc.clone());
+                    }
+                    g
+                })
+                .collect(),
             device_nodes: Vec::new(),
         };
         write_libraries(&host, &fake_nvml)?;
@@ -370,6 +393,7 @@ fn gpu(index: u32, mig_enabled: bool) -> Gpu {
         brand: "tesla".to_owned(),
         memory_mib: MEMORY_TOTAL / (1024 * 1024),
         persistence_mode: Some(true),
+        compute_capability: Some(COMPUTE_CAPABILITY.to_owned()),
         mig_enabled,
         migs,
     }
@@ -876,6 +900,27 @@ fn write_proc(host: &FakeHost) -> io::Result<()> {
             }
         }
         write(&proc.join("driver/nvidia-caps/mig-minors"), &minors)?;
+        // The driver's capability files of what exists: the MIG config and monitor caps, and
+        // each MIG device's GPU and compute instance `access` file, in the driver's format.
+        let caps = nvidia.join("capabilities");
+        let cap_file = |minor: u32| {
+            format!("DeviceFileMinor: {minor}\nDeviceFileMode: 256\nDeviceFileModify: 1\n")
+        };
+        write(&caps.join("mig/config"), &cap_file(1))?;
+        write(&caps.join("mig/monitor"), &cap_file(2))?;
+        for gpu in &host.gpus {
+            for mig in &gpu.migs {
+                let gi = caps.join(format!("gpu{}/mig/gi{}", gpu.minor, mig.gi));
+                write(
+                    &gi.join("access"),
+                    &cap_file(gi_cap_minor(gpu.minor, mig.gi)),
+                )?;
+                write(
+                    &gi.join(format!("ci{}/access", mig.ci)),
+                    &cap_file(ci_cap_minor(gpu.minor, mig.gi, mig.ci)),
+                )?;
+            }
+        }
     }
     Ok(())
 }
@@ -894,6 +939,7 @@ fn nvml_config_json(host: &FakeHost) -> String {
                 "pci_device_id": PCI_DEVICE_ID,
                 "memory_total": MEMORY_TOTAL,
                 "persistence_mode": g.persistence_mode == Some(true),
+                "compute_capability": g.compute_capability,
                 "mig_enabled": g.mig_enabled,
                 "migs": g.migs.iter().map(|m| serde_json::json!({"gi": m.gi, "ci": m.ci, "uuid": m.uuid})).collect::<Vec<_>>(),
             })
