@@ -62,6 +62,11 @@ pub enum ShimError {
         path: PathBuf,
         source: cdi::inject::InjectError,
     },
+    #[error("{path}: {source}")]
+    Fill {
+        path: PathBuf,
+        source: cdi::fill::FillError,
+    },
     #[error(
         "{path}: nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks names {hook:?}, \
              which is no hook (create-symlinks, update-ldcache, disable-device-node-modification, \
@@ -374,12 +379,13 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
     }
 }
 
-/// `cdi` mode: the edits of `names` from `specs` (read from `searched`), applied to `doc`,
-/// then `NVIDIA_VISIBLE_DEVICES=void`.
+/// `cdi` mode: the edits of `names` from `specs` (read from `searched`; `cdi/inject.rs`), their
+/// device nodes completed from the host (`cdi/fill.rs`), applied to `doc`, then
+/// `NVIDIA_VISIBLE_DEVICES=void`.
 pub fn inject_from_specs(
     doc: &mut Value,
     names: &[QualifiedName],
-    specs: &[(PathBuf, cdi::Spec)],
+    specs: &[cdi::resolve::SpecFile],
     searched: &str,
     path: &Path,
 ) -> Result<(), ShimError> {
@@ -388,7 +394,15 @@ pub fn inject_from_specs(
             path: path.to_path_buf(),
             source,
         })?;
-    inject(doc, &edits, path)
+    let filled = edits
+        .iter()
+        .map(|e| cdi::fill::fill(e.edits, e.file))
+        .collect::<Result<Vec<ContainerEdits>, _>>()
+        .map_err(|source| ShimError::Fill {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    inject(doc, &filled.iter().collect::<Vec<_>>(), path)
 }
 
 /// Applies `edits` and sets `NVIDIA_VISIBLE_DEVICES=void` (so that a legacy hook does nothing).
