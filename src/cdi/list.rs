@@ -228,4 +228,55 @@ mod tests {
             )
         );
     }
+
+    #[test]
+    fn each_name_once_from_the_winning_file() {
+        let root = tempfile::tempdir().unwrap();
+        let (etc, run) = (root.path().join("etc"), root.path().join("run"));
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::create_dir_all(&run).unwrap();
+        let spec = |names: &[&str]| {
+            let devices: Vec<String> = names
+                .iter()
+                .map(|n| format!("- {{name: \"{n}\", containerEdits: {{env: [A=1]}}}}\n"))
+                .collect();
+            format!(
+                "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n{}",
+                devices.concat()
+            )
+        };
+        std::fs::write(etc.join("nvidia.yaml"), spec(&["0", "1", "7"])).unwrap();
+        std::fs::write(run.join("nvidia.yaml"), spec(&["0", "1"])).unwrap();
+        std::fs::write(run.join("other.yaml"), spec(&["9", "1"])).unwrap();
+        let got = list(&[etc.clone(), run.clone()]);
+        let names: Vec<(String, PathBuf)> = got
+            .names
+            .iter()
+            .map(|(n, f)| (n.to_string(), f.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("nvidia.com/gpu=7".to_string(), etc.join("nvidia.yaml")),
+                ("nvidia.com/gpu=0".to_string(), run.join("nvidia.yaml")),
+                ("nvidia.com/gpu=9".to_string(), run.join("other.yaml")),
+            ]
+        );
+        assert_eq!(
+            got.warnings,
+            [format!(
+                "nvidia.com/gpu=1 is defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
+                run.join("nvidia.yaml").display(),
+                run.join("other.yaml").display()
+            )]
+        );
+        assert_eq!(
+            got.shadowed,
+            [format!(
+                "{} is shadowed by {} (a later spec directory wins) for 2 device(s): nvidia.com/gpu=0, nvidia.com/gpu=1",
+                etc.join("nvidia.yaml").display(),
+                run.join("nvidia.yaml").display()
+            )]
+        );
+    }
 }
