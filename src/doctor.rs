@@ -715,16 +715,12 @@ fn cdi_checks(dirs: &[PathBuf], inv: &Inventory, config: &Config) -> Vec<Check> 
     // As the CDI library resolves them: a later directory wins, two files of one directory
     // defining a device conflict.
     let resolution = cdi::resolve::resolve(&specs);
-    out.extend(resolution.conflicts.iter().map(|c| {
+    out.extend(list::conflict_texts(&resolution.conflicts).into_iter().map(|text| {
         check(
             name,
             Status::Fail,
-            list::conflict_text(c),
-            format!(
-                "remove one of {} and {} (keep the one `nvidia-ctk cdi generate` writes)",
-                c.first.display(),
-                c.second.display()
-            ),
+            text,
+            "remove one of the two files (keep the one `nvidia-ctk cdi generate` or the nvidia-cdi-refresh unit writes)",
         )
     }));
     out.extend(list::shadow_texts(&resolution.shadowed).into_iter().map(|text| {

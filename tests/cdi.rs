@@ -1095,14 +1095,21 @@ fn list_resolves_two_spec_dirs_as_the_cdi_library() {
     let (ok, stdout, stderr, text) = run_ctk(&dirs(&etc, &run));
     assert!(ok, "{text}");
     assert!(stdout.trim().is_empty(), "conflicting names are not listed: {text}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("nvidia-ctk: warning: nvidia.com/gpu=0, "))
+        .unwrap_or_else(|| panic!("no warning for the conflicting names: {text}"));
     assert!(
-        stderr.contains(&format!(
-            "nvidia-ctk: warning: nvidia.com/gpu=0 is defined by {} and by {}, two files of one spec directory",
+        warning.ends_with(&format!(
+            " are defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
             copy.display(),
             run_spec.display()
         )),
         "{text}"
     );
+    for name in &want {
+        assert!(warning.contains(name.as_str()), "{name}: {warning}");
+    }
 }
 
 #[test]

@@ -115,7 +115,7 @@ pub fn list(dirs: &[PathBuf]) -> Listing {
         warnings,
         shadowed: shadow_texts(&r.shadowed),
     };
-    out.warnings.extend(r.conflicts.iter().map(conflict_text));
+    out.warnings.extend(conflict_texts(&r.conflicts));
     for (i, file) in specs.iter().enumerate() {
         let spec = &file.spec;
         let names: Result<Vec<QualifiedName>, _> = spec
@@ -141,14 +141,31 @@ pub fn list(dirs: &[PathBuf]) -> Listing {
     out
 }
 
-/// The warning for a name that two files of one spec directory define.
-pub fn conflict_text(c: &resolve::Conflict) -> String {
-    format!(
-        "{} is defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
-        c.name,
-        c.first.display(),
-        c.second.display()
-    )
+/// One warning per pair of files of one spec directory that define the same names, naming
+/// both files and the names.
+pub fn conflict_texts(conflicts: &[resolve::Conflict]) -> Vec<String> {
+    let mut pairs: Vec<(&Path, &Path, Vec<&str>)> = Vec::new();
+    for c in conflicts {
+        match pairs
+            .iter_mut()
+            .find(|(a, b, _)| *a == c.first.as_path() && *b == c.second.as_path())
+        {
+            Some((_, _, names)) => names.push(&c.name),
+            None => pairs.push((&c.first, &c.second, vec![&c.name])),
+        }
+    }
+    pairs
+        .into_iter()
+        .map(|(first, second, names)| {
+            format!(
+                "{} {} defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
+                names.join(", "),
+                if names.len() == 1 { "is" } else { "are" },
+                first.display(),
+                second.display()
+            )
+        })
+        .collect()
 }
 
 /// One line per pair of files where a later spec directory's file replaces devices of an
