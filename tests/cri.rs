@@ -631,6 +631,40 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
         d.text
     );
 
+    // The cdi-annotations strategy with the unprivileged env policy off (what README.md says
+    // to set for it): the annotation still gives GPU 1, a pod's own NVIDIA_VISIBLE_DEVICES=all
+    // gives nothing.
+    set_accept_keys(&toolkit_config, false, false);
+    let f = run_pod(
+        &cri,
+        &dir,
+        &Case {
+            name: "cdi-policy-off",
+            annotations: vec![("cdi.k8s.io/test", "nvidia.com/gpu=1")],
+            ..Case::default()
+        },
+    );
+    expect(
+        &f,
+        &[
+            "/dev/nvidia1",
+            "/dev/nvidia-modeset",
+            "/dev/nvidia-uvm",
+            "/dev/nvidia-uvm-tools",
+            "/dev/nvidiactl",
+        ],
+    );
+    let g = run_pod(
+        &cri,
+        &dir,
+        &Case {
+            name: "cdi-policy-off-unallocated",
+            envs: vec![("NVIDIA_VISIBLE_DEVICES", "all".to_string())],
+            ..Case::default()
+        },
+    );
+    expect(&g, &[]);
+
     let containerd_log = cri.log();
     let (ok, log) = inst.stop();
     assert!(ok, "{log}");
