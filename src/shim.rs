@@ -65,7 +65,7 @@ pub enum ShimError {
     #[error("{path}: {source}")]
     Fill {
         path: PathBuf,
-        source: cdi::fill::FillError,
+        source: Box<cdi::fill::FillError>,
     },
     #[error(
         "{path}: nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks names {hook:?}, \
@@ -400,7 +400,7 @@ pub fn inject_from_specs(
         .collect::<Result<Vec<ContainerEdits>, _>>()
         .map_err(|source| ShimError::Fill {
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         })?;
     inject(doc, &filled.iter().collect::<Vec<_>>(), path)
 }

@@ -1056,7 +1056,11 @@ fn list_resolves_two_spec_dirs_as_the_cdi_library() {
 
     let (ok, stdout, stderr, text) = run_ctk(&dirs(&etc, &run));
     assert!(ok, "{text}");
-    assert_eq!(stdout.lines().collect::<Vec<_>>(), want, "each name once: {text}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        want,
+        "each name once: {text}"
+    );
     assert!(
         stderr.contains(&format!(
             "{} is shadowed by {} (a later spec directory wins) for {} device(s)",
@@ -1084,7 +1088,9 @@ fn list_resolves_two_spec_dirs_as_the_cdi_library() {
     let (ok, stdout, _, text) = run_ctk(&wide);
     assert!(ok, "{text}");
     assert!(
-        stdout.lines().all(|l| l.ends_with(&format!("\t{}", etc_spec.display()))),
+        stdout
+            .lines()
+            .all(|l| l.ends_with(&format!("\t{}", etc_spec.display()))),
         "{text}"
     );
     assert_eq!(stdout.lines().count(), want.len(), "{text}");
@@ -1094,7 +1100,10 @@ fn list_resolves_two_spec_dirs_as_the_cdi_library() {
     std::fs::copy(&run_spec, &copy).unwrap();
     let (ok, stdout, stderr, text) = run_ctk(&dirs(&etc, &run));
     assert!(ok, "{text}");
-    assert!(stdout.trim().is_empty(), "conflicting names are not listed: {text}");
+    assert!(
+        stdout.trim().is_empty(),
+        "conflicting names are not listed: {text}"
+    );
     let warning = stderr
         .lines()
         .find(|l| l.starts_with("nvidia-ctk: warning: nvidia.com/gpu=0, "))

@@ -570,17 +570,18 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
         })
         .collect();
     listed.sort();
-    let mut want: Vec<(String, String)> = ["nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"]
-        .iter()
-        .map(|name| {
-            let n = host
-                .device_nodes()
-                .iter()
-                .find(|n| n.path == dev.join(name))
-                .unwrap_or_else(|| panic!("the fake host has no {name}"));
-            (format!("/dev/{name}"), format!("{}:{}", n.major, n.minor))
-        })
-        .collect();
+    let mut want: Vec<(String, String)> =
+        ["nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"]
+            .iter()
+            .map(|name| {
+                let n = host
+                    .device_nodes()
+                    .iter()
+                    .find(|n| n.path == dev.join(name))
+                    .unwrap_or_else(|| panic!("the fake host has no {name}"));
+                (format!("/dev/{name}"), format!("{}:{}", n.major, n.minor))
+            })
+            .collect();
     want.sort();
     assert_eq!(listed, want, "{}", e.text);
 

@@ -118,7 +118,10 @@ impl Node {
     }
 
     /// [`Node::doctor`] with these CDI spec directories.
-    fn doctor_dirs(&self, cdi_dirs: &[&Path]) -> (i32, Vec<(String, String, String, String)>, String) {
+    fn doctor_dirs(
+        &self,
+        cdi_dirs: &[&Path],
+    ) -> (i32, Vec<(String, String, String, String)>, String) {
         let mut args = vec![
             "doctor".to_string(),
             "--format=json".into(),
@@ -128,7 +131,11 @@ impl Node {
             format!("--crio-config={}", self.crio.display()),
             format!("--node-labels={}", self.labels.display()),
         ];
-        args.extend(cdi_dirs.iter().map(|d| format!("--cdi-spec-dir={}", d.display())));
+        args.extend(
+            cdi_dirs
+                .iter()
+                .map(|d| format!("--cdi-spec-dir={}", d.display())),
+        );
         let out = on_host(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let text = bundle::out_text(&out);
         let v: Value = serde_json::from_slice(&out.stdout)

@@ -359,7 +359,10 @@ fn assert_refused_with(out: &Output, diag: &str, needles: &[&str]) {
         "the container must be refused: {diag}"
     );
     for needle in needles {
-        assert!(diag.contains(needle), "the error must say {needle:?}: {diag}");
+        assert!(
+            diag.contains(needle),
+            "the error must say {needle:?}: {diag}"
+        );
     }
 }
 
@@ -481,7 +484,8 @@ fn cdi_mode_spec_without_node_numbers() {
 
     s.configure("cdi", &[&specs]);
     let cd = start_containerd(s.dir.path(), &s.config);
-    let script = "export PATH=/bin; ls -l /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools";
+    let script =
+        "export PATH=/bin; ls -l /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools";
     let (out, diag) = s.run_script(
         &cd,
         "cdi-go",
@@ -535,7 +539,12 @@ fn cdi_mode_spec_without_node_numbers() {
         }
     }
     std::fs::write(&json, serde_json::to_string_pretty(&spec).unwrap()).unwrap();
-    let (out, diag) = s.run(&cd, "cdi-go-gone", None, Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"));
+    let (out, diag) = s.run(
+        &cd,
+        "cdi-go-gone",
+        None,
+        Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"),
+    );
     assert_refused_with(
         &out,
         &diag,

@@ -182,7 +182,12 @@ mod tests {
             Ok(n)
         };
         let gone = || Err::<HostNode, _>("No such file or directory (os error 2)".to_string());
-        let cases: Vec<(&str, DeviceNode, Result<HostNode, String>, Result<DeviceNode, FillError>)> = vec![
+        let cases: Vec<(
+            &str,
+            DeviceNode,
+            Result<HostNode, String>,
+            Result<DeviceNode, FillError>,
+        )> = vec![
             (
                 "Go omitempty: no type, major or minor",
                 node(None, None, None),
@@ -294,10 +299,7 @@ mod tests {
             Err("not a device node".to_string()),
             "a link is not followed"
         );
-        assert_eq!(
-            host_node(dir.path()),
-            Err("not a device node".to_string())
-        );
+        assert_eq!(host_node(dir.path()), Err("not a device node".to_string()));
         assert!(host_node(&dir.path().join("missing")).is_err());
         let edits = ContainerEdits {
             device_nodes: vec![DeviceNode {

@@ -123,7 +123,13 @@ mod tests {
     #[test]
     fn resolve_cases() {
         let specs = vec![
-            spec("/etc/cdi/a.yaml", 0, "nvidia.com/gpu", "a", &["0", "1", "all"]),
+            spec(
+                "/etc/cdi/a.yaml",
+                0,
+                "nvidia.com/gpu",
+                "a",
+                &["0", "1", "all"],
+            ),
             spec("/etc/cdi/b.yaml", 0, "example.com/acc", "b", &["x", "y"]),
             spec("/etc/cdi/c.yaml", 0, "nvidia.com/gpu", "c", &["9"]),
             spec("/etc/cdi/d.yaml", 0, "example.com/acc", "d", &["x"]),
@@ -146,7 +152,11 @@ mod tests {
             ),
             (
                 "spec edits once, request order",
-                vec!["nvidia.com/gpu=all", "nvidia.com/gpu=0", "nvidia.com/gpu=all"],
+                vec![
+                    "nvidia.com/gpu=all",
+                    "nvidia.com/gpu=0",
+                    "nvidia.com/gpu=all",
+                ],
                 Ok(vec![
                     ("SPEC=a", a),
                     ("DEV=nvidia.com/gpu=all", a),

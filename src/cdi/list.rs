@@ -129,7 +129,10 @@ pub fn list(dirs: &[PathBuf]) -> Listing {
                     .enumerate()
                     .filter(|(j, q)| {
                         r.devices.get(&q.to_string())
-                            == Some(&resolve::Winner { spec: i, device: *j })
+                            == Some(&resolve::Winner {
+                                spec: i,
+                                device: *j,
+                            })
                     })
                     .map(|(_, q)| (q, file.path.clone())),
             ),

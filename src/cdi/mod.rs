@@ -6,8 +6,8 @@
 //! `cdi transform root`.
 //! Why not the `container-device-interface` crate: docs/CDI.md.
 
-pub mod generate;
 pub mod fill;
+pub mod generate;
 pub mod inject;
 pub mod list;
 pub mod name;
