@@ -144,58 +144,60 @@ pub fn list(dirs: &[PathBuf]) -> Listing {
     out
 }
 
-/// One warning per pair of files of one spec directory that define the same names, naming
-/// both files and the names.
-pub fn conflict_texts(conflicts: &[resolve::Conflict]) -> Vec<String> {
+/// Names grouped by the pair of files they are about, pairs in the order first seen.
+fn by_pair<'a>(
+    items: impl Iterator<Item = (&'a Path, &'a Path, &'a str)>,
+) -> Vec<(&'a Path, &'a Path, Vec<&'a str>)> {
     let mut pairs: Vec<(&Path, &Path, Vec<&str>)> = Vec::new();
-    for c in conflicts {
-        match pairs
-            .iter_mut()
-            .find(|(a, b, _)| *a == c.first.as_path() && *b == c.second.as_path())
-        {
-            Some((_, _, names)) => names.push(&c.name),
-            None => pairs.push((&c.first, &c.second, vec![&c.name])),
+    for (a, b, name) in items {
+        match pairs.iter_mut().find(|(x, y, _)| (*x, *y) == (a, b)) {
+            Some((_, _, names)) => names.push(name),
+            None => pairs.push((a, b, vec![name])),
         }
     }
     pairs
-        .into_iter()
-        .map(|(first, second, names)| {
-            format!(
-                "{} {} defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
-                names.join(", "),
-                if names.len() == 1 { "is" } else { "are" },
-                first.display(),
-                second.display()
-            )
-        })
-        .collect()
+}
+
+/// One warning per pair of files of one spec directory that define the same names, naming
+/// both files and the names.
+pub fn conflict_texts(conflicts: &[resolve::Conflict]) -> Vec<String> {
+    by_pair(
+        conflicts
+            .iter()
+            .map(|c| (c.first.as_path(), c.second.as_path(), c.name.as_str())),
+    )
+    .into_iter()
+    .map(|(first, second, names)| {
+        format!(
+            "{} {} defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" },
+            first.display(),
+            second.display()
+        )
+    })
+    .collect()
 }
 
 /// One line per pair of files where a later spec directory's file replaces devices of an
 /// earlier one, naming both files and the devices.
 pub fn shadow_texts(shadowed: &[resolve::Shadow]) -> Vec<String> {
-    let mut pairs: Vec<(&Path, &Path, Vec<&str>)> = Vec::new();
-    for s in shadowed {
-        match pairs
-            .iter_mut()
-            .find(|(h, b, _)| *h == s.hidden.as_path() && *b == s.by.as_path())
-        {
-            Some((_, _, names)) => names.push(&s.name),
-            None => pairs.push((&s.hidden, &s.by, vec![&s.name])),
-        }
-    }
-    pairs
-        .into_iter()
-        .map(|(hidden, by, names)| {
-            format!(
-                "{} is shadowed by {} (a later spec directory wins) for {} device(s): {}",
-                hidden.display(),
-                by.display(),
-                names.len(),
-                names.join(", ")
-            )
-        })
-        .collect()
+    by_pair(
+        shadowed
+            .iter()
+            .map(|s| (s.hidden.as_path(), s.by.as_path(), s.name.as_str())),
+    )
+    .into_iter()
+    .map(|(hidden, by, names)| {
+        format!(
+            "{} is shadowed by {} (a later spec directory wins) for {} device(s): {}",
+            hidden.display(),
+            by.display(),
+            names.len(),
+            names.join(", ")
+        )
+    })
+    .collect()
 }
 
 #[cfg(test)]
