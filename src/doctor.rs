@@ -712,9 +712,29 @@ fn cdi_checks(dirs: &[PathBuf], inv: &Inventory, config: &Config) -> Vec<Check> 
             )
         })
         .collect();
-    let nvidia: Vec<&(PathBuf, cdi::Spec)> = specs
+    // As the CDI library resolves them: a later directory wins, two files of one directory
+    // defining a device conflict.
+    let resolution = cdi::resolve::resolve(&specs);
+    out.extend(list::conflict_texts(&resolution.conflicts).into_iter().map(|text| {
+        check(
+            name,
+            Status::Fail,
+            text,
+            "remove one of the two files (keep the one `nvidia-ctk cdi generate` or the nvidia-cdi-refresh unit writes)",
+        )
+    }));
+    out.extend(list::shadow_texts(&resolution.shadowed).into_iter().map(|text| {
+        check(
+            name,
+            Status::Warn,
+            format!("{text}; containers get the later file's devices"),
+            "remove the shadowed file so that only one spec describes the devices (NVIDIA's install guide writes /etc/cdi/nvidia.yaml, the nvidia-cdi-refresh unit /var/run/cdi/nvidia.yaml)",
+        )
+    }));
+    let nvidia: Vec<(&PathBuf, &cdi::Spec)> = specs
         .iter()
-        .filter(|(_, s)| s.kind.starts_with("nvidia.com/"))
+        .filter(|f| f.spec.kind.starts_with("nvidia.com/"))
+        .map(|f| (&f.path, &f.spec))
         .collect();
     if nvidia.is_empty() {
         let needed = matches!(config.runtime.mode, Mode::Cdi);

@@ -10,8 +10,10 @@
 //!   entry (keys sorted, values comma-split) or, when there are none, from
 //!   `NVIDIA_VISIBLE_DEVICES` (qualified `vendor/class=name` entries as they are, bare ids such
 //!   as `0` or `all` as `<default-kind>=<id>`); they are looked up in the specs of `spec-dirs`
-//!   (`cdi/inject.rs`) and applied with `spec_edit.rs`; `NVIDIA_VISIBLE_DEVICES=void` is then
-//!   set so that a prestart hook registered elsewhere does nothing;
+//!   (`cdi/inject.rs`; a later directory wins), their device nodes completed from the host by
+//!   the caller's `fill` (`cdi/fill.rs`), and applied with `spec_edit.rs`;
+//!   `NVIDIA_VISIBLE_DEVICES=void` is then set so that a prestart hook registered elsewhere
+//!   does nothing;
 //! - `jit-cdi`: the names from `NVIDIA_VISIBLE_DEVICES` only (never annotations, as upstream),
 //!   of `default-kind` or [`AUTO_KIND`]; the edits come from a spec generated in memory for
 //!   just those devices (`cdi::generate` on a fresh discovery); the CDI hooks in it run
@@ -61,6 +63,11 @@ pub enum ShimError {
     Inject {
         path: PathBuf,
         source: cdi::inject::InjectError,
+    },
+    #[error("{path}: {source}")]
+    Fill {
+        path: PathBuf,
+        source: Box<cdi::fill::FillError>,
     },
     #[error(
         "{path}: nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks names {hook:?}, \
@@ -418,13 +425,20 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
     }
 }
 
-/// `cdi` mode: the edits of `names` from `specs` (read from `searched`), applied to `doc`,
-/// then `NVIDIA_VISIBLE_DEVICES=void`.
+/// How `cdi` mode completes a spec's device nodes from the host: [`cdi::fill::fill`] (the
+/// binary passes it; the only host read in this mode).
+pub type FillNodes<'a> =
+    &'a dyn Fn(&ContainerEdits, &Path) -> Result<ContainerEdits, cdi::fill::FillError>;
+
+/// `cdi` mode: the edits of `names` from `specs` (read from `searched`; `cdi/inject.rs`), their
+/// device nodes completed by `fill` (each with its spec file), applied to `doc`, then
+/// `NVIDIA_VISIBLE_DEVICES=void`.
 pub fn inject_from_specs(
     doc: &mut Value,
     names: &[QualifiedName],
-    specs: &[(PathBuf, cdi::Spec)],
+    specs: &[cdi::resolve::SpecFile],
     searched: &str,
+    fill: FillNodes,
     path: &Path,
 ) -> Result<(), ShimError> {
     let edits =
@@ -432,7 +446,15 @@ pub fn inject_from_specs(
             path: path.to_path_buf(),
             source,
         })?;
-    inject(doc, &edits, path)
+    let filled = edits
+        .iter()
+        .map(|e| fill(e.edits, e.file))
+        .collect::<Result<Vec<ContainerEdits>, _>>()
+        .map_err(|source| ShimError::Fill {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
+    inject(doc, &filled.iter().collect::<Vec<_>>(), path)
 }
 
 /// Applies `edits` and sets `NVIDIA_VISIBLE_DEVICES=void` (so that a legacy hook does nothing).

@@ -10,7 +10,7 @@
 mod common;
 
 use common::bundle::{self, Bundle, Image};
-use common::fakehost::FakeHost;
+use common::fakehost::{self, FakeHost};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -1022,6 +1022,105 @@ fn list_prints_every_device_and_names_broken_files() {
     );
 }
 
+/// The same spec in two spec directories (as NVIDIA's install guide and the refresh unit
+/// leave a node): each device is listed once, from the later directory; `--format wide` names
+/// the file; two files of one directory that define a device are named in a warning and the
+/// device is not listed (as the CDI library drops it).
+#[test]
+fn list_resolves_two_spec_dirs_as_the_cdi_library() {
+    let h = host(2, false);
+    let (etc, run) = (unique("etc-cdi"), unique("run-cdi"));
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::create_dir_all(&run).unwrap();
+    let (etc_spec, run_spec) = (etc.join("nvidia.yaml"), run.join("nvidia.yaml"));
+    for file in [&etc_spec, &run_spec] {
+        generate(&h, &["--output", &file.display().to_string()]);
+    }
+    let dirs = |a: &Path, b: &Path| {
+        vec![
+            "cdi".to_string(),
+            "list".into(),
+            "--spec-dir".into(),
+            a.display().to_string(),
+            "--spec-dir".into(),
+            b.display().to_string(),
+        ]
+    };
+    let run_ctk = |args: &[String]| ctk(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut want: Vec<String> = Vec::new();
+    for g in h.gpus() {
+        want.push(format!("nvidia.com/gpu={}", g.index));
+        want.push(format!("nvidia.com/gpu={}", g.uuid));
+    }
+    want.push("nvidia.com/gpu=all".into());
+
+    let (ok, stdout, stderr, text) = run_ctk(&dirs(&etc, &run));
+    assert!(ok, "{text}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        want,
+        "each name once: {text}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{} is shadowed by {} (a later spec directory wins) for {} device(s)",
+            etc_spec.display(),
+            run_spec.display(),
+            want.len()
+        )),
+        "{text}"
+    );
+    assert!(!stderr.contains("warning"), "{text}");
+
+    let mut wide = dirs(&etc, &run);
+    wide.extend(["--format".into(), "wide".into()]);
+    let (ok, stdout, _, text) = run_ctk(&wide);
+    assert!(ok, "{text}");
+    let rows: Vec<String> = want
+        .iter()
+        .map(|n| format!("{n}\t{}", run_spec.display()))
+        .collect();
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), rows, "{text}");
+
+    // The other order: the same names, now from the other file.
+    let mut wide = dirs(&run, &etc);
+    wide.extend(["--format".into(), "wide".into()]);
+    let (ok, stdout, _, text) = run_ctk(&wide);
+    assert!(ok, "{text}");
+    assert!(
+        stdout
+            .lines()
+            .all(|l| l.ends_with(&format!("\t{}", etc_spec.display()))),
+        "{text}"
+    );
+    assert_eq!(stdout.lines().count(), want.len(), "{text}");
+
+    // Two files of one directory: a warning naming both; the name is not listed.
+    let copy = run.join("copy.yaml");
+    std::fs::copy(&run_spec, &copy).unwrap();
+    let (ok, stdout, stderr, text) = run_ctk(&dirs(&etc, &run));
+    assert!(ok, "{text}");
+    assert!(
+        stdout.trim().is_empty(),
+        "conflicting names are not listed: {text}"
+    );
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("nvidia-ctk: warning: nvidia.com/gpu=0, "))
+        .unwrap_or_else(|| panic!("no warning for the conflicting names: {text}"));
+    assert!(
+        warning.ends_with(&format!(
+            " are defined by {} and by {}, two files of one spec directory: neither is used; remove one of them",
+            copy.display(),
+            run_spec.display()
+        )),
+        "{text}"
+    );
+    for name in &want {
+        assert!(warning.contains(name.as_str()), "{name}: {warning}");
+    }
+}
+
 #[test]
 fn validate_rejects_broken_specs_naming_the_field() {
     let h = host(8, false);
@@ -1304,6 +1403,63 @@ fn podman_runs_the_spec_hooks() {
     let (stdout, text) = podman(&fresh, &format!("{}=0", plain.kind), &script);
     assert!(stdout.contains("dlopen failed"), "{text}");
     assert!(!stdout.lines().any(|l| l == "CACHED"), "{text}");
+}
+
+/// A spec as Go's `omitempty` writes it (the NVIDIA device plugin's own spec: no `type`, no
+/// `minor` where it is 0, here no `major` either for those nodes), hooks on: podman's CDI
+/// library fills the numbers from the host nodes, our hooks run on the result, and
+/// `cdi validate` accepts the spec.
+#[test]
+fn podman_runs_a_spec_without_node_numbers_with_its_hooks() {
+    bundle::require("podman");
+    let h = host(8, false);
+    let spec = InstalledSpec::with_hooks(&h);
+    let mut doc = parse(&std::fs::read_to_string(&spec.path).unwrap());
+    let mut stripped = 0;
+    let mut strip = |edits: &mut Value| {
+        for n in edits["deviceNodes"].as_array_mut().into_iter().flatten() {
+            let n = n.as_object_mut().unwrap();
+            n.remove("type");
+            if n.get("minor").and_then(Value::as_u64) == Some(0) {
+                n.remove("minor");
+                n.remove("major");
+                stripped += 1;
+            }
+        }
+    };
+    strip(&mut doc["containerEdits"]);
+    for d in doc["devices"].as_array_mut().unwrap() {
+        strip(&mut d["containerEdits"]);
+    }
+    assert!(stripped >= 2, "nvidia0 and nvidia-uvm lose their numbers");
+    std::fs::write(&spec.path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    let (ok, _, _, text) = ctk(&["cdi", "validate", &spec.path.display().to_string()]);
+    assert!(ok, "{text}");
+
+    let rootfs = Bundle::new(scratch(), Image::Glibc).rootfs();
+    let script = "ls -l /dev/nvidia0 /dev/nvidia-uvm; grep -q /usr/lib/x86_64-linux-gnu/libcuda.so.1 /etc/ld.so.cache && echo CACHED; true";
+    let (stdout, text) = podman(&rootfs, &format!("{}=0", spec.kind), script);
+    let numbers = |node: &str| -> Vec<String> {
+        let line = stdout
+            .lines()
+            .find(|l| l.ends_with(&format!(" {node}")))
+            .unwrap_or_else(|| panic!("{node} not in the container: {text}"));
+        let (before, after) = line.split_once(',').unwrap();
+        vec![
+            before.split_whitespace().last().unwrap().to_string(),
+            after.split_whitespace().next().unwrap().to_string(),
+        ]
+    };
+    assert_eq!(numbers("/dev/nvidia0"), ["195", "0"], "{text}");
+    assert_eq!(
+        numbers("/dev/nvidia-uvm"),
+        [fakehost::NVIDIA_UVM_MAJOR.to_string(), "0".to_string()],
+        "{text}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "CACHED"),
+        "update-ldcache ran: {text}"
+    );
 }
 
 #[test]

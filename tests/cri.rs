@@ -208,6 +208,8 @@ struct Case {
     /// (host path, container path)
     mounts: Vec<(PathBuf, String)>,
     annotations: Vec<(&'static str, &'static str)>,
+    /// The container's script; [`SCRIPT`] when `None`.
+    script: Option<&'static str>,
 }
 
 /// What the container did: its exit code and its stdout and stderr lines (from its CRI log).
@@ -279,7 +281,7 @@ fn run_pod(cri: &Cri, dir: &Path, case: &Case) -> Seen {
             "config": {
                 "metadata": {"name": "gpu", "attempt": 0},
                 "image": {"image": IMAGE},
-                "command": ["/bin/sh", "-c", SCRIPT],
+                "command": ["/bin/sh", "-c", case.script.unwrap_or(SCRIPT)],
                 "envs": envs,
                 "mounts": mounts,
                 "annotations": annotations,
@@ -518,6 +520,71 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
         ],
     );
 
+    // (e) CDI with a spec written as the NVIDIA device plugin writes its own (Go, `omitempty`):
+    // its kind, devices by UUID, no `type`, no `minor` where it is 0, and here no `major`
+    // either for GPU 0's node. The runtime completes them from the host nodes, as the CDI
+    // library does; the container's nodes have the host's numbers.
+    let dev = host.dev_root().join("dev");
+    let plugin_spec = json!({
+        "cdiVersion": "0.5.0",
+        "kind": "k8s.device-plugin.nvidia.com/gpu",
+        "devices": [{
+            "name": uuid(0),
+            "containerEdits": {"deviceNodes": [
+                {"path": "/dev/nvidia0", "hostPath": dev.join("nvidia0")},
+            ]},
+        }],
+        "containerEdits": {"deviceNodes": [
+            {"path": "/dev/nvidiactl", "hostPath": dev.join("nvidiactl"), "major": 195, "minor": 255},
+            {"path": "/dev/nvidia-uvm", "hostPath": dev.join("nvidia-uvm"), "major": common::fakehost::NVIDIA_UVM_MAJOR},
+            {"path": "/dev/nvidia-uvm-tools", "hostPath": dev.join("nvidia-uvm-tools")},
+        ]},
+    });
+    std::fs::write(
+        dir.join("cdi/k8s-device-plugin.json"),
+        serde_json::to_string_pretty(&plugin_spec).unwrap(),
+    )
+    .unwrap();
+    let plugin_device: &'static str =
+        Box::leak(format!("k8s.device-plugin.nvidia.com/gpu={}", uuid(0)).into_boxed_str());
+    let e = run_pod(
+        &cri,
+        &dir,
+        &Case {
+            name: "cdi-plugin-spec",
+            annotations: vec![("cdi.k8s.io/nvidia-device-plugin_gpu0", plugin_device)],
+            script: Some("ls -l /dev/nvidia*; echo done"),
+            ..Case::default()
+        },
+    );
+    assert_eq!(e.exit_code, 0, "{}", e.text);
+    let mut listed: Vec<(String, String)> = e
+        .stdout
+        .iter()
+        .filter_map(|l| {
+            let (before, after) = l.split_once(',')?;
+            let node = l.split_whitespace().last()?.to_string();
+            let major = before.split_whitespace().last()?;
+            let minor = after.split_whitespace().next()?;
+            Some((node, format!("{major}:{minor}")))
+        })
+        .collect();
+    listed.sort();
+    let mut want: Vec<(String, String)> =
+        ["nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"]
+            .iter()
+            .map(|name| {
+                let n = host
+                    .device_nodes()
+                    .iter()
+                    .find(|n| n.path == dev.join(name))
+                    .unwrap_or_else(|| panic!("the fake host has no {name}"));
+                (format!("/dev/{name}"), format!("{}:{}", n.major, n.minor))
+            })
+            .collect();
+    want.sort();
+    assert_eq!(listed, want, "{}", e.text);
+
     // The device plugin's volume-mounts strategy, which refuses the envvar of unprivileged
     // containers.
     set_accept_keys(&toolkit_config, false, true);
@@ -564,6 +631,40 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
         "ls found nothing: {}",
         d.text
     );
+
+    // The cdi-annotations strategy with the unprivileged env policy off (what README.md says
+    // to set for it): the annotation still gives GPU 1, a pod's own NVIDIA_VISIBLE_DEVICES=all
+    // gives nothing.
+    set_accept_keys(&toolkit_config, false, false);
+    let f = run_pod(
+        &cri,
+        &dir,
+        &Case {
+            name: "cdi-policy-off",
+            annotations: vec![("cdi.k8s.io/test", "nvidia.com/gpu=1")],
+            ..Case::default()
+        },
+    );
+    expect(
+        &f,
+        &[
+            "/dev/nvidia1",
+            "/dev/nvidia-modeset",
+            "/dev/nvidia-uvm",
+            "/dev/nvidia-uvm-tools",
+            "/dev/nvidiactl",
+        ],
+    );
+    let g = run_pod(
+        &cri,
+        &dir,
+        &Case {
+            name: "cdi-policy-off-unallocated",
+            envs: vec![("NVIDIA_VISIBLE_DEVICES", "all".to_string())],
+            ..Case::default()
+        },
+    );
+    expect(&g, &[]);
 
     let containerd_log = cri.log();
     let (ok, log) = inst.stop();

@@ -114,16 +114,29 @@ impl Node {
     /// Runs on this run's kind of host (`NVCT_TEST_HOST`: on the simulated v2 and Ubuntu hosts
     /// doctor sees their cgroup2 mount and ldconfig).
     fn doctor(&self) -> (i32, Vec<(String, String, String, String)>, String) {
-        let out = on_host(&[
-            "doctor",
-            "--format=json",
-            &format!("--config={}", self.config.display()),
-            &format!("--containerd-config={}", self.containerd.display()),
-            &format!("--docker-config={}", self.docker.display()),
-            &format!("--crio-config={}", self.crio.display()),
-            &format!("--cdi-spec-dir={}", self.cdi_dir.display()),
-            &format!("--node-labels={}", self.labels.display()),
-        ]);
+        self.doctor_dirs(&[&self.cdi_dir])
+    }
+
+    /// [`Node::doctor`] with these CDI spec directories.
+    fn doctor_dirs(
+        &self,
+        cdi_dirs: &[&Path],
+    ) -> (i32, Vec<(String, String, String, String)>, String) {
+        let mut args = vec![
+            "doctor".to_string(),
+            "--format=json".into(),
+            format!("--config={}", self.config.display()),
+            format!("--containerd-config={}", self.containerd.display()),
+            format!("--docker-config={}", self.docker.display()),
+            format!("--crio-config={}", self.crio.display()),
+            format!("--node-labels={}", self.labels.display()),
+        ];
+        args.extend(
+            cdi_dirs
+                .iter()
+                .map(|d| format!("--cdi-spec-dir={}", d.display())),
+        );
+        let out = on_host(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let text = bundle::out_text(&out);
         let v: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("doctor's JSON: {e}\n{text}"));
@@ -299,6 +312,56 @@ fn each_seeded_fault_fails_its_check_with_a_fix() {
         );
         assert_eq!(code, 2, "{case}\n{text}");
     }
+}
+
+/// The same spec in the two default directories (NVIDIA's install guide writes /etc/cdi, the
+/// refresh unit /var/run/cdi): a warning naming both files, the later one used; two files of
+/// one directory defining the same devices: a failure naming both.
+#[test]
+fn a_shadowed_spec_is_a_warning_and_a_conflict_a_failure() {
+    let node = Node::healthy("shadowed-spec");
+    let etc = node.dir.join("etc-cdi");
+    std::fs::create_dir_all(&etc).unwrap();
+    let (early, late) = (etc.join("nvidia.yaml"), node.cdi_dir.join("nvidia.yaml"));
+    std::fs::copy(&late, &early).unwrap();
+    let (code, checks, text) = node.doctor_dirs(&[&etc, &node.cdi_dir]);
+    let warned: Vec<_> = checks
+        .iter()
+        .filter(|c| c.0 == "cdi specs" && c.1 == "warn")
+        .collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(
+        warned[0].2.starts_with(&format!(
+            "{} is shadowed by {} (a later spec directory wins)",
+            early.display(),
+            late.display()
+        )),
+        "{warned:?}"
+    );
+    assert!(!warned[0].3.is_empty(), "{warned:?}");
+    assert!(
+        !checks.iter().any(|c| c.1 == "fail"),
+        "nothing fails: {text}"
+    );
+    assert_eq!(code, 1, "{text}");
+
+    let copy = node.cdi_dir.join("copy.yaml");
+    std::fs::copy(&late, &copy).unwrap();
+    let (code, checks, text) = node.doctor();
+    let failed: Vec<_> = checks
+        .iter()
+        .filter(|c| c.0 == "cdi specs" && c.1 == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "one failure for the pair of files: {text}");
+    assert!(
+        failed[0].2.contains(&format!(
+            " are defined by {} and by {}, two files of one spec directory",
+            copy.display(),
+            late.display()
+        )) && failed[0].3.contains("remove one of"),
+        "{text}"
+    );
+    assert_eq!(code, 2, "{text}");
 }
 
 #[test]

@@ -109,6 +109,18 @@ impl Setup {
         env: Option<&str>,
         annotation: Option<&str>,
     ) -> (Output, String) {
+        self.run_script(cd, id, env, annotation, SCRIPT)
+    }
+
+    /// [`Setup::run`] with another container script.
+    fn run_script(
+        &self,
+        cd: &Containerd,
+        id: &str,
+        env: Option<&str>,
+        annotation: Option<&str>,
+        script: &str,
+    ) -> (Output, String) {
         let mut cmd = Command::new(bundle::require("ctr"));
         cmd.arg("-a")
             .arg(&cd.sock)
@@ -120,7 +132,7 @@ impl Setup {
             cmd.args(["--annotation", a]);
         }
         let id = format!("{id}-{}", std::process::id());
-        cmd.args(["--rootfs", &self.rootfs, &id, "/bin/sh", "-c", SCRIPT]);
+        cmd.args(["--rootfs", &self.rootfs, &id, "/bin/sh", "-c", script]);
         let before = host_mounts();
         let out = cmd.stdin(Stdio::null()).output().expect("ctr run");
         assert_eq!(before, host_mounts(), "host mount table changed");
@@ -335,6 +347,214 @@ fn jit_cdi_mode_without_a_spec_file() {
     assert!(
         legacy.nodes.is_subset(&jit.nodes),
         "legacy {legacy:?}\njit {jit:?}"
+    );
+    drop(cd);
+}
+
+/// A refused container whose error (seen by the user or in the shim log) contains each of
+/// `needles`.
+fn assert_refused_with(out: &Output, diag: &str, needles: &[&str]) {
+    assert!(
+        !out.status.success(),
+        "the container must be refused: {diag}"
+    );
+    for needle in needles {
+        assert!(
+            diag.contains(needle),
+            "the error must say {needle:?}: {diag}"
+        );
+    }
+}
+
+/// The spec `generate_spec` wrote, as JSON.
+fn read_spec(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    nvct::cdi::spec::parse_value(&text).unwrap()
+}
+
+/// Every device node object of a spec (spec-level and per device).
+fn nodes_mut(spec: &mut serde_json::Value) -> Vec<&mut serde_json::Value> {
+    let mut out: Vec<&mut serde_json::Value> = Vec::new();
+    let (devices, top) = {
+        let obj = spec.as_object_mut().unwrap();
+        let mut devices = None;
+        let mut top = None;
+        for (k, v) in obj.iter_mut() {
+            match k.as_str() {
+                "devices" => devices = Some(v),
+                "containerEdits" => top = Some(v),
+                _ => {}
+            }
+        }
+        (devices, top)
+    };
+    let edits = devices
+        .into_iter()
+        .flat_map(|d| d.as_array_mut().unwrap().iter_mut())
+        .map(|d| &mut d["containerEdits"])
+        .chain(top);
+    for e in edits {
+        if let Some(nodes) = e.get_mut("deviceNodes").and_then(|n| n.as_array_mut()) {
+            out.extend(nodes.iter_mut());
+        }
+    }
+    out
+}
+
+/// The same spec in two spec directories: the later directory's devices win (both orders);
+/// two files of one directory that define the requested device are refused, naming both.
+#[test]
+fn cdi_mode_same_spec_in_two_dirs() {
+    let s = Setup::new("nvct-shimcdi2-");
+    let later = s.generate_spec();
+    // The earlier directory's copy: device "0" is GPU 3 there.
+    let earlier = s.dir.path().join("etc-cdi");
+    std::fs::create_dir_all(&earlier).unwrap();
+    let mut spec = read_spec(&later.join("nvidia.yaml"));
+    let gpu3 = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "3")
+        .unwrap()
+        .clone();
+    for d in spec["devices"].as_array_mut().unwrap() {
+        if d["name"] == "0" {
+            d["containerEdits"] = gpu3["containerEdits"].clone();
+        }
+    }
+    std::fs::write(
+        earlier.join("nvidia.yaml"),
+        serde_json::to_string_pretty(&spec).unwrap(),
+    )
+    .unwrap();
+
+    s.configure("cdi", &[&earlier, &later]);
+    let cd = start_containerd(s.dir.path(), &s.config);
+    let ann = Some("cdi.k8s.io/gpu=nvidia.com/gpu=0");
+    let (out, diag) = s.run(&cd, "cdi-two-dirs", None, ann);
+    let v = view(&out, &diag);
+    assert_gpu0(&v, &diag);
+
+    // The other order: the (edited) copy is now the later one and wins.
+    s.configure("cdi", &[&later, &earlier]);
+    let (out, diag) = s.run(&cd, "cdi-two-dirs-swapped", None, ann);
+    assert_eq!(gpus(&view(&out, &diag)), ["/dev/nvidia3"], "{diag}");
+
+    // Two files of one directory: refused, both named, even though the other dir has it too.
+    std::fs::copy(later.join("nvidia.yaml"), later.join("copy.yaml")).unwrap();
+    s.configure("cdi", &[&earlier, &later]);
+    let (out, diag) = s.run(&cd, "cdi-two-dirs-conflict", None, ann);
+    assert_refused_with(
+        &out,
+        &diag,
+        &[
+            "nvidia.com/gpu=0 is defined twice in one spec directory",
+            &later.join("copy.yaml").display().to_string(),
+            &later.join("nvidia.yaml").display().to_string(),
+        ],
+    );
+    drop(cd);
+}
+
+/// A spec as Go's `omitempty` writes it (the NVIDIA device plugin's own spec): no `type`,
+/// no `minor` where it is 0, and here no `major` either for those nodes. The container gets
+/// the host nodes' numbers; a node that gives none and is not on the host is refused, naming
+/// it and the spec file.
+#[test]
+fn cdi_mode_spec_without_node_numbers() {
+    let s = Setup::new("nvct-shimcdi-go-");
+    let specs = s.generate_spec();
+    let file = specs.join("nvidia.yaml");
+    let mut spec = read_spec(&file);
+    let mut stripped = 0;
+    for n in nodes_mut(&mut spec) {
+        let n = n.as_object_mut().unwrap();
+        n.remove("type");
+        if n.get("minor").and_then(|m| m.as_u64()) == Some(0) {
+            n.remove("minor");
+            n.remove("major");
+            stripped += 1;
+        }
+    }
+    assert!(stripped >= 2, "nvidia0 and nvidia-uvm lose their numbers");
+    std::fs::remove_file(&file).unwrap();
+    let json = specs.join("k8s-device-plugin.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&spec).unwrap()).unwrap();
+
+    s.configure("cdi", &[&specs]);
+    let cd = start_containerd(s.dir.path(), &s.config);
+    let script =
+        "export PATH=/bin; ls -l /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools";
+    let (out, diag) = s.run_script(
+        &cd,
+        "cdi-go",
+        None,
+        Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"),
+        script,
+    );
+    assert!(out.status.success(), "{diag}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dev = s.host.dev_root().join("dev");
+    for name in ["nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] {
+        let host = s
+            .host
+            .device_nodes()
+            .iter()
+            .find(|n| n.path == dev.join(name))
+            .unwrap_or_else(|| panic!("the fake host has no {name}"));
+        let line = stdout
+            .lines()
+            .find(|l| l.ends_with(&format!(" /dev/{name}")))
+            .unwrap_or_else(|| panic!("/dev/{name} not in the container: {diag}"));
+        // busybox: `crw-rw-rw-    1 0  0  195,   0 Jan  1 00:00 /dev/nvidia0`
+        assert!(line.starts_with('c'), "{line}: {diag}");
+        let numbers: Vec<String> = line
+            .split(',')
+            .map(|p| p.split_whitespace().collect::<Vec<_>>())
+            .enumerate()
+            .map(|(i, w)| {
+                if i == 0 {
+                    w.last().unwrap().to_string()
+                } else {
+                    w.first().unwrap().to_string()
+                }
+            })
+            .collect();
+        assert_eq!(
+            numbers,
+            [host.major.to_string(), host.minor.to_string()],
+            "/dev/{name}: {line}\n{diag}"
+        );
+    }
+
+    // A node with no numbers that the host does not have: refused, naming it and the file.
+    let gone = dev.join("nvidia-gone");
+    for d in spec["devices"].as_array_mut().unwrap() {
+        if d["name"] == "0" {
+            d["containerEdits"]["deviceNodes"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"path": "/dev/nvidia-gone", "hostPath": gone}));
+        }
+    }
+    std::fs::write(&json, serde_json::to_string_pretty(&spec).unwrap()).unwrap();
+    let (out, diag) = s.run(
+        &cd,
+        "cdi-go-gone",
+        None,
+        Some("cdi.k8s.io/gpu=nvidia.com/gpu=0"),
+    );
+    assert_refused_with(
+        &out,
+        &diag,
+        &[
+            &format!(
+                "{}: CDI device node /dev/nvidia-gone gives no type and major",
+                json.display()
+            ),
+            &gone.display().to_string(),
+        ],
     );
     drop(cd);
 }

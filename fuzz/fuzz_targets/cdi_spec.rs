@@ -38,9 +38,10 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .map(|d| QualifiedName::new(&spec.kind, &d.name).unwrap_or_else(|e| panic!("valid spec, invalid device name {:?}: {e}", d.name)))
         .collect();
-    let specs = vec![(PathBuf::from("/etc/cdi/fuzz.yaml"), spec.clone())];
-    let edits = cdi::inject::resolve(&names, &specs, "/etc/cdi")
+    let specs = vec![cdi::resolve::SpecFile { path: PathBuf::from("/etc/cdi/fuzz.yaml"), priority: 0, spec: spec.clone() }];
+    let resolved = cdi::inject::resolve(&names, &specs, "/etc/cdi")
         .unwrap_or_else(|e| panic!("valid spec, its own devices do not resolve: {e}"));
+    let edits: Vec<&cdi::ContainerEdits> = resolved.iter().map(|e| e.edits).collect();
 
     let path = Path::new("/bundle/config.json");
     let mut doc: serde_json::Value = serde_json::from_str(CONFIG_JSON).unwrap();

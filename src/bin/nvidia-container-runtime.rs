@@ -154,7 +154,14 @@ fn create(
                     log.warning(&w);
                 }
                 let searched = config.runtime.modes.cdi.spec_dirs.join(", ");
-                shim::inject_from_specs(&mut spec, &from_specs, &specs, &searched, &path)?;
+                shim::inject_from_specs(
+                    &mut spec,
+                    &from_specs,
+                    &specs,
+                    &searched,
+                    &nvct::cdi::fill::fill,
+                    &path,
+                )?;
             }
             if !auto.is_empty() {
                 inject_jit(&mut spec, &[auto], Extras::none(), config, &path, log)?;

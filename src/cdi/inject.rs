@@ -1,21 +1,23 @@
 //! PURE: requested qualified device names + the specs read from the spec directories → the
-//! ordered list of container edits the runtime shim applies (`spec_edit.rs`).
+//! ordered list of container edits the runtime shim applies (`spec_edit.rs`), each with the
+//! spec file it comes from (device nodes are completed from the host with `fill.rs` next).
 //!
 //! Order: names in request order (duplicates once); a spec's spec-level `containerEdits` come
-//! once, just before the first of its devices. Lookup is by exact `vendor/class=name`; a name
-//! that two devices define (in two files, or twice in one) is an error naming both files
-//! rather than a silent pick, but only when it is requested (an unrelated broken spec must not
-//! stop every GPU container).
+//! once, just before the first of its devices. Which file defines a name is `resolve.rs`'s
+//! rule (the CDI library's): a later spec directory wins; a name that two files of one
+//! directory define is an error naming both files, but only when it is requested (an
+//! unrelated broken spec must not stop every GPU container).
 
 use super::name::QualifiedName;
-use super::spec::{ContainerEdits, Spec};
+use super::resolve::{self, SpecFile};
+use super::spec::ContainerEdits;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum InjectError {
     #[error("unresolvable CDI device(s) {names}: no spec in {searched} defines them (see `nvidia-ctk cdi list`)")]
     Unresolvable { names: String, searched: String },
-    #[error("CDI device {name} is defined twice, in {first} and in {second}; remove one of them")]
+    #[error("CDI device {name} is defined twice in one spec directory, in {first} and in {second}; remove one of them (a file in a later spec directory would replace one in an earlier directory, but two files of one directory conflict)")]
     Duplicate {
         name: String,
         first: PathBuf,
@@ -23,14 +25,22 @@ pub enum InjectError {
     },
 }
 
+/// One edit to apply and the spec file it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edit<'a> {
+    pub file: &'a Path,
+    pub edits: &'a ContainerEdits,
+}
+
 /// The edits for `names`, looked up in `specs` (as [`super::list::load`] returns them).
 /// `searched` describes where the specs came from, for the message.
 pub fn resolve<'a>(
     names: &[QualifiedName],
-    specs: &'a [(PathBuf, Spec)],
+    specs: &'a [SpecFile],
     searched: &str,
-) -> Result<Vec<&'a ContainerEdits>, InjectError> {
-    let mut edits: Vec<&ContainerEdits> = Vec::new();
+) -> Result<Vec<Edit<'a>>, InjectError> {
+    let r = resolve::resolve(specs);
+    let mut edits: Vec<Edit> = Vec::new();
     let mut used_specs: Vec<usize> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let mut done: Vec<&QualifiedName> = Vec::new();
@@ -39,31 +49,29 @@ pub fn resolve<'a>(
             continue;
         }
         done.push(name);
-        let kind = format!("{}/{}", name.vendor, name.class);
-        let mut found: Option<(usize, &Path, &ContainerEdits)> = None;
-        for (i, (file, spec)) in specs.iter().enumerate() {
-            if spec.kind != kind {
-                continue;
-            }
-            for dev in spec.devices.iter().filter(|d| d.name == name.name) {
-                if let Some((_, first, _)) = found {
-                    return Err(InjectError::Duplicate {
-                        name: name.to_string(),
-                        first: first.to_path_buf(),
-                        second: file.clone(),
+        let key = name.to_string();
+        if let Some(c) = r.conflict(&key) {
+            return Err(InjectError::Duplicate {
+                name: key,
+                first: c.first.clone(),
+                second: c.second.clone(),
+            });
+        }
+        match r.devices.get(&key) {
+            None => missing.push(key),
+            Some(w) => {
+                let file = &specs[w.spec];
+                if !used_specs.contains(&w.spec) {
+                    used_specs.push(w.spec);
+                    edits.push(Edit {
+                        file: &file.path,
+                        edits: &file.spec.container_edits,
                     });
                 }
-                found = Some((i, file, &dev.container_edits));
-            }
-        }
-        match found {
-            None => missing.push(name.to_string()),
-            Some((i, _, dev)) => {
-                if !used_specs.contains(&i) {
-                    used_specs.push(i);
-                    edits.push(&specs[i].1.container_edits);
-                }
-                edits.push(dev);
+                edits.push(Edit {
+                    file: &file.path,
+                    edits: &file.spec.devices[w.device].container_edits,
+                });
             }
         }
     }
@@ -79,7 +87,7 @@ pub fn resolve<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cdi::spec::Device;
+    use crate::cdi::spec::{Device, Spec};
 
     fn edits(env: &str) -> ContainerEdits {
         ContainerEdits {
@@ -88,8 +96,8 @@ mod tests {
         }
     }
 
-    fn spec(kind: &str, level: &str, devices: &[&str]) -> Spec {
-        Spec {
+    fn spec(path: &str, priority: usize, kind: &str, level: &str, devices: &[&str]) -> SpecFile {
+        let spec = Spec {
             cdi_version: "0.5.0".into(),
             kind: kind.into(),
             devices: devices
@@ -100,6 +108,11 @@ mod tests {
                 })
                 .collect(),
             container_edits: edits(&format!("SPEC={level}")),
+        };
+        SpecFile {
+            path: path.into(),
+            priority,
+            spec,
         }
     }
 
@@ -110,49 +123,64 @@ mod tests {
     #[test]
     fn resolve_cases() {
         let specs = vec![
-            (
-                PathBuf::from("/etc/cdi/a.yaml"),
-                spec("nvidia.com/gpu", "a", &["0", "1", "all"]),
+            spec(
+                "/etc/cdi/a.yaml",
+                0,
+                "nvidia.com/gpu",
+                "a",
+                &["0", "1", "all"],
             ),
-            (
-                PathBuf::from("/etc/cdi/b.yaml"),
-                spec("example.com/acc", "b", &["x"]),
-            ),
-            (
-                PathBuf::from("/etc/cdi/c.yaml"),
-                spec("nvidia.com/gpu", "c", &["9"]),
-            ),
-            (
-                PathBuf::from("/run/cdi/d.yaml"),
-                spec("example.com/acc", "d", &["x"]),
-            ),
+            spec("/etc/cdi/b.yaml", 0, "example.com/acc", "b", &["x", "y"]),
+            spec("/etc/cdi/c.yaml", 0, "nvidia.com/gpu", "c", &["9"]),
+            spec("/etc/cdi/d.yaml", 0, "example.com/acc", "d", &["x"]),
+            spec("/var/run/cdi/e.yaml", 1, "nvidia.com/gpu", "e", &["1"]),
         ];
-        let env =
-            |list: &[&ContainerEdits]| list.iter().map(|e| e.env[0].clone()).collect::<Vec<_>>();
-        let cases: Vec<(&str, Vec<&str>, Result<Vec<&str>, InjectError>)> = vec![
+        let env = |list: &[Edit]| {
+            list.iter()
+                .map(|e| format!("{}@{}", e.edits.env[0], e.file.display()))
+                .collect::<Vec<_>>()
+        };
+        let a = "/etc/cdi/a.yaml";
+        let c = "/etc/cdi/c.yaml";
+        let e = "/var/run/cdi/e.yaml";
+        let cases: Vec<(&str, Vec<&str>, Result<Vec<(&str, &str)>, InjectError>)> = vec![
             ("nothing", vec![], Ok(vec![])),
             (
                 "one",
                 vec!["nvidia.com/gpu=0"],
-                Ok(vec!["SPEC=a", "DEV=nvidia.com/gpu=0"]),
+                Ok(vec![("SPEC=a", a), ("DEV=nvidia.com/gpu=0", a)]),
             ),
             (
                 "spec edits once, request order",
-                vec!["nvidia.com/gpu=1", "nvidia.com/gpu=0", "nvidia.com/gpu=1"],
+                vec![
+                    "nvidia.com/gpu=all",
+                    "nvidia.com/gpu=0",
+                    "nvidia.com/gpu=all",
+                ],
                 Ok(vec![
-                    "SPEC=a",
-                    "DEV=nvidia.com/gpu=1",
-                    "DEV=nvidia.com/gpu=0",
+                    ("SPEC=a", a),
+                    ("DEV=nvidia.com/gpu=all", a),
+                    ("DEV=nvidia.com/gpu=0", a),
                 ]),
             ),
             (
                 "same kind in two files",
                 vec!["nvidia.com/gpu=9", "nvidia.com/gpu=0"],
                 Ok(vec![
-                    "SPEC=c",
-                    "DEV=nvidia.com/gpu=9",
-                    "SPEC=a",
-                    "DEV=nvidia.com/gpu=0",
+                    ("SPEC=c", c),
+                    ("DEV=nvidia.com/gpu=9", c),
+                    ("SPEC=a", a),
+                    ("DEV=nvidia.com/gpu=0", a),
+                ]),
+            ),
+            (
+                "a later directory wins, with its spec-level edits",
+                vec!["nvidia.com/gpu=1", "nvidia.com/gpu=0"],
+                Ok(vec![
+                    ("SPEC=e", e),
+                    ("DEV=nvidia.com/gpu=1", e),
+                    ("SPEC=a", a),
+                    ("DEV=nvidia.com/gpu=0", a),
                 ]),
             ),
             (
@@ -164,19 +192,31 @@ mod tests {
                 }),
             ),
             (
-                "duplicate across files",
-                vec!["example.com/acc=x"],
+                "two files of one directory: refused, both named",
+                vec!["example.com/acc=y", "example.com/acc=x"],
                 Err(InjectError::Duplicate {
                     name: "example.com/acc=x".into(),
                     first: "/etc/cdi/b.yaml".into(),
-                    second: "/run/cdi/d.yaml".into(),
+                    second: "/etc/cdi/d.yaml".into(),
                 }),
+            ),
+            (
+                "a conflict not requested does not matter",
+                vec!["example.com/acc=y"],
+                Ok(vec![
+                    ("SPEC=b", "/etc/cdi/b.yaml"),
+                    ("DEV=example.com/acc=y", "/etc/cdi/b.yaml"),
+                ]),
             ),
         ];
         for (name, req, want) in cases {
             let req: Vec<QualifiedName> = req.into_iter().map(q).collect();
             let got = resolve(&req, &specs, "/etc/cdi").map(|l| env(&l));
-            let want = want.map(|v| v.into_iter().map(String::from).collect::<Vec<_>>());
+            let want = want.map(|v| {
+                v.into_iter()
+                    .map(|(env, file)| format!("{env}@{file}"))
+                    .collect::<Vec<_>>()
+            });
             assert_eq!(got, want, "case {name}");
         }
         let e = resolve(&[q("nvidia.com/gpu=7")], &specs, "/etc/cdi, /var/run/cdi")

@@ -4,9 +4,11 @@
 //!   kind format, known cdiVersion, known hook names) — the rules of the CDI JSON schema plus
 //!   the name rules the schema cannot express;
 //! - [`semantic`]: checks against the host and across devices (device names unique, every
-//!   hostPath exists, a device node's major:minor matches the node on the host, cdiVersion
-//!   not below what the content needs). Reads the file system (stat only).
+//!   hostPath exists, a device node's major:minor — as given, or completed from the host node
+//!   where the spec leaves them out, as the CDI library does (`fill.rs`) — matches the node on
+//!   the host, cdiVersion not below what the content needs). Reads the file system (stat only).
 
+use super::fill;
 use super::name;
 use super::spec::{ContainerEdits, Spec};
 use super::version;
@@ -354,30 +356,57 @@ fn host_checks(c: &mut Checker, base: &str, e: &ContainerEdits) {
             Some(h) => (format!("{base}.deviceNodes[{i}].hostPath"), h),
             None => (format!("{base}.deviceNodes[{i}].path"), &n.path),
         };
-        match std::fs::metadata(path) {
-            Err(err) => c.fail(field, format!("{path}: {err}")),
-            Ok(meta) => {
-                let is_dev =
-                    meta.file_type().is_char_device() || meta.file_type().is_block_device();
-                if !is_dev {
-                    c.fail(field, format!("{path} is not a device node"));
-                    continue;
-                }
-                let (major, minor) = (
-                    i64::from(libc::major(meta.rdev())),
-                    i64::from(libc::minor(meta.rdev())),
+        let meta = match std::fs::metadata(path) {
+            Err(err) => {
+                c.fail(field, format!("{path}: {err}"));
+                continue;
+            }
+            Ok(meta) => meta,
+        };
+        if !(meta.file_type().is_char_device() || meta.file_type().is_block_device()) {
+            c.fail(field, format!("{path} is not a device node"));
+            continue;
+        }
+        // The numbers a container gets: what the spec gives, completed from the host as the
+        // CDI library does (`fill.rs`; a Go-written spec leaves out type and zero numbers).
+        let host = fill::host_node(std::path::Path::new(path));
+        let filled = match fill::fill_node(n, host, std::path::Path::new("")) {
+            Ok(f) => f,
+            Err(fill::FillError::TypeMismatch {
+                kind, host_kind, ..
+            }) => {
+                c.fail(
+                    format!("{base}.deviceNodes[{i}].type"),
+                    format!("{kind:?} but {path} is of type {host_kind:?} on this host"),
                 );
-                for (key, want, have) in [("major", n.major, major), ("minor", n.minor, minor)] {
-                    if want.is_some_and(|w| w != have) {
-                        c.fail(
-                            format!("{base}.deviceNodes[{i}].{key}"),
-                            format!(
-                                "{} but {path} is {major}:{minor} on this host",
-                                want.unwrap_or_default()
-                            ),
-                        );
-                    }
-                }
+                continue;
+            }
+            Err(fill::FillError::NoHostNode { why, .. }) => {
+                c.fail(
+                    field,
+                    format!("{path}: {why}; without type and major in the spec, the CDI library reads them from this node itself (a symbolic link is not followed)"),
+                );
+                continue;
+            }
+        };
+        let (major, minor) = (
+            i64::from(libc::major(meta.rdev())),
+            i64::from(libc::minor(meta.rdev())),
+        );
+        for (key, want, have) in [
+            ("major", filled.major, major),
+            ("minor", filled.minor, minor),
+        ] {
+            if want.is_some_and(|w| w != have) {
+                let given = if key == "minor" && n.minor.is_none() {
+                    "absent (0)".to_string()
+                } else {
+                    want.unwrap_or_default().to_string()
+                };
+                c.fail(
+                    format!("{base}.deviceNodes[{i}].{key}"),
+                    format!("{given} but {path} is {major}:{minor} on this host"),
+                );
             }
         }
     }
@@ -491,6 +520,21 @@ mod tests {
                 "wrong minor",
                 edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["minor"] = json!(5)),
                 vec!["devices[0].containerEdits.deviceNodes[0].minor: 5 but /dev/null is 1:3 on this host"],
+            ),
+            (
+                "Go omitempty: no type, major or minor",
+                edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0] = json!({"path": "/dev/null"})),
+                vec![],
+            ),
+            (
+                "minor 0 left out where the host's is not 0",
+                edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0] = json!({"path": "/dev/null", "major": 1})),
+                vec!["devices[0].containerEdits.deviceNodes[0].minor: absent (0) but /dev/null is 1:3 on this host"],
+            ),
+            (
+                "type other than the host's",
+                edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0] = json!({"path": "/dev/null", "type": "b"})),
+                vec!["devices[0].containerEdits.deviceNodes[0].type: \"b\" but /dev/null is of type \"c\" on this host"],
             ),
             (
                 "a device with empty edits",

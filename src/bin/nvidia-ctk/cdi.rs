@@ -189,7 +189,8 @@ struct ListArgs {
     /// A spec directory (repeatable; default /etc/cdi and /var/run/cdi).
     #[arg(long = "spec-dir")]
     spec_dir: Vec<PathBuf>,
-    /// text (one name per line) or json (an array of names).
+    /// text (one name per line), wide (name and the spec file it comes from, tab-separated) or
+    /// json (an array of names).
     #[arg(long, default_value = "text")]
     format: String,
 }
@@ -480,10 +481,17 @@ fn set_mode_0644(path: &Path) -> Result<()> {
 }
 
 fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
-    let json = match raw.format.as_str() {
-        "text" => false,
-        "json" => true,
-        other => bail!("--format {other:?}: expected text or json"),
+    #[derive(PartialEq)]
+    enum Out {
+        Text,
+        Wide,
+        Json,
+    }
+    let format = match raw.format.as_str() {
+        "text" => Out::Text,
+        "wide" => Out::Wide,
+        "json" => Out::Json,
+        other => bail!("--format {other:?}: expected text, wide or json"),
     };
     let dirs = if raw.spec_dir.is_empty() {
         list::DEFAULT_SPEC_DIRS.iter().map(PathBuf::from).collect()
@@ -495,8 +503,22 @@ fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
         for w in &listing.warnings {
             eprintln!("nvidia-ctk: warning: {w}");
         }
+        for s in &listing.shadowed {
+            eprintln!("nvidia-ctk: {s}");
+        }
+        // Which file each device comes from, per file (`--format wide`: per device).
+        let mut files: Vec<(&Path, usize)> = Vec::new();
+        for (_, file) in &listing.names {
+            match files.iter_mut().find(|(f, _)| *f == file.as_path()) {
+                Some((_, n)) => *n += 1,
+                None => files.push((file, 1)),
+            }
+        }
+        for (file, n) in files {
+            eprintln!("nvidia-ctk: {n} CDI devices from {}", file.display());
+        }
     }
-    let names: Vec<String> = listing.names.iter().map(ToString::to_string).collect();
+    let names: Vec<String> = listing.names.iter().map(|(n, _)| n.to_string()).collect();
     if !v.quiet {
         let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
         eprintln!(
@@ -511,11 +533,17 @@ fn list_specs(raw: ListArgs, v: Verbosity) -> Result<()> {
         );
     }
     let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", serde_json::to_string(&names)?)?;
-    } else {
-        for n in names {
-            writeln!(out, "{n}")?;
+    match format {
+        Out::Json => writeln!(out, "{}", serde_json::to_string(&names)?)?,
+        Out::Text => {
+            for n in names {
+                writeln!(out, "{n}")?;
+            }
+        }
+        Out::Wide => {
+            for (n, file) in &listing.names {
+                writeln!(out, "{n}\t{}", file.display())?;
+            }
         }
     }
     Ok(())
