@@ -6,14 +6,22 @@
 # the runtime shim, as an engine would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-echo "== building (cargo build, quiet)"
+start=$SECONDS
+step_no=0
+# One line per step: what it does, how long it usually takes, and the time so far.
+step() {
+  step_no=$((step_no + 1))
+  echo "== [$step_no/6, ${SECONDS}s] $*"
+}
+step "installing what the demo uses, when missing (runc, busybox-static, gcc, python3; up to a minute)"
+scripts/install-deps.sh --demo
+step "building the tools (cargo build; about 2 minutes the first time, seconds after)"
 cargo build --locked --quiet --bins --examples
 top=$PWD
 work=$(mktemp -d /tmp/nvct-demo.XXXXXX)
 trap 'runc delete -f nvct-demo >/dev/null 2>&1 || true; runc delete -f nvct-demo-shim >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-echo "== simulated GPU host in $work/host"
+step "creating a simulated 8-GPU host in $work/host (stub driver libraries, device nodes, /proc files; seconds)"
 "$top/target/debug/examples/fake_host" --gpus 8 "$work/host"
 
 cat > "$work/config.toml" <<TOML
@@ -46,7 +54,7 @@ spec["hooks"] = {"prestart": [{"path": hook, "args": ["nvidia-container-runtime-
                                "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}]}
 json.dump(spec, open(path, "w"), indent=2)
 PY
-echo "== runc run with NVIDIA_VISIBLE_DEVICES=0,2"
+step "runc run with NVIDIA_VISIBLE_DEVICES=0,2 and our prestart hook (under a second)"
 (cd "$work/bundle" && runc run nvct-demo) 2>&1 | tee "$work/out.txt"
 
 # What the container saw, in one paragraph.
@@ -64,7 +72,7 @@ grep -q "nvidia1': Operation not permitted" "$work/out.txt" && echo "GPU 1: deni
 # configure` registers the runtime (here in a scratch daemon.json), and the shim's `create`
 # adds the hook and the device rules before runc starts the container.
 echo
-echo "== nvidia-ctk runtime configure --runtime=docker (a scratch daemon.json)"
+step "nvidia-ctk runtime configure --runtime=docker (a scratch daemon.json)"
 "$top/target/debug/nvidia-ctk" runtime configure --runtime=docker --config "$work/daemon.json" \
   --nvidia-runtime-path "$top/target/debug/nvidia-container-runtime" -q
 cat "$work/daemon.json"
@@ -82,7 +90,7 @@ spec.pop("hooks", None)  # the shim adds it
 spec["process"]["args"] = ["sh", "-c", "ls /dev/nvidia*; cat /dev/nvidia1 2>&1; true"]
 json.dump(spec, open(sys.argv[1], "w"), indent=2)
 PY
-echo "== nvidia-container-runtime create + runc start (legacy mode)"
+step "the same request through the runtime shim: nvidia-container-runtime create + runc start (legacy mode)"
 NVIDIA_CTK_CONFIG_FILE_PATH="$work/config.toml" "$top/target/debug/nvidia-container-runtime" \
   create --bundle "$work/bundle" nvct-demo-shim > "$work/shim-out.txt" 2>&1
 runc start nvct-demo-shim
@@ -91,3 +99,11 @@ runc delete nvct-demo-shim
 cat "$work/shim-out.txt"
 rules=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len([r for r in d["linux"]["resources"]["devices"] if r.get("allow")]))' "$work/bundle/config.json")
 echo "== the shim wrote the prestart hook and $rules device rules into config.json"
+echo "   (the container asked for GPUs 0 and 2 only: /dev/nvidia1 is absent, so cat cannot open it)"
+echo
+echo "== done in $((SECONDS - start))s. To try next:"
+echo "   scripts/test.sh                       the whole suite (real runc, containerd, podman, docker; installs them)"
+echo "   target/debug/nvidia-ctk cdi generate --driver-root DIR --dev-root DIR --proc-root DIR"
+echo "                                         a CDI spec of a (simulated) host: target/debug/examples/fake_host --gpus 8 DIR"
+echo "   target/debug/nvidia-ctk doctor        on a real GPU node: what is wrong and how to fix it"
+echo "   README.md "On a GPU node"             install and wire the toolkit into docker, containerd or CRI-O"

@@ -25,18 +25,33 @@ for component in clippy rustfmt; do
   fi
 done
 
+# `--demo`: only what scripts/demo.sh uses (runc, a static busybox, gcc and the C headers for
+# the simulated host's stub libraries, python3, ldconfig), not the whole test toolchain.
+demo=false
+[ "${1:-}" = --demo ] && demo=true
+
 need=()
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+[ -e /usr/include/dlfcn.h ] || need+=(libc6-dev)
+command -v ldconfig >/dev/null 2>&1 || [ -x /sbin/ldconfig ] || need+=(libc-bin)
+if $demo; then
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "install-deps.sh: installing ${need[*]} (apt-get; about a minute)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  need=()
+fi
+$demo || {
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v chattr >/dev/null 2>&1 || need+=(e2fsprogs)
-command -v gcc >/dev/null 2>&1 || need+=(gcc)
-command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
-[ -e /usr/include/dlfcn.h ] || need+=(libc6-dev)
-command -v ldconfig >/dev/null 2>&1 || [ -x /sbin/ldconfig ] || need+=(libc-bin)
 command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
 command -v objdump >/dev/null 2>&1 || need+=(binutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
@@ -59,8 +74,11 @@ if ! python3 -c 'import importlib.metadata as m, sys; sys.exit([m.version(p) for
   echo "install-deps.sh: installing grpcio-tools 1.85.1, grpcio 1.85.3, protobuf 7.36.2 (pip)"
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "grpcio-tools==1.85.1" "grpcio==1.85.3" "protobuf==7.36.2"
 fi
-# busybox-static must really be static: the test images have no libc of their own.
-if ! file -L "$(command -v busybox)" 2>/dev/null | grep -q 'statically linked' && ! ldd "$(command -v busybox)" 2>&1 | grep -q 'not a dynamic'; then
+}
+# busybox-static must really be static: the test images have no libc of their own. (`file` may
+# be missing; glibc's ldd says "not a dynamic executable" or "statically linked".)
+if ! file -L "$(command -v busybox)" 2>/dev/null | grep -q 'statically linked' &&
+  ! ldd "$(command -v busybox)" 2>&1 | grep -qE 'not a dynamic|statically linked'; then
   echo "install-deps.sh: $(command -v busybox) is not statically linked; installing busybox-static"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
 fi
