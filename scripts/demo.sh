@@ -106,4 +106,4 @@ echo "   scripts/test.sh                       the whole suite (real runc, conta
 echo "   target/debug/nvidia-ctk cdi generate --driver-root DIR --dev-root DIR --proc-root DIR"
 echo "                                         a CDI spec of a (simulated) host: target/debug/examples/fake_host --gpus 8 DIR"
 echo "   target/debug/nvidia-ctk doctor        on a real GPU node: what is wrong and how to fix it"
-echo "   README.md "On a GPU node"             install and wire the toolkit into docker, containerd or CRI-O"
+echo '   README.md "On a GPU node"             install and wire the toolkit into docker, containerd or CRI-O'
