@@ -6,11 +6,42 @@
 # Ubuntu-like host (cgroup v2, /sbin/ldconfig a shell wrapper of ldconfig.real).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Progress: one line per step with the time so far; at the end (or at the first failure) one
+# verdict line with the counts of every cargo test run (`suite: N passed, M failed`).
+start=$SECONDS
+step() { echo "=== [${SECONDS}s] $*"; }
+passed=0
+failed=0
+current=setup
+verdict() {
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then
+    echo "=== the suite passed in $((SECONDS - start))s"
+  else
+    echo "=== the suite FAILED in step: $current (after $((SECONDS - start))s; the output above says why)"
+  fi
+  echo "suite: $passed passed, $failed failed"
+}
+trap verdict EXIT
+# Adds the `test result:` counts of cargo test's output (read from a file) to the totals.
+count() {
+  local p f
+  p=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$1" | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
+  read -r p f <<<"$p"
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+current="installing what the tests need"
+step "$current"
 scripts/install-deps.sh
+current="cargo fmt --check, clippy -D warnings"
+step "$current"
 cargo fmt --check
 cargo clippy --locked --all-targets --all-features -- -D warnings
 # --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
 # it is never part of a default or release build.
+current="building the tools, the static hook binaries and the packages"
+step "$current"
 cargo build --locked --bins --examples --all-features
 # The installed hook binaries are statically linked (an env-less hook entry gets the image's
 # LD_PRELOAD; a static binary has no loader to obey it): nvidia-cdi-hook whole, the prestart
@@ -37,13 +68,21 @@ chmod 0755 "$suite_tmp" # some tests run our tools as an unprivileged user
 echo "test scratch dirs under $suite_tmp ($(df -h --output=avail "$suite_tmp" | tail -1 | tr -d ' ') free)"
 phase() {
   local name=$1
-  shift
+  current="tests: $2"
+  shift 2
+  step "$current"
   mkdir -m 1777 "$suite_tmp/$name" # like /tmp
-  TMPDIR="$suite_tmp/$name" "$@"
+  local rc=0
+  TMPDIR="$suite_tmp/$name" "$@" 2>&1 | tee "$suite_tmp/$name.log" || rc=$?
+  count "$suite_tmp/$name.log"
+  [ "$rc" -eq 0 ] || return "$rc"
+  rm -f "$suite_tmp/$name.log"
   rm -rf --one-file-system "${suite_tmp:?}/$name" || echo "warning: could not remove $suite_tmp/$name"
 }
-phase all cargo test --locked --all-targets --all-features -- "$@"
+phase all "every test (cgroup v1 host)" cargo test --locked --all-targets --all-features -- "$@"
 # The Kubernetes manifests (packaging/kubernetes/) against the Kubernetes JSON schemas, offline.
+current="the Kubernetes manifests against the Kubernetes schemas"
+step "$current"
 scripts/validate-k8s.sh
 # The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
 # with our CDI hooks under runc; the installed package's hook), `docker run --gpus` through a
@@ -54,7 +93,6 @@ scripts/validate-k8s.sh
 # on v1 only.
 container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input --test package --test doctor)
 for host in v2 ubuntu; do
-  echo "=== container tests on the simulated ${host} host"
-  phase "$host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"
+  phase "$host" "the container tests again on the simulated ${host} host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"
 done
 rmdir "$suite_tmp"
