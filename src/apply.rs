@@ -138,8 +138,10 @@ pub fn apply(
     } else {
         Some(ldconfig::open_host(&target.ldconfig)?)
     };
+    let mut systemd = None;
     if !target.no_cgroups {
         cgroup::allow_devices(target.pid, &plan.cgroup_rules)?;
+        systemd = cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules);
     }
 
     let (mut rx, tx) = pipe()?;
@@ -162,7 +164,14 @@ pub fn apply(
     let _ = rx.read_to_string(&mut msg);
     let code = sys::wait(pid).map_err(ApplyError::Fork)?;
     match code {
-        0 => Ok((!msg.is_empty()).then_some(msg)),
+        0 => {
+            let lines: Vec<String> = systemd
+                .into_iter()
+                .chain(Some(msg))
+                .filter(|l| !l.is_empty())
+                .collect();
+            Ok((!lines.is_empty()).then(|| lines.join("; ")))
+        }
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
         c => Err(ApplyError::Child(format!("child exited with status {c}"))),
     }

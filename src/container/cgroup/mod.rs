@@ -6,11 +6,13 @@
 //! the container's rootfs, or widen access beyond read+write on the listed character devices
 //! (no mknod, no block devices). Files: `locate.rs` PURE (which hierarchy, which directory),
 //! `v1.rs` (devices.allow), `v2.rs` (which programs to replace and how), `insn.rs` PURE (eBPF
-//! encoding, our prefix), `bpf.rs` (the bpf(2) wrappers, the only `unsafe` here).
+//! encoding, our prefix), `bpf.rs` (the bpf(2) wrappers, the only `unsafe` here), `systemd.rs`
+//! (the same rules kept by systemd for a container that is a systemd scope).
 
 pub mod bpf;
 pub mod insn;
 mod locate;
+pub mod systemd;
 mod v1;
 pub(crate) mod v2;
 
@@ -104,6 +106,13 @@ pub fn allow_devices(pid: u32, rules: &[CgroupRule]) -> Result<(), CgroupError> 
         Hierarchy::V1(dir) => v1::allow(&dir, rules),
         Hierarchy::V2(dir) => v2::allow(&dir, rules),
     }
+}
+
+/// After [`allow_devices`]: asks systemd to keep the rules when the container is a systemd
+/// scope ([`systemd::keep_rules`]); a line for the log, if there is anything to say.
+pub fn keep_with_systemd(pid: u32, rules: &[CgroupRule]) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    systemd::keep_rules(&text, rules)
 }
 
 fn read(path: &Path) -> Result<String, CgroupError> {
