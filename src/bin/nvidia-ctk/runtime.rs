@@ -365,7 +365,140 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
             eprintln!("nvidia-ctk: note: {note}");
         }
     }
-    apply(&r, outcome.changes, v)
+    let snapshot = match (configure, r.engine, r.output) {
+        (true, Engine::Containerd, Output::Write) => Some(Snapshot::take(&outcome.changes)?),
+        _ => None,
+    };
+    let changed = apply(&r, outcome.changes, v)?;
+    if let (
+        Some(snapshot),
+        Target::ConfigFile {
+            config, dump_with, ..
+        },
+    ) = (snapshot, &r.target)
+    {
+        if changed > 0 {
+            if let Err(e) = check_containerd(config, dump_with.as_deref(), v) {
+                snapshot.restore()?;
+                return Err(e.context(format!(
+                    "containerd would not load the result, so nothing was changed (every file \
+                     is back as it was); fix {} by hand or run with --config-source=command",
+                    config.display()
+                )));
+            }
+        }
+    }
+    if !v.quiet {
+        match (changed, r.output) {
+            (0, _) => eprintln!("nvidia-ctk: nothing to change"),
+            (_, Output::Write) => eprintln!("nvidia-ctk: {}", restart_hint(&r)),
+            (_, _) => eprintln!("nvidia-ctk: dry run: nothing was written"),
+        }
+    }
+    Ok(())
+}
+
+/// The files a write may touch (each changed file and its `.bak`), as they were before it.
+struct Snapshot(Vec<(PathBuf, Option<String>)>);
+
+impl Snapshot {
+    fn take(changes: &[Change]) -> Result<Snapshot> {
+        let mut files = Vec::new();
+        for c in changes {
+            let real = fsutil::real_path(&c.path)?;
+            for p in [fsutil::backup_path(&real), real] {
+                let text = fsutil::read_optional(&p)?;
+                files.push((p, text));
+            }
+        }
+        Ok(Snapshot(files))
+    }
+
+    /// Put every file back (content; a file that was not there is removed).
+    fn restore(&self) -> Result<()> {
+        let wopts = WriteOptions {
+            backup: false,
+            fault: None,
+        };
+        for (path, text) in &self.0 {
+            match text {
+                Some(t) => {
+                    fsutil::write_atomic(path, t.as_bytes(), &wopts)?;
+                }
+                None => {
+                    fsutil::remove_with_backup(path, false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// After a write: does containerd still have its default runtime? Judged by `containerd
+/// --config FILE config dump` (which loads the imports) when the binary is there (`dump_with`,
+/// else `containerd` from PATH) and reads the file's config version, else by our model of
+/// containerd's merge over the file and the files it imports (a containerd 1.x reading a
+/// version 3 file dumps its own defaults, not the file).
+fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Result<()> {
+    let main = fsutil::read_optional(config)?.unwrap_or_default();
+    let binary = dump_with.unwrap_or(Path::new("containerd"));
+    let spawn = Command::new(binary)
+        .arg("--config")
+        .arg(config)
+        .args(["config", "dump"])
+        .output();
+    let dump = match spawn {
+        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) => bail!(
+            "`{} --config {} config dump` failed ({}): {}",
+            binary.display(),
+            config.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && dump_with.is_none() => None,
+        Err(e) => bail!("running {}: {e}", binary.display()),
+    };
+    let version_of = |text: &str| {
+        let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
+        containerd::version(&doc, config).ok()
+    };
+    let reads_it = |dump: &String| {
+        version_of(&main) != Some(containerd::Version::V3)
+            || version_of(dump) == Some(containerd::Version::V3)
+    };
+    if let Some(text) = dump.filter(reads_it) {
+        let label = format!(
+            "<{} --config {} config dump>",
+            binary.display(),
+            config.display()
+        );
+        containerd::check_default_runtime(Source {
+            path: Path::new(&label),
+            text: &text,
+        })?;
+        return Ok(());
+    }
+    if v.debug {
+        eprintln!("nvidia-ctk: no containerd that reads this config; checking the merged files");
+    }
+    let mut files = vec![(config.to_path_buf(), main.clone())];
+    for p in crate::doctor::containerd_imports(config, &main)? {
+        if let Some(t) = fsutil::read_optional(&p)? {
+            files.push((p, t));
+        }
+    }
+    let sources: Vec<Source<'_>> = files
+        .iter()
+        .map(|(path, text)| Source { path, text })
+        .collect();
+    let merged = containerd::effective(&sources)?;
+    let label = format!("{} with its imports", config.display());
+    containerd::check_default_runtime(Source {
+        path: Path::new(&label),
+        text: &merged,
+    })?;
+    Ok(())
 }
 
 /// The file whose directory is locked around a write.
@@ -561,8 +694,8 @@ fn restart_hint(r: &Resolved) -> &'static str {
     }
 }
 
-/// Show or write every change whose content differs from the file on disk.
-fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
+/// Show or write every change whose content differs from the file on disk; how many did.
+fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<usize> {
     let fault = fault_from_env()?;
     let drop_in = match &r.target {
         Target::ConfigFile { drop_in, .. } => drop_in.as_deref(),
@@ -597,15 +730,7 @@ fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
             }
         }
     }
-    if v.quiet {
-        return Ok(());
-    }
-    match (changed, r.output) {
-        (0, _) => eprintln!("nvidia-ctk: nothing to change"),
-        (_, Output::Write) => eprintln!("nvidia-ctk: {}", restart_hint(r)),
-        (_, _) => eprintln!("nvidia-ctk: dry run: nothing was written"),
-    }
-    Ok(())
+    Ok(changed)
 }
 
 #[cfg(test)]
