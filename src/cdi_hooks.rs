@@ -14,9 +14,11 @@
 //! container's mount namespace, before pivot_root, with the state's pid taken from the
 //! *container's* pid namespace (1) while `/proc` is still the host's: `/proc/1/ns/mnt` there
 //! is the host's init, so it must not be entered. `prestart`/`createRuntime` hooks run in the
-//! host's namespaces with the host pid. Rule: when the state's pid is our parent we are a
-//! child of the container's init (createContainer) and stay put; otherwise we enter
-//! `/proc/<pid>/ns/mnt` if its inode differs from ours.
+//! host's namespaces with the host pid. crun (`do_hooks` in `src/libcrun/container.c`) runs
+//! `createContainer` hooks from the container's init as well, after its mounts and before
+//! pivot_root, but with `"pid": 0`. Rule: when the state has no pid (0) or its pid is our
+//! parent we are a child of the container's init (createContainer) and stay put; otherwise we
+//! enter `/proc/<pid>/ns/mnt` if its inode differs from ours.
 //!
 //! Must not: execute anything from the container, mount anything from the image, or follow a
 //! container symlink to the host.
@@ -100,8 +102,14 @@ impl Container {
     /// Joins the container's mount namespace when we are not in it yet (see the module doc),
     /// then opens the rootfs. Call after every host-side input has been opened.
     pub fn enter(&self) -> Result<Rootfs, HookError> {
-        if std::os::unix::process::parent_id() != self.state.pid {
-            let path = PathBuf::from(format!("/proc/{}/ns/mnt", self.state.pid));
+        // No pid (crun's createContainer/startContainer): crun runs those hooks from the
+        // container's init, in the container's mount namespace, so we are in it already.
+        let theirs = self
+            .state
+            .pid
+            .filter(|&pid| std::os::unix::process::parent_id() != pid);
+        if let Some(pid) = theirs {
+            let path = PathBuf::from(format!("/proc/{pid}/ns/mnt"));
             let err = |source| HookError::Namespace {
                 path: path.clone(),
                 source,
