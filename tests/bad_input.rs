@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::bundle::{self, out_text, Bundle, Image, CTK, HOOK};
+use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK, HOOK};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -494,40 +494,49 @@ fn a_bundle_without_config_json_is_let_through_and_logged() {
     let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
-    let state = format!(
-        r#"{{"ociVersion":"1.0","id":"keep-id","pid":{},"root":"/r","bundle":"{}","status":"created"}}"#,
-        sleeper.pid(),
-        no_config.display()
-    );
-    let before = bundle::host_mounts();
-    let out = run(
-        HOOK,
-        &["-config", config.to_str().unwrap(), "prestart"],
-        &[("NVCT_SYSLOG_SOCKET", &sock_path)],
-        state.as_bytes(),
-    );
-    assert!(out.status.success(), "{}", out_text(&out));
-    assert_eq!(
-        bundle::host_mounts(),
-        before,
-        "the host mount table changed"
-    );
-    let logged = std::fs::read_to_string(&debug_log).unwrap_or_default();
-    let want = format!("{}/config.json does not exist", no_config.display());
     assert!(
-        logged.contains(&want) && logged.contains("level=warning"),
-        "debug log: {logged}"
+        !Path::new("/config.json").exists(),
+        "this test needs a host without /config.json"
     );
-    let mut buf = vec![0u8; 4096];
-    let n = sock.recv(&mut buf).expect("a line on the syslog socket");
-    let line = String::from_utf8_lossy(&buf[..n]);
-    assert!(
-        line.starts_with("<28>nvidia-container-runtime-hook[") && line.contains(&want),
-        "syslog line: {line}"
-    );
+    // A bundle directory without config.json, and crun 1.8's keep-id bundle "/".
+    for bundle in [no_config.as_path(), Path::new("/")] {
+        let state = format!(
+            r#"{{"ociVersion":"1.0","id":"keep-id","pid":{},"root":"/r","bundle":"{}","status":"created"}}"#,
+            sleeper.pid(),
+            bundle.display()
+        );
+        let case = bundle.display();
+        let before = bundle::host_mounts();
+        let out = run(
+            HOOK,
+            &["-config", config.to_str().unwrap(), "prestart"],
+            &[("NVCT_SYSLOG_SOCKET", &sock_path)],
+            state.as_bytes(),
+        );
+        assert!(out.status.success(), "bundle {case}: {}", out_text(&out));
+        assert_eq!(
+            bundle::host_mounts(),
+            before,
+            "bundle {case}: the host mount table changed"
+        );
+        let logged = std::fs::read_to_string(&debug_log).unwrap_or_default();
+        let want = format!("{} does not exist", bundle.join("config.json").display());
+        assert!(
+            logged.contains(&want) && logged.contains("level=warning"),
+            "bundle {case}: debug log: {logged}"
+        );
+        let mut buf = vec![0u8; 4096];
+        let n = sock.recv(&mut buf).expect("a line on the syslog socket");
+        let line = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            line.starts_with("<28>nvidia-container-runtime-hook[") && line.contains(&want),
+            "bundle {case}: syslog line: {line}"
+        );
+    }
 }
 
-/// Every refusal of the prestart hook also goes to the system log (crun drops hook stderr).
+/// Every refusal of the prestart hook and of the CDI hooks also goes to the system log (crun
+/// drops hook stderr), tagged with the program's name; stderr keeps it too.
 #[test]
 fn refusals_reach_the_system_log() {
     let h = host();
@@ -537,27 +546,64 @@ fn refusals_reach_the_system_log() {
     let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
-    let state = format!(r#"{{"pid":0,"bundle":"{}"}}"#, dir.display());
-    let out = run(
-        HOOK,
-        &["-config", h.config.to_str().unwrap(), "prestart"],
-        &[("NVCT_SYSLOG_SOCKET", &sock_path)],
-        state.as_bytes(),
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
-    let mut buf = vec![0u8; 4096];
-    let n = sock.recv(&mut buf).expect("a line on the syslog socket");
-    let line = String::from_utf8_lossy(&buf[..n]);
-    assert!(
-        line.starts_with("<27>nvidia-container-runtime-hook[")
-            && line.contains("error: the OCI hook state has pid 0"),
-        "syslog line: {line}"
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("has pid 0"),
-        "stderr still has it: {stderr}"
-    );
+    let pid0 = format!(r#"{{"pid":0,"bundle":"{}"}}"#, dir.display());
+    let config = h.config.to_str().unwrap();
+    // (case, program, args, stdin, the line's start, words it holds)
+    let cases: &[(&str, &str, &[&str], &str, &str, &str)] = &[
+        (
+            "prestart hook, pid 0",
+            HOOK,
+            &["-config", config, "prestart"],
+            &pid0,
+            "<27>nvidia-container-runtime-hook[",
+            "error: the OCI hook state has pid 0",
+        ),
+        (
+            "CDI hook, no state",
+            CDI_HOOK,
+            &["create-symlinks", "--link", "x::/y/z"],
+            "",
+            "<27>nvidia-cdi-hook[",
+            "error: the OCI hook state on stdin is not valid JSON",
+        ),
+        (
+            "nvidia-ctk hook, empty bundle",
+            CTK,
+            &["hook", "create-symlinks", "--link", "x::/y/z"],
+            r#"{"pid":1,"bundle":""}"#,
+            "<27>nvidia-ctk[",
+            "error: the OCI hook state has an empty bundle path",
+        ),
+    ];
+    for (name, program, args, stdin, start, words) in cases {
+        let out = run(
+            program,
+            args,
+            &[("NVCT_SYSLOG_SOCKET", &sock_path)],
+            stdin.as_bytes(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "case {name}: {}",
+            out_text(&out)
+        );
+        let mut buf = vec![0u8; 4096];
+        let n = sock
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("case {name}: no line on the syslog socket: {e}"));
+        let line = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            line.starts_with(start) && line.contains(words),
+            "case {name}: syslog line: {line}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = words.trim_start_matches("error: ");
+        assert!(
+            stderr.contains(first),
+            "case {name}: stderr still has it: {stderr}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
