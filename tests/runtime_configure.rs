@@ -1971,3 +1971,66 @@ fn fsutil_backup(p: &Path) -> PathBuf {
     s.push(".bak");
     PathBuf::from(s)
 }
+
+/// Debian's config importing a site drop-in that registers `crun` next to `runc`: containerd
+/// 1.6 replaces the CRI table per import, so our drop-in (loaded after it) carries the site's
+/// runtimes too, and containerd keeps all three.
+#[test]
+fn other_imports_keep_their_runtimes() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf_d = dir.path().join("conf.d");
+    fs::create_dir_all(&conf_d).unwrap();
+    let config = dir.path().join("config.toml");
+    let glob = format!("{}/*.toml", conf_d.display());
+    let main = debian_stock().replacen(
+        "version = 2\n",
+        &format!("version = 2\nimports = [{glob:?}]\n"),
+        1,
+    );
+    fs::write(&config, &main).unwrap();
+    let rt = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes";
+    let site = format!(
+        "version = 2\n{rt}.runc]\nruntime_type = \"io.containerd.runc.v2\"\n\
+         {rt}.crun]\nruntime_type = \"io.containerd.runc.v2\"\n{rt}.crun.options]\n\
+         BinaryName = \"/usr/bin/crun\"\n"
+    );
+    fs::write(conf_d.join("50-site.toml"), &site).unwrap();
+    let drop_in = conf_d.join("99-nvidia.toml");
+    let (config_s, drop_in_s) = (config.display().to_string(), drop_in.display().to_string());
+    let args = [
+        "runtime",
+        "configure",
+        "--runtime=containerd",
+        "--config",
+        &config_s,
+        "--drop-in-config",
+        &drop_in_s,
+    ];
+    ok(&args);
+    let dump = containerd_dump(&config);
+    let c = &dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"];
+    let runtimes: Vec<&str> = c["runtimes"]
+        .as_table_like()
+        .unwrap_or_else(|| panic!("no runtimes in dump:\n{dump}"))
+        .iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(runtimes, ["crun", "nvidia", "runc"], "{dump}");
+    assert_eq!(
+        c["runtimes"]["crun"]["options"]["BinaryName"].as_str(),
+        Some("/usr/bin/crun")
+    );
+    assert_eq!(c["default_runtime_name"].as_str(), Some("runc"));
+    // Idempotent: a second run (our drop-in now among the imports) changes nothing.
+    let first = read_opt(&drop_in);
+    ok(&args);
+    assert_eq!(
+        read_opt(&drop_in),
+        first,
+        "second configure changed the drop-in"
+    );
+    assert_eq!(
+        read_opt(&conf_d.join("50-site.toml")).as_deref(),
+        Some(site.as_str())
+    );
+}

@@ -537,6 +537,46 @@ fn engine_dump(engine: Engine, binary: &Path, config: &Path) -> Result<String> {
     String::from_utf8(out.stdout).with_context(|| format!("{cmd:?} printed non-UTF-8 output"))
 }
 
+/// containerd's effective config of `config` (text `text`) and the files it imports other than
+/// `drop_in`, by containerd's merge rules, when the edit goes to that drop-in and there are such
+/// files: containerd 1.x replaces a whole plugin table per import, so the drop-in's CRI table
+/// must carry what the others' tables hold. `None` when the file alone is the base (no other
+/// imports, no drop-in, or a version 1 file, which is edited in place).
+fn containerd_with_imports(
+    config: &Path,
+    text: &str,
+    drop_in: Option<&Path>,
+) -> Result<Option<String>> {
+    let Some(drop_in) = drop_in else {
+        return Ok(None);
+    };
+    let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
+        return Ok(None); // the transform reports the error, naming the file
+    };
+    if containerd::version(&doc, config).ok() == Some(containerd::Version::V1) {
+        return Ok(None);
+    }
+    let ours = fsutil::real_path(drop_in).unwrap_or_else(|_| drop_in.to_path_buf());
+    let mut files = vec![(config.to_path_buf(), text.to_string())];
+    for p in crate::doctor::containerd_imports(config, text)? {
+        let real = fsutil::real_path(&p).unwrap_or_else(|_| p.clone());
+        if real == ours {
+            continue;
+        }
+        if let Some(t) = fsutil::read_optional(&p)? {
+            files.push((p, t));
+        }
+    }
+    if files.len() == 1 {
+        return Ok(None);
+    }
+    let sources: Vec<Source<'_>> = files
+        .iter()
+        .map(|(path, text)| Source { path, text })
+        .collect();
+    Ok(Some(containerd::effective(&sources)?))
+}
+
 /// Compute the new content of every file (pure transforms over what is read here).
 fn plan(r: &Resolved, configure: bool) -> Result<Outcome> {
     let (config, drop_in, dump_with) = match &r.target {
@@ -574,6 +614,19 @@ fn plan(r: &Resolved, configure: bool) -> Result<Outcome> {
             Source {
                 path: &dump_label,
                 text: &dump_text,
+            }
+        }
+        _ if configure && r.engine == Engine::Containerd => {
+            match containerd_with_imports(config, &text, drop_in)? {
+                Some(merged) => {
+                    dump_text = merged;
+                    dump_label = PathBuf::from(format!("<{} with its imports>", config.display()));
+                    Source {
+                        path: &dump_label,
+                        text: &dump_text,
+                    }
+                }
+                None => main,
             }
         }
         _ => main,
