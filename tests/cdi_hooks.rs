@@ -1,7 +1,8 @@
 //! The CDI hooks (`nvidia-cdi-hook`, `nvidia-ctk hook`) end to end: real `runc run`
 //! containers with the hooks registered as `createContainer` entries (as CDI specs write them)
-//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs). Every run also
-//! checks that the host's mount table is unchanged (Bundle::run).
+//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs), and under a real
+//! crun (`apt-get install -y crun`; its `createContainer` states have `"pid": 0`), the prestart
+//! hook too. Every run also checks that the host's mount table is unchanged (Bundle::run).
 
 mod common;
 
@@ -793,6 +794,39 @@ fn crun_runs_the_cdi_hooks_at_each_stage() {
         assert!(
             so.contains("cuDriverGetVersion rc=0 version=12040"),
             "dlopen(libcuda.so.1) through the cache: {text}"
+        );
+    }
+}
+
+/// The prestart hook (podman's hooks.d route) under a real crun: crun's prestart state has the
+/// container's pid and its bundle, and the GPU asked for arrives. `no-cgroups = true`: crun
+/// runs here without cgroups (see [`crun_run`]), as a rootless podman does.
+#[test]
+fn crun_runs_the_prestart_hook() {
+    let h = host();
+    let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("no-cgroups = true\n");
+    std::fs::write(&config, text).unwrap();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config);
+    b.env("NVIDIA_VISIBLE_DEVICES=1");
+    let out = crun_run(
+        &mut b,
+        "ls /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl 2>&1; true",
+    );
+    let text = out_text(&out);
+    assert!(out.status.success(), "{text}");
+    let seen = stdout(&out);
+    for (node, want) in [
+        ("/dev/nvidia1", true),
+        ("/dev/nvidiactl", true),
+        ("/dev/nvidia0", false),
+    ] {
+        assert_eq!(
+            seen.lines().any(|l| l == node),
+            want,
+            "{node} should be there: {want}: {text}"
         );
     }
 }
