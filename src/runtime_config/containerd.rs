@@ -13,6 +13,11 @@
 //! edits; the main file only gains `imports = ["<drop-in dir>/*.toml"]`. Consequence: later edits
 //! to the CRI table in the main file are shadowed by the drop-in until configure runs again.
 //! Version 1 configs are edited in place.
+//!
+//! A `runtimes` table with any entry replaces containerd 1.x's built-in `runc`, so when the
+//! table configure writes into has none (Debian's stock config, a missing file), the built-in
+//! `runc` is written first (`seed_builtin`). [`effective`] and [`check_default_runtime`] model
+//! how containerd reads a config with its imports, for the check after a write and for doctor.
 
 use std::path::Path;
 
@@ -275,8 +280,8 @@ pub fn imports(src: Source<'_>) -> Result<Vec<String>, Error> {
 }
 
 /// containerd's effective config of `sources` (the main file, then the files it imports, in the
-/// order containerd loads them), by containerd's own merge rules (see COMPAT.md, "containerd
-/// imports"): arrays are appended, other values replaced by the later file; `proxy_plugins`,
+/// order containerd loads them), by containerd's own merge rules (see COMPAT.md, "containerd:
+/// how imports merge"): arrays are appended, other values replaced by the later file; `proxy_plugins`,
 /// `stream_processors` and `timeouts` entries are replaced whole; a `plugins."<id>"` table is
 /// replaced whole by a version 1 or 2 file (containerd 1.x) and merged key by key by a version 3
 /// file (containerd 2.x); other tables are merged key by key. Each source is parsed on its own,
@@ -318,8 +323,7 @@ pub fn runtimes(src: Source<'_>) -> Result<(String, Vec<String>), Error> {
     let doc = parse_toml(&src)?;
     let v = version(&doc, src.path)?;
     let root = doc.as_table();
-    let default = str_at(root, &v.containerd(), "default_runtime_name")
-        .filter(|d| !d.is_empty())
+    let mut default = str_at(root, &v.containerd(), "default_runtime_name")
         .unwrap_or(BUILTIN)
         .to_string();
     let mut names: Vec<String> = table_at(root, &v.runtimes())
@@ -332,6 +336,13 @@ pub fn runtimes(src: Source<'_>) -> Result<(String, Vec<String>), Error> {
         .unwrap_or_default();
     if (names.is_empty() || v == Version::V3) && !names.iter().any(|n| n == BUILTIN) {
         names.insert(0, BUILTIN.to_string());
+    }
+    // containerd 1.x: the deprecated `default_runtime` table, when it names a type, becomes the
+    // runtime `default` and the default (`pkg/cri/config/config.go`, ValidatePluginConfig).
+    let [a, b, c] = v.containerd();
+    if str_at(root, &[a, b, c, "default_runtime"], "runtime_type").is_some_and(|t| !t.is_empty()) {
+        default = "default".to_string();
+        names.push(default.clone());
     }
     Ok((default, names))
 }
@@ -542,6 +553,16 @@ mod tests {
                     "version = 2\n[plugins.z]\n".into(),
                 ],
                 ("runc", &["runc"]),
+            ),
+            (
+                "an empty default_runtime_name is no runtime",
+                &[format!("version = 2\n{cri}.containerd]\ndefault_runtime_name = \"\"\n")],
+                ("", &["runc"]),
+            ),
+            (
+                "the deprecated default_runtime table is the default",
+                &[format!("version = 2\n{cri}.containerd.default_runtime]\nruntime_type = \"io.containerd.runc.v2\"\n{cri}.containerd.runtimes.nvidia]\n")],
+                ("default", &["nvidia", "default"]),
             ),
             (
                 "v3: plugin tables merge and runc stays built in",
