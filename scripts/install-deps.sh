@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on a Debian/Ubuntu machine (as root), when missing:
-# runc, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
+# runc, crun, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
 # headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
 # no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
 # systemd (systemd-analyze verify of the units), and with pip the Python packages of
@@ -32,6 +32,7 @@ demo=false
 
 need=()
 command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
@@ -54,6 +55,7 @@ command -v chattr >/dev/null 2>&1 || need+=(e2fsprogs)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
 command -v objdump >/dev/null 2>&1 || need+=(binutils)
+command -v unshare >/dev/null 2>&1 && command -v mknod >/dev/null 2>&1 || need+=(util-linux coreutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -12,8 +12,11 @@
 #   usr/share/containers/oci/hooks.d/oci-nvidia-hook.json      (podman, CRI-O)
 #   usr/share/man/man1/nvidia-ctk*.1.gz, bash/zsh/fish completions of nvidia-ctk: written by
 #                               the freshly built nvidia-ctk's hidden `generate-docs`
-# Nothing is enabled or started on install, and there are no maintainer scripts: `systemctl
-# enable --now nvidia-cdi-refresh.path` (which reloads systemd itself) is the operator's choice.
+# Nothing is enabled or started on install: `systemctl enable --now nvidia-cdi-refresh.path`
+# is the operator's choice. The maintainer scripts (packaging/debian/{postinst,prerm,postrm},
+# packaging/rpm/{post,preun,postun}.sh) reload a running systemd after the unit files change,
+# stop and disable the units on removal (not on upgrade), and the .deb's purge removes
+# enablement links that are left.
 #
 # --profile release (default) runs scripts/build-release.sh (LTO). --profile dev packages the
 # debug builds scripts/test.sh has already made (target/static/debug/* for the static ones,
@@ -157,6 +160,9 @@ deb=$work/deb
 cp -a "$stage" "$deb"
 mkdir -p "$deb/DEBIAN"
 printf '%s\n' "${conffiles[@]}" >"$deb/DEBIAN/conffiles"
+for script in postinst prerm postrm; do
+  install -m 0755 "packaging/debian/$script" "$deb/DEBIAN/$script"
+done
 (cd "$deb" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$deb/DEBIAN/md5sums"
 {
   echo "Package: $name"
@@ -211,6 +217,15 @@ $description
 %install
 mkdir -p %{buildroot}
 cp -a $PWD/$stage/. %{buildroot}/
+
+%post
+$(cat packaging/rpm/post.sh)
+
+%preun
+$(cat packaging/rpm/preun.sh)
+
+%postun
+$(cat packaging/rpm/postun.sh)
 
 %files -f $PWD/$files
 EOF

@@ -64,6 +64,41 @@ pub struct ContainerTarget {
     pub native_ldcache: bool,
 }
 
+/// What apply did, for the log.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// How the ld cache was made, if it was.
+    pub ld_cache: Option<String>,
+    /// What was done otherwise than asked (the device cgroup skipped when rootless).
+    pub notes: Vec<String>,
+}
+
+/// Whether this process is rootless: not root, or root of a user namespace (its
+/// `/proc/self/uid_map`, `uid_map`, is not the initial namespace's identity map of all ids).
+pub fn is_rootless(euid: u32, uid_map: &str) -> bool {
+    let initial = uid_map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    euid != 0 || !initial
+}
+
+/// A device-cgroup refusal a rootless hook goes on after, as with `no-cgroups = true`: the
+/// *query* refused (cgroup v2: `BPF_PROG_QUERY`; cgroup v1: opening `devices.allow`). A
+/// rootless runtime cannot have attached a device program or written a devices list either,
+/// so the container's device access is the nodes' own permissions, which the refused change
+/// would not have widened. A refusal after the query found a program (someone privileged put
+/// it there) still refuses the container: that program would deny the GPUs.
+fn skip_when_rootless(e: cgroup::CgroupError, rootless: bool) -> Result<String, ApplyError> {
+    let query = |op: &str| op.starts_with("BPF_PROG_QUERY") || op == "open";
+    match e {
+        cgroup::CgroupError::Denied { path, op, source } if rootless && query(&op) => Ok(format!(
+            "rootless: {op} on {} was refused ({source}); going on without the device cgroup, \
+             as with nvidia-container-cli.no-cgroups = true (a rootless runtime cannot restrict \
+             devices there either)",
+            path.display()
+        )),
+        e => Err(e.into()),
+    }
+}
+
 /// A source cloned as a detached mount, keyed by its host path.
 struct Prepared {
     mount: OwnedFd,
@@ -96,14 +131,14 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
 }
 
 /// `plan` is [`plan::plan`] of `req` and `inv` with the layout unknown (what the caller logs);
-/// the child plans again with the layout it probes in the container. Returns a line for the
-/// log: the optional files skipped (on a volume) and how the ld cache was made, if it was.
+/// the child plans again with the layout it probes in the container. Returns what to log: the
+/// optional files skipped (on a volume), how the ld cache was made, and the cgroup notes.
 pub fn apply(
     req: &Request,
     inv: &Inventory,
     plan: &Plan,
     target: &ContainerTarget,
-) -> Result<Option<String>, ApplyError> {
+) -> Result<Applied, ApplyError> {
     let mut prepared = Vec::new();
     let node_flags = (
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
@@ -138,10 +173,17 @@ pub fn apply(
     } else {
         Some(ldconfig::open_host(&target.ldconfig)?)
     };
-    let mut systemd = None;
+    let mut notes = Vec::new();
     if !target.no_cgroups {
-        cgroup::allow_devices(target.pid, &plan.cgroup_rules)?;
-        systemd = cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules);
+        match cgroup::allow_devices(target.pid, &plan.cgroup_rules) {
+            Ok(()) => notes.extend(cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules)),
+            Err(e) => {
+                let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+                // SAFETY: geteuid has no preconditions.
+                let euid = unsafe { libc::geteuid() };
+                notes.push(skip_when_rootless(e, is_rootless(euid, &uid_map))?);
+            }
+        }
     }
 
     let (mut rx, tx) = pipe()?;
@@ -164,14 +206,10 @@ pub fn apply(
     let _ = rx.read_to_string(&mut msg);
     let code = sys::wait(pid).map_err(ApplyError::Fork)?;
     match code {
-        0 => {
-            let lines: Vec<String> = systemd
-                .into_iter()
-                .chain(Some(msg))
-                .filter(|l| !l.is_empty())
-                .collect();
-            Ok((!lines.is_empty()).then(|| lines.join("; ")))
-        }
+        0 => Ok(Applied {
+            ld_cache: (!msg.is_empty()).then_some(msg),
+            notes,
+        }),
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
         c => Err(ApplyError::Child(format!("child exited with status {c}"))),
     }
@@ -291,4 +329,59 @@ fn in_container(
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {
     sys::fstat(fd.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rootless_cases() {
+        let full = "         0          0 4294967295\n";
+        // (case, euid, uid_map, rootless)
+        let cases = [
+            ("root on the host", 0, full, false),
+            ("an ordinary user", 1000, full, true),
+            (
+                "root of a user namespace",
+                0,
+                "0 1000 1\n1 100000 65536\n",
+                true,
+            ),
+            ("no uid_map readable", 0, "", true),
+        ];
+        for (name, euid, map, want) in cases {
+            assert_eq!(is_rootless(euid, map), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn only_a_rootless_refusal_is_skipped() {
+        let denied = || cgroup::CgroupError::Denied {
+            path: PathBuf::from("/sys/fs/cgroup/user.slice/c1"),
+            op: "BPF_PROG_QUERY (device programs)".into(),
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        let note = skip_when_rootless(denied(), true).unwrap();
+        assert!(
+            note.contains("BPF_PROG_QUERY") && note.contains("no-cgroups = true"),
+            "{note}"
+        );
+        let e = skip_when_rootless(denied(), false).unwrap_err().to_string();
+        assert!(e.contains("was refused"), "root keeps the refusal: {e}");
+        let load = cgroup::CgroupError::Denied {
+            path: PathBuf::from("/sys/fs/cgroup/user.slice/c1"),
+            op: "BPF_PROG_LOAD".into(),
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        assert!(
+            skip_when_rootless(load, true).is_err(),
+            "a program is attached: still refused"
+        );
+        let other = cgroup::CgroupError::Read {
+            path: PathBuf::from("/proc/9/cgroup"),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert!(skip_when_rootless(other, true).is_err(), "not a refusal");
+    }
 }

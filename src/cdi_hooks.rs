@@ -14,9 +14,11 @@
 //! container's mount namespace, before pivot_root, with the state's pid taken from the
 //! *container's* pid namespace (1) while `/proc` is still the host's: `/proc/1/ns/mnt` there
 //! is the host's init, so it must not be entered. `prestart`/`createRuntime` hooks run in the
-//! host's namespaces with the host pid. Rule: when the state's pid is our parent we are a
-//! child of the container's init (createContainer) and stay put; otherwise we enter
-//! `/proc/<pid>/ns/mnt` if its inode differs from ours.
+//! host's namespaces with the host pid. crun (`do_hooks` in `src/libcrun/container.c`) runs
+//! `createContainer` hooks from the container's init as well, after its mounts and before
+//! pivot_root, but with `"pid": 0`. Rule: when the state has no pid (0) or its pid is our
+//! parent we are a child of the container's init (createContainer) and stay put; otherwise we
+//! enter `/proc/<pid>/ns/mnt` if its inode differs from ours.
 //!
 //! Must not: execute anything from the container, mount anything from the image, or follow a
 //! container symlink to the host.
@@ -113,13 +115,20 @@ impl Container {
     /// namespace already (createContainer), the host init's (`/proc` is still the host's
     /// there, before pivot_root).
     pub fn enter(&self) -> Result<Rootfs, HookError> {
-        if std::os::unix::process::parent_id() == self.state.pid {
+        // Already in the container's mount namespace: runc's createContainer (our parent is
+        // the container's init) and crun's createContainer/startContainer (no pid: crun runs
+        // those hooks from the container's init).
+        let theirs = self
+            .state
+            .pid
+            .filter(|&pid| std::os::unix::process::parent_id() != pid);
+        let Some(pid) = theirs else {
             let host = HostMounts::open(Path::new("/proc/1/mountinfo"))?;
             return Ok(Rootfs::open(&self.rootfs, host)?);
-        }
+        };
         let host = HostMounts::of_this_namespace()?;
         {
-            let path = PathBuf::from(format!("/proc/{}/ns/mnt", self.state.pid));
+            let path = PathBuf::from(format!("/proc/{pid}/ns/mnt"));
             let err = |source| HookError::Namespace {
                 path: path.clone(),
                 source,

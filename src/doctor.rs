@@ -561,7 +561,11 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
             let sources: Vec<Source<'_>> = std::iter::once(main)
                 .chain(e.drop_ins.iter().map(|(path, text)| Source { path, text }))
                 .collect();
-            match runtime_config::merge_toml(&sources) {
+            let result = match e.engine {
+                Engine::Containerd => runtime_config::containerd::effective(&sources),
+                _ => runtime_config::merge_toml(&sources),
+            };
+            match result {
                 Ok(m) => {
                     merged = m;
                     Some(&merged)
@@ -594,7 +598,25 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
         Err(err) => return unreadable(&err),
     };
     let systemd = reg.systemd_cgroup.unwrap_or(e.engine.default_systemd(v2));
+    // containerd without its default runtime does not load its CRI plugin at all.
+    let cri_broken = match e.engine {
+        Engine::Containerd => runtime_config::containerd::check_default_runtime(src).err(),
+        _ => None,
+    };
     let c = match &reg.runtime_path {
+        _ if cri_broken.is_some() => check(
+            &check_name,
+            Status::Fail,
+            format!(
+                "read from {}: {}",
+                e.via,
+                cri_broken.expect("matched Some")
+            ),
+            format!(
+                "put the `runc` runtime back (`nvidia-ctk runtime configure --runtime=containerd --config={}` writes it next to `nvidia`), then restart containerd",
+                e.path.display()
+            ),
+        ),
         None => check(
             &check_name,
             missing,

@@ -36,4 +36,5 @@ pub mod runtime_config;
 pub mod shim;
 pub mod spec_edit;
 mod sys;
+pub mod syslog;
 pub mod system;

@@ -29,6 +29,13 @@ pub enum OciError {
         "the OCI hook state has no usable pid (got {0:?}); is the hook registered as prestart?"
     )]
     StatePid(Option<i64>),
+    #[error(
+        "the OCI hook state has pid 0: crun gives 0 to createContainer and startContainer hooks, \
+         which it runs from inside the container; this hook works on the container from the \
+         host and needs its pid: register it as a prestart hook (runc, crun and youki pass the \
+         container's pid there)"
+    )]
+    StateNoPid,
     #[error("the OCI hook state has an empty bundle path")]
     StateBundle,
     #[error("the OCI hook state's bundle path {0:?} is not absolute (runtimes always pass an absolute one)")]
@@ -51,11 +58,18 @@ pub enum OciError {
     NoRoot { path: PathBuf },
 }
 
-/// The state runc passes to hooks on stdin.
+/// The state a runtime passes to hooks on stdin.
+///
+/// `pid` is `None` for `"pid": 0`: crun (`do_hooks` in `src/libcrun/container.c`) passes 0 to
+/// `createContainer` and `startContainer` hooks, which it runs from the container's init,
+/// inside the container's namespaces, before (createContainer) or after (startContainer)
+/// pivot_root. A hook that needs the pid asks [`HookState::pid`]. crun's `bundle` is the
+/// working directory of the process that runs the hook (`getcwd`), normally the bundle (crun
+/// changes into `--bundle`), but not always (see `docs/COMPAT.md`, "crun's hook states").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookState {
     pub id: String,
-    pub pid: u32,
+    pub pid: Option<u32>,
     pub bundle: PathBuf,
 }
 
@@ -75,7 +89,8 @@ impl HookState {
             return Err(OciError::StateNotObject);
         }
         let pid = match raw.pid {
-            Some(p) if p > 0 && p <= i64::from(i32::MAX) => p as u32,
+            Some(0) => None,
+            Some(p) if p > 0 && p <= i64::from(i32::MAX) => Some(p as u32),
             other => return Err(OciError::StatePid(other)),
         };
         if raw.bundle.is_empty() {
@@ -91,6 +106,12 @@ impl HookState {
             pid,
             bundle: PathBuf::from(raw.bundle),
         })
+    }
+
+    /// The container's pid, for a hook that works on it from the host (the prestart hook);
+    /// an error naming the stage to register at when the runtime gave none.
+    pub fn pid(&self) -> Result<u32, OciError> {
+        self.pid.ok_or(OciError::StateNoPid)
     }
 
     pub fn read(input: impl Read) -> Result<HookState, OciError> {
@@ -219,11 +240,16 @@ mod tests {
 
     #[test]
     fn state_cases() {
-        let cases: &[(&str, &str, Result<(u32, &str), &str>)] = &[
+        let cases: &[(&str, &str, Result<(Option<u32>, &str), &str>)] = &[
             (
                 "runc state",
                 r#"{"ociVersion":"1.0.2","id":"c1","status":"created","pid":42,"bundle":"/b","annotations":{}}"#,
-                Ok((42, "/b")),
+                Ok((Some(42), "/b")),
+            ),
+            (
+                "crun createContainer state: pid 0 is no pid",
+                r#"{"ociVersion":"1.0","id":"c1","pid":0,"root":"/r","bundle":"/b","status":"created"}"#,
+                Ok((None, "/b")),
             ),
             ("not json", "hello", Err("not valid JSON")),
             ("empty", "", Err("not valid JSON")),
@@ -272,6 +298,18 @@ mod tests {
                 (got, _) => panic!("{name}: got {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn pid_zero_needs_a_prestart_registration() {
+        let s = HookState::parse(br#"{"pid":0,"bundle":"/b"}"#).unwrap();
+        let e = s.pid().unwrap_err().to_string();
+        assert!(
+            e.contains("pid 0") && e.contains("register it as a prestart hook"),
+            "{e}"
+        );
+        let s = HookState::parse(br#"{"pid":7,"bundle":"/b"}"#).unwrap();
+        assert_eq!(s.pid().unwrap(), 7);
     }
 
     #[test]

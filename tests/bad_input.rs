@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::bundle::{self, out_text, Bundle, Image, CTK, HOOK};
+use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK, HOOK};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -333,8 +333,6 @@ fn hook_state_cases() {
         .push(json!("NVIDIA_VISIBLE_DEVICES=0"));
     let good = bundle_dir(&serde_json::to_vec_pretty(&spec).unwrap());
     let file = good.join("config.json");
-    let no_config = bundle_dir(b"");
-    std::fs::remove_file(no_config.join("config.json")).unwrap();
     let pid = sleeper.pid();
     // A state with this pid (as JSON text) and the good bundle; one with our pid and this bundle.
     let with_pid = |p: &str| format!(r#"{{"pid":{p},"bundle":"{}"}}"#, good.display());
@@ -365,7 +363,13 @@ fn hook_state_cases() {
             format!(r#"{{"bundle":"{}"}}"#, good.display()),
             &["no usable pid (got None)"],
         ),
-        state_case("pid 0", with_pid("0"), &["no usable pid (got Some(0))"]),
+        // crun's createContainer state: the prestart hook needs a pid and says where to
+        // register (the CDI hooks take it: tests/cdi_hooks.rs).
+        state_case(
+            "pid 0",
+            with_pid("0"),
+            &["has pid 0", "register it as a prestart hook"],
+        ),
         state_case(
             "pid negative",
             with_pid("-1"),
@@ -423,14 +427,6 @@ fn hook_state_cases() {
             ],
         ),
         state_case(
-            "bundle without config.json",
-            with_bundle(&no_config.display().to_string()),
-            &[
-                &format!("cannot read {}/config.json", no_config.display()),
-                "No such file",
-            ],
-        ),
-        state_case(
             "bundle is a file",
             with_bundle(&file.display().to_string()),
             &[
@@ -463,6 +459,150 @@ fn hook_state_cases() {
     for case in cases {
         let want: Vec<&str> = case.want.iter().map(String::as_str).collect();
         hook_must_fail(case.name, &h.config, &good, &case.stdin, &want);
+    }
+}
+
+/// crun's hook states name its working directory as the bundle (1.8 with podman's
+/// `--userns=keep-id`: "/"): a bundle directory without config.json is a container the hook
+/// cannot read. It is let through (the hooks.d hook runs for every container), with a warning
+/// in the debug log and the system log; everything else about the state is still checked, and a
+/// bundle that is not there at all still fails (see `hook_state_cases`).
+#[test]
+fn a_bundle_without_config_json_is_let_through_and_logged() {
+    let h = host();
+    let _serial = serial();
+    let sleeper = Sleeper::start();
+    let no_config = bundle_dir(b"");
+    std::fs::remove_file(no_config.join("config.json")).unwrap();
+    let debug_log = no_config.join("hook-debug.log");
+    let config = no_config.join("config.toml");
+    let text = std::fs::read_to_string(&h.config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen(
+            "[nvidia-container-cli]",
+            &format!(
+                "[nvidia-container-cli]\ndebug = {:?}",
+                debug_log.display().to_string()
+            ),
+            1,
+        ),
+    )
+    .unwrap();
+    // The system log: a datagram socket in the scratch dir (the test-only override).
+    let sock_path = no_config.join("syslog.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert!(
+        !Path::new("/config.json").exists(),
+        "this test needs a host without /config.json"
+    );
+    // A bundle directory without config.json, and crun 1.8's keep-id bundle "/".
+    for bundle in [no_config.as_path(), Path::new("/")] {
+        let state = format!(
+            r#"{{"ociVersion":"1.0","id":"keep-id","pid":{},"root":"/r","bundle":"{}","status":"created"}}"#,
+            sleeper.pid(),
+            bundle.display()
+        );
+        let case = bundle.display();
+        let before = bundle::host_mounts();
+        let out = run(
+            HOOK,
+            &["-config", config.to_str().unwrap(), "prestart"],
+            &[("NVCT_SYSLOG_SOCKET", &sock_path)],
+            state.as_bytes(),
+        );
+        assert!(out.status.success(), "bundle {case}: {}", out_text(&out));
+        assert_eq!(
+            bundle::host_mounts(),
+            before,
+            "bundle {case}: the host mount table changed"
+        );
+        let logged = std::fs::read_to_string(&debug_log).unwrap_or_default();
+        let want = format!("{} does not exist", bundle.join("config.json").display());
+        assert!(
+            logged.contains(&want) && logged.contains("level=warning"),
+            "bundle {case}: debug log: {logged}"
+        );
+        let mut buf = vec![0u8; 4096];
+        let n = sock.recv(&mut buf).expect("a line on the syslog socket");
+        let line = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            line.starts_with("<28>nvidia-container-runtime-hook[") && line.contains(&want),
+            "bundle {case}: syslog line: {line}"
+        );
+    }
+}
+
+/// Every refusal of the prestart hook and of the CDI hooks also goes to the system log (crun
+/// drops hook stderr), tagged with the program's name; stderr keeps it too.
+#[test]
+fn refusals_reach_the_system_log() {
+    let h = host();
+    let _serial = serial();
+    let dir = bundle_dir(b"{}");
+    let sock_path = dir.join("syslog.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let pid0 = format!(r#"{{"pid":0,"bundle":"{}"}}"#, dir.display());
+    let config = h.config.to_str().unwrap();
+    // (case, program, args, stdin, the line's start, words it holds)
+    let cases: &[(&str, &str, &[&str], &str, &str, &str)] = &[
+        (
+            "prestart hook, pid 0",
+            HOOK,
+            &["-config", config, "prestart"],
+            &pid0,
+            "<27>nvidia-container-runtime-hook[",
+            "error: the OCI hook state has pid 0",
+        ),
+        (
+            "CDI hook, no state",
+            CDI_HOOK,
+            &["create-symlinks", "--link", "x::/y/z"],
+            "",
+            "<27>nvidia-cdi-hook[",
+            "error: the OCI hook state on stdin is not valid JSON",
+        ),
+        (
+            "nvidia-ctk hook, empty bundle",
+            CTK,
+            &["hook", "create-symlinks", "--link", "x::/y/z"],
+            r#"{"pid":1,"bundle":""}"#,
+            "<27>nvidia-ctk[",
+            "error: the OCI hook state has an empty bundle path",
+        ),
+    ];
+    for (name, program, args, stdin, start, words) in cases {
+        let out = run(
+            program,
+            args,
+            &[("NVCT_SYSLOG_SOCKET", &sock_path)],
+            stdin.as_bytes(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "case {name}: {}",
+            out_text(&out)
+        );
+        let mut buf = vec![0u8; 4096];
+        let n = sock
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("case {name}: no line on the syslog socket: {e}"));
+        let line = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            line.starts_with(start) && line.contains(words),
+            "case {name}: syslog line: {line}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = words.trim_start_matches("error: ");
+        assert!(
+            stderr.contains(first),
+            "case {name}: stderr still has it: {stderr}"
+        );
     }
 }
 

@@ -1,7 +1,8 @@
 //! The CDI hooks (`nvidia-cdi-hook`, `nvidia-ctk hook`) end to end: real `runc run`
 //! containers with the hooks registered as `createContainer` entries (as CDI specs write them)
-//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs). Every run also
-//! checks that the host's mount table is unchanged (Bundle::run).
+//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs), and under a real
+//! crun (`apt-get install -y crun`; its `createContainer` states have `"pid": 0`), the prestart
+//! hook too. Every run also checks that the host's mount table is unchanged (Bundle::run).
 
 mod common;
 
@@ -693,5 +694,139 @@ fn command_line_cases() {
         let text = out_text(&out);
         assert_eq!(out.status.code(), Some(*code), "case {name}: {text}");
         assert!(text.contains(needle), "case {name}: {text}");
+    }
+}
+
+/// `crun run` of `b` with `sh -c script`. crun 1.8 refuses this machine's hybrid cgroup
+/// layout ("cgroups in hybrid mode not supported"), so it runs in a private mount namespace
+/// without the cgroup2 mount at /sys/fs/cgroup/unified and with `--cgroup-manager=disabled`
+/// (the CDI hooks touch no cgroup). The host's mount table is compared around the run.
+fn crun_run(b: &mut Bundle, script: &str) -> Output {
+    let crun = bundle::require("crun");
+    b.spec["process"]["args"] = serde_json::json!(["sh", "-c", script]);
+    std::fs::write(
+        b.dir.join("config.json"),
+        serde_json::to_vec_pretty(&b.spec).unwrap(),
+    )
+    .unwrap();
+    let before = bundle::host_mounts();
+    let out = Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            "mount --make-rprivate / && { umount /sys/fs/cgroup/unified 2>/dev/null; true; } && \
+             exec \"$0\" --cgroup-manager=disabled run --bundle \"$1\" \"$2\"",
+        ])
+        .arg(&crun)
+        .arg(&b.dir)
+        .arg(&b.id)
+        .stdin(Stdio::null())
+        .output()
+        .expect("unshare");
+    let _ = Command::new(&crun).args(["delete", "-f", &b.id]).output();
+    assert_eq!(
+        bundle::host_mounts(),
+        before,
+        "the host mount table changed"
+    );
+    out
+}
+
+/// Under crun the CDI hooks get `"pid": 0` at createContainer (crun runs them from the
+/// container's init, inside its mount namespace): they stay in that namespace and edit the
+/// container, as under runc. A recorder hook shows the state crun really passes. At prestart
+/// crun passes the pid and the hooks enter the namespace.
+#[test]
+fn crun_runs_the_cdi_hooks_at_each_stage() {
+    let h = host();
+    let version = h.host.driver_version();
+    let lib = format!("libcuda.so.{version}");
+    for stage in ["createContainer", "prestart"] {
+        let mut b = Bundle::new(&h.dir, Image::Glibc);
+        // crun makes a read-only rootfs read-only before createContainer (runc after it):
+        // a writable one, as podman gives without --read-only.
+        b.spec["root"]["readonly"] = serde_json::json!(false);
+        b.bind_ro(
+            &h.host.lib_dir().join(&lib),
+            &format!("/usr/lib/x86_64-linux-gnu/{lib}"),
+        );
+        let recorded = b.dir.join(format!("{stage}-state.json"));
+        let record = format!("cat > {}", recorded.display());
+        b.add_hook(stage, "/bin/sh", &["-c", &record]);
+        b.add_hook(
+            stage,
+            CDI_HOOK,
+            &[
+                "create-symlinks",
+                "--link",
+                "libcuda.so.1::/usr/lib64/libcuda.so",
+            ],
+        );
+        b.add_hook(
+            stage,
+            CDI_HOOK,
+            &[
+                "update-ldcache",
+                "--folder",
+                "/usr/lib/x86_64-linux-gnu",
+                "--ldconfig-path",
+                "/sbin/ldconfig",
+            ],
+        );
+        let out = crun_run(&mut b, "readlink /usr/lib64/libcuda.so; dlcuda");
+        let text = format!("stage {stage}: {}", out_text(&out));
+        let state: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(&recorded).unwrap_or_else(|e| panic!("{text}\nno recorded state: {e}")),
+        )
+        .unwrap();
+        if stage == "createContainer" {
+            assert_eq!(state["pid"], 0, "crun's createContainer state: {state}");
+        } else {
+            assert!(
+                state["pid"].as_u64().unwrap_or(0) > 0,
+                "crun's prestart state: {state}"
+            );
+        }
+        assert!(out.status.success(), "{text}");
+        let so = stdout(&out);
+        assert!(so.contains("libcuda.so.1\n"), "the link: {text}");
+        assert!(
+            so.contains("cuDriverGetVersion rc=0 version=12040"),
+            "dlopen(libcuda.so.1) through the cache: {text}"
+        );
+    }
+}
+
+/// The prestart hook (podman's hooks.d route) under a real crun: crun's prestart state has the
+/// container's pid and its bundle, and the GPU asked for arrives. `no-cgroups = true`: crun
+/// runs here without cgroups (see [`crun_run`]), as a rootless podman does.
+#[test]
+fn crun_runs_the_prestart_hook() {
+    let h = host();
+    let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("no-cgroups = true\n");
+    std::fs::write(&config, text).unwrap();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config);
+    b.env("NVIDIA_VISIBLE_DEVICES=1");
+    let out = crun_run(
+        &mut b,
+        "ls /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl 2>&1; true",
+    );
+    let text = out_text(&out);
+    assert!(out.status.success(), "{text}");
+    let seen = stdout(&out);
+    for (node, want) in [
+        ("/dev/nvidia1", true),
+        ("/dev/nvidiactl", true),
+        ("/dev/nvidia0", false),
+    ] {
+        assert_eq!(
+            seen.lines().any(|l| l == node),
+            want,
+            "{node} should be there: {want}: {text}"
+        );
     }
 }

@@ -239,6 +239,29 @@ fn each_seeded_fault_fails_its_check_with_a_fix() {
             "has no `nvidia` runtime",
         ),
         (
+            "Debian's containerd config and a drop-in without runc (what configure once wrote)",
+            |n| {
+                let debian = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/containerd-debian/config.toml");
+                let drop_in = n.containerd.with_file_name("conf.d/99-nvidia.toml");
+                let text = std::fs::read_to_string(debian).unwrap();
+                let imports = format!("imports = [{:?}]\n", drop_in.display().to_string());
+                std::fs::write(
+                    &n.containerd,
+                    text.replacen("version = 2\n", &format!("version = 2\n{imports}"), 1),
+                )
+                .unwrap();
+                let cri = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia";
+                std::fs::write(
+                    drop_in,
+                    format!("version = 2\n{cri}]\nruntime_type = \"io.containerd.runc.v2\"\n{cri}.options]\nBinaryName = {SHIM:?}\n"),
+                )
+                .unwrap();
+            },
+            "engine containerd",
+            "default runtime `runc` is not among the runtimes it would load (nvidia)",
+        ),
+        (
             "CRI-O drop-in not TOML",
             |n| {
                 std::fs::write(

@@ -1,6 +1,6 @@
 //! The packages of scripts/package.sh, installed for real: the .deb with `dpkg --root` into a
-//! scratch root (an empty dpkg database; the package has no maintainer scripts, so nothing from
-//! the scratch root runs), its nvidia-ctk run, a GPU container started under real runc whose
+//! scratch root (an empty dpkg database, and busybox as its /bin/sh: dpkg runs the maintainer
+//! scripts chrooted there), its nvidia-ctk run, a GPU container started under real runc whose
 //! prestart hook is the installed hook with the installed (edited) config, then `dpkg -r` (the
 //! edited config files stay, byte for byte) and `dpkg --purge` (they go). The .rpm is checked
 //! against the .deb: the same files with the same modes, and exactly the same config files.
@@ -95,7 +95,32 @@ fn scratch_root(dir: &Path, deb: &Path) -> PathBuf {
         status.push_str("\n\n");
     }
     std::fs::write(admin.join("status"), status).unwrap();
+    // dpkg runs the maintainer scripts chrooted into the root: a shell and the tools they use.
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(bundle::require("busybox"), bin.join("busybox")).unwrap();
+    for applet in ["sh", "rm", "[", "test", "cat", "echo"] {
+        std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+    }
+    std::fs::create_dir_all(root.join("dev")).unwrap();
+    run(Command::new("mknod")
+        .arg(root.join("dev/null"))
+        .args(["c", "1", "3"]));
     root
+}
+
+/// The enablement links `systemctl enable` makes for the refresh units, under `root`.
+fn wants_links(root: &Path) -> [PathBuf; 2] {
+    let wants = root.join("etc/systemd/system/multi-user.target.wants");
+    ["nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service"].map(|u| wants.join(u))
+}
+
+fn make_wants_links(root: &Path) {
+    for link in wants_links(root) {
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        let unit = Path::new("/usr/lib/systemd/system").join(link.file_name().unwrap());
+        std::os::unix::fs::symlink(unit, &link).unwrap();
+    }
 }
 
 fn dpkg(root: &Path, args: &[&str]) -> Output {
@@ -279,6 +304,134 @@ fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
             under(c).symlink_metadata().is_err(),
             "{c}: still there after dpkg --purge"
         );
+    }
+}
+
+/// The .deb's control archive carries the three maintainer scripts, executable, and the
+/// .rpm the matching scriptlets.
+#[test]
+fn packages_carry_the_maintainer_scripts() {
+    let (deb, rpm) = packages();
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("DEBIAN");
+    run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control));
+    // (script, words it must hold)
+    let cases: &[(&str, &[&str])] = &[
+        ("postinst", &["daemon-reload", "/run/systemd/system"]),
+        ("prerm", &["stop $units", "disable $units", "remove"]),
+        (
+            "postrm",
+            &["purge", ".wants/nvidia-cdi-refresh.path", "daemon-reload"],
+        ),
+    ];
+    for (script, words) in cases {
+        let path = control.join(script);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{script}: {e}"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = path.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "{script} is not executable: {mode:o}");
+        for w in *words {
+            assert!(text.contains(w), "{script} lacks {w:?}:\n{text}");
+        }
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            !code.contains(" enable ") && !code.contains(" start "),
+            "{script}: installing enables and starts nothing:\n{text}"
+        );
+    }
+    let scripts = stdout(
+        Command::new(bundle::require("rpm"))
+            .args(["-qp", "--scripts"])
+            .arg(&rpm),
+    );
+    for part in [
+        "postinstall scriptlet",
+        "preuninstall scriptlet",
+        "postuninstall scriptlet",
+        "--no-reload disable nvidia-cdi-refresh.path nvidia-cdi-refresh.service",
+        "stop nvidia-cdi-refresh.path nvidia-cdi-refresh.service",
+    ] {
+        assert!(
+            scripts.contains(part),
+            "rpm --scripts lacks {part:?}:\n{scripts}"
+        );
+    }
+}
+
+/// `dpkg -i`, `-r` and `--purge` in a scratch root, with the maintainer scripts really run
+/// (chrooted there): without systemd (no systemctl, no /run/systemd/system) they do nothing
+/// and succeed; with a running "systemd" (the directory) and a fake `systemctl` that records
+/// its arguments, install only reloads, removal stops and disables the units, and purge
+/// removes enablement links that are left.
+#[test]
+fn deb_scripts_stop_disable_and_purge_links() {
+    bundle::require_root();
+    let (deb, _) = packages();
+    for with_systemd in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = scratch_root(dir.path(), &deb);
+        let log = root.join("systemctl.log");
+        if with_systemd {
+            std::fs::create_dir_all(root.join("run/systemd/system")).unwrap();
+            let systemctl = root.join("usr/bin/systemctl");
+            std::fs::create_dir_all(systemctl.parent().unwrap()).unwrap();
+            std::fs::write(&systemctl, "#!/bin/sh\necho \"$*\" >> /systemctl.log\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let case = if with_systemd {
+            "with systemd"
+        } else {
+            "without systemd"
+        };
+        let calls = || std::fs::read_to_string(&log).unwrap_or_default();
+
+        dpkg(&root, &["-i", deb.to_str().unwrap()]);
+        let want_install = if with_systemd {
+            "--system daemon-reload\n"
+        } else {
+            ""
+        };
+        assert_eq!(
+            calls(),
+            want_install,
+            "{case}: dpkg -i: nothing enabled or started"
+        );
+
+        // The operator enabled the units (links as `systemctl enable` makes them).
+        make_wants_links(&root);
+        dpkg(&root, &["-r", NAME]);
+        let units = "nvidia-cdi-refresh.path nvidia-cdi-refresh.service";
+        let want_remove = if with_systemd {
+            format!(
+                "{want_install}--system stop {units}\n--system --no-reload disable {units}\n--system daemon-reload\n"
+            )
+        } else {
+            String::new()
+        };
+        assert_eq!(calls(), want_remove, "{case}: dpkg -r");
+
+        dpkg(&root, &["--purge", NAME]);
+        for link in wants_links(&root) {
+            assert!(
+                link.symlink_metadata().is_err(),
+                "{case}: {} left after --purge",
+                link.display()
+            );
+        }
+        if with_systemd {
+            assert!(
+                calls().ends_with("--system daemon-reload\n"),
+                "{case}: purge reloads: {}",
+                calls()
+            );
+        } else {
+            assert_eq!(calls(), "", "{case}: nothing called");
+        }
     }
 }
 

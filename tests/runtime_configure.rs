@@ -1761,3 +1761,332 @@ fn the_default_runtime_survives_re_runs() {
         );
     }
 }
+fn debian_stock() -> String {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/containerd-debian/config.toml");
+    fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A directory holding no `containerd`: on PATH, configure has no binary to ask and checks
+/// its own model of containerd's merge.
+fn path_without_containerd(dir: &Path) -> String {
+    let bin = dir.join("no-containerd-bin");
+    fs::create_dir_all(&bin).unwrap();
+    bin.display().to_string()
+}
+
+/// Debian 12's containerd config (a CRI table with only cni settings): configure must leave
+/// containerd its built-in `runc` next to `nvidia`, judged by containerd itself, with and
+/// without a `containerd` binary for configure to check with; and containerd started on the
+/// result loads its CRI plugin.
+#[test]
+fn debian_stock_containerd_keeps_runc() {
+    // (case, containerd on configure's PATH, extra flags)
+    let cases: &[(&str, bool, &[&str])] = &[
+        ("checked by containerd config dump", true, &[]),
+        ("checked by our merge model", false, &[]),
+        ("set as default", true, &["--set-as-default"]),
+    ];
+    for (name, with_binary, extra) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        fs::write(&config, debian_stock()).unwrap();
+        let drop_in = dir.path().join("conf.d/99-nvidia.toml");
+        let (config_s, drop_in_s) = (config.display().to_string(), drop_in.display().to_string());
+        let mut args = vec![
+            "runtime",
+            "configure",
+            "--runtime=containerd",
+            "--config",
+            &config_s,
+            "--drop-in-config",
+            &drop_in_s,
+        ];
+        args.extend(*extra);
+        let path = path_without_containerd(dir.path());
+        let env: &[(&str, &str)] = if *with_binary {
+            &[]
+        } else {
+            &[("PATH", &path)]
+        };
+        let out = ctk(&args, env);
+        assert!(out.status.success(), "case {name}{}", ctx(&args, &out));
+
+        let dump = containerd_dump(&config);
+        let c = &dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"];
+        let runtimes: Vec<&str> = c["runtimes"]
+            .as_table_like()
+            .unwrap_or_else(|| panic!("case {name}: no runtimes in dump:\n{dump}"))
+            .iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(runtimes, ["nvidia", "runc"], "case {name}:\n{dump}");
+        let default = if extra.contains(&"--set-as-default") {
+            "nvidia"
+        } else {
+            "runc"
+        };
+        assert_eq!(
+            c["default_runtime_name"].as_str(),
+            Some(default),
+            "case {name}"
+        );
+        assert_eq!(
+            c["runtimes"]["runc"]["runtime_type"].as_str(),
+            Some("io.containerd.runc.v2"),
+            "case {name}:\n{dump}"
+        );
+        assert_eq!(
+            c["runtimes"]["runc"]["options"]["BinaryName"].as_str(),
+            Some(""),
+            "case {name}: runc must run plain runc:\n{dump}"
+        );
+        assert_eq!(
+            c["runtimes"]["nvidia"]["options"]["BinaryName"].as_str(),
+            Some("/usr/bin/nvidia-container-runtime"),
+            "case {name}"
+        );
+        // Debian's cni settings survive the drop-in's CRI table.
+        assert_eq!(
+            dump["plugins"]["io.containerd.grpc.v1.cri"]["cni"]["bin_dir"].as_str(),
+            Some("/usr/lib/cni"),
+            "case {name}"
+        );
+
+        // unconfigure gives Debian's file back and removes the drop-in.
+        let un = [
+            "runtime",
+            "unconfigure",
+            "--runtime=containerd",
+            "--config",
+            &config_s,
+            "--drop-in-config",
+            &drop_in_s,
+        ];
+        ok(&un);
+        assert_eq!(
+            read_opt(&config).as_deref(),
+            Some(debian_stock().as_str()),
+            "case {name}"
+        );
+        assert!(!drop_in.exists(), "case {name}");
+    }
+}
+
+/// containerd started on Debian's config after configure: `ctr plugins ls` lists the CRI
+/// plugin as loaded (before the fix it was `error`: the default runtime `runc` was gone).
+#[test]
+fn debian_stock_containerd_loads_cri_after_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Debian's file, with what a second containerd on this machine needs of its own: root,
+    // state, sockets, the opt plugin's dir and an ephemeral streaming port (the CRI table keeps
+    // only cni from Debian, as the fixture).
+    let mut doc: toml_edit::DocumentMut = debian_stock().parse().unwrap();
+    let s = |p: &Path| toml_edit::value(p.display().to_string());
+    doc["root"] = s(&d.join("root"));
+    doc["state"] = s(&d.join("state"));
+    doc["grpc"]["address"] = s(&d.join("c.sock"));
+    doc["ttrpc"]["address"] = s(&d.join("c.sock.ttrpc"));
+    doc["plugins"]["io.containerd.internal.v1.opt"]["path"] = s(&d.join("opt"));
+    let cri = &mut doc["plugins"]["io.containerd.grpc.v1.cri"];
+    cri["stream_server_port"] = toml_edit::value("0");
+    cri["stream_server_address"] = toml_edit::value("127.0.0.1");
+    let config = d.join("config.toml");
+    fs::write(&config, doc.to_string()).unwrap();
+    let drop_in = d.join("conf.d/99-nvidia.toml");
+    let (config_s, drop_in_s) = (config.display().to_string(), drop_in.display().to_string());
+    ok(&[
+        "runtime",
+        "configure",
+        "--runtime=containerd",
+        "--config",
+        &config_s,
+        "--drop-in-config",
+        &drop_in_s,
+    ]);
+
+    let log = d.join("containerd.log");
+    let mut child = Command::new("containerd")
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(fs::File::create(&log).unwrap())
+        .stderr(fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("containerd is required for this test: apt-get install -y containerd");
+    let sock = d.join("c.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut listing = String::new();
+    while std::time::Instant::now() < deadline {
+        if sock.exists() {
+            let out = Command::new("ctr")
+                .arg("-a")
+                .arg(&sock)
+                .args(["plugins", "ls"])
+                .output()
+                .expect("ctr (containerd's package)");
+            listing = String::from_utf8_lossy(&out.stdout).into_owned();
+            if listing.contains("io.containerd.grpc.v1") {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // SAFETY: SIGTERM to the containerd this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let cri: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("cri"))
+        .collect();
+    assert_eq!(
+        cri.len(),
+        1,
+        "no cri plugin line in `ctr plugins ls`:\n{listing}\n--- log:\n{}",
+        fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(
+        cri[0].split_whitespace().last() == Some("ok"),
+        "CRI plugin not loaded: {}\n--- log:\n{}",
+        cri[0],
+        fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+/// A config whose default runtime containerd would not have is refused, with and without a
+/// `containerd` binary to check with, and every file is left as it was.
+#[test]
+fn configure_refuses_what_containerd_cannot_load_and_puts_files_back() {
+    let broken = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n\
+                  default_runtime_name = \"kata\"\n\
+                  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
+                  runtime_type = \"io.containerd.runc.v2\"\n";
+    // (case, containerd on PATH, drop-in)
+    let cases = [
+        ("drop-in, containerd dump", true, true),
+        ("drop-in, merge model", false, true),
+        ("in place, containerd dump", true, false),
+        ("in place, merge model", false, false),
+    ];
+    for (name, with_binary, use_drop_in) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        fs::write(&config, broken).unwrap();
+        let drop_in = dir.path().join("conf.d/99-nvidia.toml");
+        let config_s = config.display().to_string();
+        let drop_in_arg = if use_drop_in {
+            format!("--drop-in-config={}", drop_in.display())
+        } else {
+            "--drop-in-config=".to_string()
+        };
+        let args = [
+            "runtime",
+            "configure",
+            "--runtime=containerd",
+            "--config",
+            &config_s,
+            &drop_in_arg,
+        ];
+        let path = path_without_containerd(dir.path());
+        let env: &[(&str, &str)] = if with_binary { &[] } else { &[("PATH", &path)] };
+        let out = ctk(&args, env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "case {name}: accepted{}",
+            ctx(&args, &out)
+        );
+        for part in [
+            "default runtime `kata`",
+            "nothing was changed",
+            "runc",
+            "nvidia",
+        ] {
+            assert!(
+                err.contains(part),
+                "case {name}: no {part:?}{}",
+                ctx(&args, &out)
+            );
+        }
+        assert_eq!(
+            read_opt(&config).as_deref(),
+            Some(broken),
+            "case {name}: config changed"
+        );
+        assert!(!drop_in.exists(), "case {name}: drop-in left behind");
+        assert!(
+            !fsutil_backup(&config).exists(),
+            "case {name}: a .bak of a write that was undone"
+        );
+    }
+}
+
+fn fsutil_backup(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(".bak");
+    PathBuf::from(s)
+}
+
+/// Debian's config importing a site drop-in that registers `crun` next to `runc`: containerd
+/// 1.6 replaces the CRI table per import, so our drop-in (loaded after it) carries the site's
+/// runtimes too, and containerd keeps all three.
+#[test]
+fn other_imports_keep_their_runtimes() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf_d = dir.path().join("conf.d");
+    fs::create_dir_all(&conf_d).unwrap();
+    let config = dir.path().join("config.toml");
+    let glob = format!("{}/*.toml", conf_d.display());
+    let main = debian_stock().replacen(
+        "version = 2\n",
+        &format!("version = 2\nimports = [{glob:?}]\n"),
+        1,
+    );
+    fs::write(&config, &main).unwrap();
+    let rt = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes";
+    let site = format!(
+        "version = 2\n{rt}.runc]\nruntime_type = \"io.containerd.runc.v2\"\n\
+         {rt}.crun]\nruntime_type = \"io.containerd.runc.v2\"\n{rt}.crun.options]\n\
+         BinaryName = \"/usr/bin/crun\"\n"
+    );
+    fs::write(conf_d.join("50-site.toml"), &site).unwrap();
+    let drop_in = conf_d.join("99-nvidia.toml");
+    let (config_s, drop_in_s) = (config.display().to_string(), drop_in.display().to_string());
+    let args = [
+        "runtime",
+        "configure",
+        "--runtime=containerd",
+        "--config",
+        &config_s,
+        "--drop-in-config",
+        &drop_in_s,
+    ];
+    ok(&args);
+    let dump = containerd_dump(&config);
+    let c = &dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"];
+    let runtimes: Vec<&str> = c["runtimes"]
+        .as_table_like()
+        .unwrap_or_else(|| panic!("no runtimes in dump:\n{dump}"))
+        .iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(runtimes, ["crun", "nvidia", "runc"], "{dump}");
+    assert_eq!(
+        c["runtimes"]["crun"]["options"]["BinaryName"].as_str(),
+        Some("/usr/bin/crun")
+    );
+    assert_eq!(c["default_runtime_name"].as_str(), Some("runc"));
+    // Idempotent: a second run (our drop-in now among the imports) changes nothing.
+    let first = read_opt(&drop_in);
+    ok(&args);
+    assert_eq!(
+        read_opt(&drop_in),
+        first,
+        "second configure changed the drop-in"
+    );
+    assert_eq!(
+        read_opt(&conf_d.join("50-site.toml")).as_deref(),
+        Some(site.as_str())
+    );
+}

@@ -8,9 +8,11 @@ use nvct::apply::{self, ContainerTarget};
 use nvct::config::{self, Config};
 use nvct::discover;
 use nvct::log::Logger;
-use nvct::oci::{self, HookState};
+use nvct::oci::{self, HookState, OciError};
 use nvct::plan::{self, Layout};
 use nvct::request::{self, ContainerView};
+use nvct::syslog;
+use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -83,9 +85,13 @@ fn main() -> ExitCode {
         Some("prestart") => match prestart(args.config, args.debug) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!(
-                    "nvidia-container-runtime-hook: error: {}",
-                    nvct::log::error_text(e.chain())
+                let text = nvct::log::error_text(e.chain());
+                eprintln!("nvidia-container-runtime-hook: error: {text}");
+                // crun throws a hook's stderr away: the system log keeps the reason.
+                syslog::send(
+                    syslog::Severity::Err,
+                    "nvidia-container-runtime-hook",
+                    &format!("error: {text}"),
                 );
                 ExitCode::FAILURE
             }
@@ -145,14 +151,38 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
     // The state first, and its pid checked before any config is read: a hook registered at
     // the wrong stage runs with the container's environment (its config path variable).
     let state = HookState::read(std::io::stdin().lock())?;
-    let spec = oci::load_spec(&state.bundle)?;
+    let pid = state.pid()?;
+    let spec = match oci::load_spec(&state.bundle) {
+        Err(OciError::SpecRead { path, source })
+            if source.kind() == ErrorKind::NotFound && state.bundle.is_dir() =>
+        {
+            // crun passes its working directory as the bundle (1.8 with podman's
+            // --userns=keep-id: "/"); a container we cannot read asked us for nothing we can
+            // see, and failing it would fail every container of a hooks.d `always` hook.
+            let (config, _) = load_config(config_flag)?;
+            let msg = format!(
+                "container {}: {} does not exist (the runtime's hook state names bundle {:?}); \
+                 cannot see what the container asks for, so it gets nothing from this hook \
+                 (CDI devices, `--device nvidia.com/gpu=N`, do not need it)",
+                state.id,
+                path.display(),
+                state.bundle
+            );
+            Logger::for_hook(&config.cli.debug, debug).warning(&msg);
+            syslog::send(
+                syslog::Severity::Warning,
+                "nvidia-container-runtime-hook",
+                &msg,
+            );
+            return Ok(());
+        }
+        r => r?,
+    };
     let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
-    apply::check_pid(state.pid, &rootfs)?;
+    apply::check_pid(pid, &rootfs)?;
     t.step("state and spec");
 
-    let config_path =
-        config_flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
-    let (config, warnings) = Config::load_checked(&config_path)?;
+    let (config, warnings) = load_config(config_flag)?;
     t.step("config");
     let mut log = Logger::for_hook(&config.cli.debug, debug);
     for w in &warnings {
@@ -166,6 +196,13 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
             nvct::log::error_text(e.chain())
         ));
     })
+}
+
+/// The config from `-config`, else the default path (`NVIDIA_CTK_CONFIG_FILE_PATH`, else
+/// /etc/nvidia-container-runtime/config.toml), with its warnings.
+fn load_config(flag: Option<PathBuf>) -> Result<(Config, Vec<String>)> {
+    let path = flag.unwrap_or_else(|| config::default_path(|k| std::env::var(k).ok()));
+    Ok(Config::load_checked(&path)?)
 }
 
 fn inject(
@@ -216,16 +253,19 @@ fn inject(
         plan.mounts.len(),
     ));
     let target = ContainerTarget {
-        pid: state.pid,
+        pid: state.pid()?,
         rootfs,
         ldconfig: config.host_ldconfig(),
         no_cgroups: config.cli.no_cgroups,
         arch: root.arch,
         native_ldcache: !config.features.disable_native_ldcache,
     };
-    let ld_cache = apply::apply(&req, &inv, &plan, &target)?;
+    let applied = apply::apply(&req, &inv, &plan, &target)?;
     t.step("apply");
-    if let Some(line) = ld_cache {
+    for n in &applied.notes {
+        log.warning(&format!("container {}: {n}", state.id));
+    }
+    if let Some(line) = applied.ld_cache {
         log.debug(&format!("container {}: {line}", state.id));
     }
     log.debug(&format!("container {}: {}", state.id, t.line()));

@@ -13,6 +13,11 @@
 //! edits; the main file only gains `imports = ["<drop-in dir>/*.toml"]`. Consequence: later edits
 //! to the CRI table in the main file are shadowed by the drop-in until configure runs again.
 //! Version 1 configs are edited in place.
+//!
+//! A `runtimes` table with any entry replaces containerd 1.x's built-in `runc`, so when the
+//! table configure writes into has none (Debian's stock config, a missing file), the built-in
+//! `runc` is written first (`seed_builtin`). [`effective`] and [`check_default_runtime`] model
+//! how containerd reads a config with its imports, for the check after a write and for doctor.
 
 use std::path::Path;
 
@@ -96,6 +101,7 @@ fn configure_doc(
     let default = str_at(root, &v.containerd(), "default_runtime_name").map(str::to_string);
 
     let runtimes = table_at_create(root, &v.runtimes(), path)?;
+    seed_builtin(runtimes, v, name);
     if !runtimes.contains_key(name) {
         let template = [default.as_deref(), Some("runc"), Some("crun")]
             .into_iter()
@@ -144,6 +150,73 @@ fn configure_doc(
         set_value(t, "enable_cdi", Value::from(true));
     }
     Ok(())
+}
+
+/// containerd's built-in `runc` entry as `containerd config default` prints it: 1.6 for versions
+/// 1 and 2 (`pkg/cri/config/config_unix.go`), 2.0 for version 3
+/// (`internal/cri/config/config_unix.go`).
+fn builtin_runc(v: Version) -> Table {
+    let text = match v {
+        Version::V1 | Version::V2 => {
+            "runtime_type = \"io.containerd.runc.v2\"\n\n[options]\nBinaryName = \"\"\n\
+             CriuImagePath = \"\"\nCriuPath = \"\"\nCriuWorkPath = \"\"\nIoGid = 0\nIoUid = 0\n\
+             NoNewKeyring = false\nNoPivotRoot = false\nRoot = \"\"\nShimCgroup = \"\"\n\
+             SystemdCgroup = false\n"
+        }
+        Version::V3 => {
+            "runtime_type = \"io.containerd.runc.v2\"\nsandboxer = \"podsandbox\"\n\n[options]\n\
+             BinaryName = \"\"\nCriuImagePath = \"\"\nCriuWorkPath = \"\"\nIoGid = 0\nIoUid = 0\n\
+             NoNewKeyring = false\nRoot = \"\"\nShimCgroup = \"\"\n"
+        }
+    };
+    let doc: DocumentMut = text.parse().expect("built-in runc entry is valid TOML");
+    let mut t = doc.as_table().clone();
+    t.set_implicit(false);
+    t
+}
+
+/// The name of containerd's built-in runtime (and default `default_runtime_name`).
+const BUILTIN: &str = "runc";
+
+/// A `runtimes` table with no entry makes containerd use its built-in `runc`; one with any entry
+/// replaces the built-in map in containerd 1.x (see COMPAT.md). Before adding our entry to such a
+/// table, write the built-in `runc` into it so the default runtime stays (unless our entry is
+/// itself named `runc`).
+fn seed_builtin(runtimes: &mut Table, v: Version, name: &str) {
+    let has_entries = runtimes.iter().any(|(_, i)| i.is_table_like());
+    if has_entries || name == BUILTIN {
+        return;
+    }
+    let mut runc = Item::Table(builtin_runc(v));
+    prepare_copy(&mut runc);
+    runtimes.insert(BUILTIN, runc);
+}
+
+/// Is `item` the built-in runc entry of `v`, whatever its formatting?
+fn is_builtin_runc(item: &Item, v: Version) -> bool {
+    let builtin = Item::Table(builtin_runc(v));
+    same_tree(item, &builtin)
+}
+
+/// Equal keys and values, ignoring formatting, comments and table-vs-inline layout.
+fn same_tree(a: &Item, b: &Item) -> bool {
+    match (a.as_table_like(), b.as_table_like()) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, i)| y.get(k).is_some_and(|j| same_tree(i, j)))
+        }
+        (None, None) => match (a.as_value(), b.as_value()) {
+            (Some(x), Some(y)) => {
+                let (mut x, mut y) = (x.clone(), y.clone());
+                x.decor_mut().clear();
+                y.decor_mut().clear();
+                x.to_string() == y.to_string()
+            }
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// The annotations a CDI-enabled runtime entry passes on (`container_annotations`).
@@ -201,6 +274,92 @@ pub fn imports(src: Source<'_>) -> Result<Vec<String>, Error> {
                 .collect()
         })
         .unwrap_or_default())
+}
+
+/// containerd's effective config of `sources` (the main file, then the files it imports, in the
+/// order containerd loads them), by containerd's own merge rules (see COMPAT.md, "containerd:
+/// how imports merge"): arrays are appended, other values replaced by the later file; `proxy_plugins`,
+/// `stream_processors` and `timeouts` entries are replaced whole; a `plugins."<id>"` table is
+/// replaced whole by a version 1 or 2 file (containerd 1.x) and merged key by key by a version 3
+/// file (containerd 2.x); other tables are merged key by key. Each source is parsed on its own,
+/// so an error names its file. Used where no `containerd` binary can dump the config.
+pub fn effective(sources: &[Source<'_>]) -> Result<String, Error> {
+    let mut merged = DocumentMut::new();
+    for src in sources {
+        let doc = parse_toml(src)?;
+        let whole_plugins = version(&doc, src.path)? != Version::V3;
+        for (key, item) in doc.iter() {
+            let replace_entries = matches!(key, "proxy_plugins" | "stream_processors" | "timeouts")
+                || (key == "plugins" && whole_plugins);
+            match (merged.get_mut(key), item) {
+                (Some(Item::Table(dst)), Item::Table(from)) if replace_entries => {
+                    for (k, i) in from.iter() {
+                        dst.insert(k, i.clone());
+                    }
+                }
+                (Some(Item::Table(dst)), Item::Table(from)) => super::merge_table(dst, from),
+                (Some(Item::Value(Value::Array(dst))), Item::Value(Value::Array(from))) => {
+                    dst.extend(from.iter().cloned());
+                }
+                _ => {
+                    merged.insert(key, item.clone());
+                }
+            }
+        }
+    }
+    Ok(merged.to_string())
+}
+
+/// The runtimes containerd's CRI plugin would load from `src` (an effective config: a
+/// `containerd config dump`, or [`effective`]'s output) and its default runtime's name.
+///
+/// A `runtimes` table with entries replaces the built-in `runc` in containerd 1.x (versions 1
+/// and 2: go-toml v1 decodes a map into a new one); containerd 2.x (version 3) decodes over the
+/// built-in map, so `runc` stays.
+pub fn runtimes(src: Source<'_>) -> Result<(String, Vec<String>), Error> {
+    let doc = parse_toml(&src)?;
+    let v = version(&doc, src.path)?;
+    let root = doc.as_table();
+    let mut default = str_at(root, &v.containerd(), "default_runtime_name")
+        .unwrap_or(BUILTIN)
+        .to_string();
+    let mut names: Vec<String> = table_at(root, &v.runtimes())
+        .map(|t| {
+            t.iter()
+                .filter(|(_, i)| i.is_table_like())
+                .map(|(k, _)| k.to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    if (names.is_empty() || v == Version::V3) && !names.iter().any(|n| n == BUILTIN) {
+        names.insert(0, BUILTIN.to_string());
+    }
+    // containerd 1.x: the deprecated `default_runtime` table, when it names a type, becomes the
+    // runtime `default` and the default (`pkg/cri/config/config.go`, ValidatePluginConfig).
+    let [a, b, c] = v.containerd();
+    if str_at(root, &[a, b, c, "default_runtime"], "runtime_type").is_some_and(|t| !t.is_empty()) {
+        default = "default".to_string();
+        names.push(default.clone());
+    }
+    Ok((default, names))
+}
+
+/// Error unless the default runtime of `src` (an effective config, see [`runtimes`]) is one of
+/// the runtimes containerd would load: without it the CRI plugin (what the kubelet talks to)
+/// does not load.
+pub fn check_default_runtime(src: Source<'_>) -> Result<(), Error> {
+    let (default, names) = runtimes(src)?;
+    if names.contains(&default) {
+        return Ok(());
+    }
+    let doc = parse_toml(&src)?;
+    let v = version(&doc, src.path)?;
+    Err(Error::DefaultRuntimeMissing {
+        path: src.path.to_path_buf(),
+        default,
+        have: names.join(", "),
+        table: v.runtimes().join("."),
+    })
 }
 
 /// The glob written into `imports` for a drop-in file.
@@ -299,10 +458,17 @@ pub fn unconfigure(
         .filter(|p| version(p, main.path).ok() == Some(v))
         .filter(|p| !has_key(p.as_table(), &[&v.runtimes()[..], &[name]].concat()));
     let prev = prev.as_ref().map(DocumentMut::as_table);
+    let prev_has_runc = prev.is_some_and(|p| has_key(p, &[&v.runtimes()[..], &[BUILTIN]].concat()));
     let root = doc.as_table_mut();
 
     if let Some(rt) = table_at_mut(root, &v.runtimes()) {
         rt.remove(name);
+        // The built-in runc that configure wrote next to ours (see `seed_builtin`): alone, it
+        // means what no entry means, so it goes with ours.
+        let alone = rt.len() == 1 && rt.get(BUILTIN).is_some_and(|i| is_builtin_runc(i, v));
+        if alone && name != BUILTIN && !prev_has_runc {
+            rt.remove(BUILTIN);
+        }
     }
     prune_empty(root, &v.runtimes(), prev);
     if str_at(root, &v.containerd(), "default_runtime_name") == Some(name) {
@@ -356,6 +522,98 @@ mod tests {
         };
         let out = configure(src, src, None, opts)?;
         Ok(out.changes[0].content.clone().unwrap())
+    }
+
+    #[test]
+    fn effective_follows_containerd_merge() {
+        let cri = "[plugins.\"io.containerd.grpc.v1.cri\"";
+        let cri3 = "[plugins.\"io.containerd.cri.v1.runtime\"";
+        // (case, files in load order, want (default, runtimes) of the effective config)
+        let cases: &[(&str, &[String], (&str, &[&str]))] = &[
+            (
+                "no runtimes: the built-in runc",
+                &["version = 2\n".into()],
+                ("runc", &["runc"]),
+            ),
+            (
+                "v2: an import replaces the whole plugin table",
+                &[
+                    format!("version = 2\n{cri}.containerd]\ndefault_runtime_name = \"kata\"\n{cri}.containerd.runtimes.kata]\n"),
+                    format!("version = 2\n{cri}.containerd.runtimes.nvidia]\n"),
+                ],
+                ("runc", &["nvidia"]),
+            ),
+            (
+                "v2: other plugins' tables are kept",
+                &[
+                    format!("version = 2\n{cri}.containerd.runtimes.runc]\n[plugins.x]\ny = 1\n"),
+                    "version = 2\n[plugins.z]\n".into(),
+                ],
+                ("runc", &["runc"]),
+            ),
+            (
+                "an empty default_runtime_name is no runtime",
+                &[format!("version = 2\n{cri}.containerd]\ndefault_runtime_name = \"\"\n")],
+                ("", &["runc"]),
+            ),
+            (
+                "the deprecated default_runtime table is the default",
+                &[format!("version = 2\n{cri}.containerd.default_runtime]\nruntime_type = \"io.containerd.runc.v2\"\n{cri}.containerd.runtimes.nvidia]\n")],
+                ("default", &["nvidia", "default"]),
+            ),
+            (
+                "v3: plugin tables merge and runc stays built in",
+                &[
+                    format!("version = 3\n{cri3}.containerd]\ndefault_runtime_name = \"runc\"\n"),
+                    format!("version = 3\n{cri3}.containerd.runtimes.nvidia]\n"),
+                ],
+                ("runc", &["runc", "nvidia"]),
+            ),
+        ];
+        for (name, files, (default, names)) in cases {
+            let sources: Vec<Source<'_>> = files
+                .iter()
+                .map(|text| Source {
+                    path: Path::new("/etc/containerd/x.toml"),
+                    text,
+                })
+                .collect();
+            let merged = effective(&sources).unwrap_or_else(|e| panic!("case {name}: {e}"));
+            let src = Source {
+                path: Path::new("merged"),
+                text: &merged,
+            };
+            let (d, n) = runtimes(src).unwrap();
+            assert_eq!(
+                (d.as_str(), n.clone()),
+                (
+                    *default,
+                    names.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+                ),
+                "case {name}:\n{merged}"
+            );
+            let ok = n.contains(&d);
+            assert_eq!(check_default_runtime(src).is_ok(), ok, "case {name}");
+        }
+        let imports = effective(&[
+            Source {
+                path: Path::new("a"),
+                text: "version = 2\nimports = [\"/a/*.toml\"]\n",
+            },
+            Source {
+                path: Path::new("b"),
+                text: "version = 2\nimports = [\"/b.toml\"]\n",
+            },
+        ])
+        .unwrap();
+        let doc: DocumentMut = imports.parse().unwrap();
+        let got: Vec<&str> = doc["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(got, ["/a/*.toml", "/b.toml"], "arrays append");
     }
 
     #[test]
@@ -421,6 +679,20 @@ mod tests {
                 Options::default(),
                 &["default_runtime_name = \"nvidia\""],
                 &[],
+            ),
+            (
+                "a CRI table with only cni (Debian's) gets the built-in runc next to ours",
+                "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\nbin_dir = \"/usr/lib/cni\"\n",
+                Options::default(),
+                &["runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"", "SystemdCgroup = false\n\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]"],
+                &[],
+            ),
+            (
+                "v3 built-in runc has the pod sandboxer",
+                "version = 3\n",
+                Options::default(),
+                &["runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\nsandboxer = \"podsandbox\""],
+                &["CriuPath", "NoPivotRoot"],
             ),
             (
                 "inline options kept inline",

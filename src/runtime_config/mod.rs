@@ -182,6 +182,17 @@ pub enum Error {
     GoTemplate { path: PathBuf },
     #[error("{path}: `{key}` is not a table; cannot add the runtime under it")]
     NotATable { path: PathBuf, key: String },
+    #[error(
+        "{path}: containerd's default runtime `{default}` is not among the runtimes it would load \
+         ({have}), so its CRI plugin (what the kubelet talks to) would not load; add a `{default}` \
+         entry under [{table}] or set default_runtime_name to one of those"
+    )]
+    DefaultRuntimeMissing {
+        path: PathBuf,
+        default: String,
+        have: String,
+        table: String,
+    },
     #[error("{path}: `{key}` is not a JSON object; cannot add the runtime under it")]
     NotAnObject { path: PathBuf, key: String },
 }
@@ -199,7 +210,7 @@ pub fn merge_toml(sources: &[Source<'_>]) -> Result<String, Error> {
     Ok(merged.to_string())
 }
 
-fn merge_table(into: &mut Table, from: &Table) {
+pub(crate) fn merge_table(into: &mut Table, from: &Table) {
     for (key, item) in from.iter() {
         match (into.get_mut(key), item) {
             (Some(Item::Table(dst)), Item::Table(src)) => merge_table(dst, src),

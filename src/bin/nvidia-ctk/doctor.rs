@@ -216,7 +216,7 @@ fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
 /// The files containerd imports from `file` (text `text`): each entry, relative to the file's
 /// directory unless absolute, with a `*` in its last component matched against that directory.
 /// A file that does not parse has none (its check reports the error).
-fn containerd_imports(file: &Path, text: &str) -> Result<Vec<PathBuf>> {
+pub(crate) fn containerd_imports(file: &Path, text: &str) -> Result<Vec<PathBuf>> {
     let src = nvct::runtime_config::Source { path: file, text };
     let Ok(imports) = nvct::runtime_config::containerd::imports(src) else {
         return Ok(Vec::new());

@@ -159,7 +159,12 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             return Ok(());
         }
     };
-    apply(edits, args.container_spec.as_deref())
+    apply(edits, args.container_spec.as_deref()).inspect_err(|e| {
+        // crun throws a hook's stderr away: the system log keeps the reason.
+        let tag = program.split(' ').next().unwrap_or(program);
+        let text = nvct::log::error_text(e.chain());
+        nvct::syslog::send(nvct::syslog::Severity::Err, tag, &format!("error: {text}"));
+    })
 }
 
 /// Makes `e` in the container of the state on stdin, in the prestart hook's order: links,

@@ -370,7 +370,140 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
             eprintln!("nvidia-ctk: note: {note}");
         }
     }
-    apply(&r, outcome.changes, v)
+    let snapshot = match (configure, r.engine, r.output) {
+        (true, Engine::Containerd, Output::Write) => Some(Snapshot::take(&outcome.changes)?),
+        _ => None,
+    };
+    let changed = apply(&r, outcome.changes, v)?;
+    if let (
+        Some(snapshot),
+        Target::ConfigFile {
+            config, dump_with, ..
+        },
+    ) = (snapshot, &r.target)
+    {
+        if changed > 0 {
+            if let Err(e) = check_containerd(config, dump_with.as_deref(), v) {
+                snapshot.restore()?;
+                return Err(e.context(format!(
+                    "containerd would not load the result, so nothing was changed (every file \
+                     is back as it was); fix {} by hand or run with --config-source=command",
+                    config.display()
+                )));
+            }
+        }
+    }
+    if !v.quiet {
+        match (changed, r.output) {
+            (0, _) => eprintln!("nvidia-ctk: nothing to change"),
+            (_, Output::Write) => eprintln!("nvidia-ctk: {}", restart_hint(&r)),
+            (_, _) => eprintln!("nvidia-ctk: dry run: nothing was written"),
+        }
+    }
+    Ok(())
+}
+
+/// The files a write may touch (each changed file and its `.bak`), as they were before it.
+struct Snapshot(Vec<(PathBuf, Option<String>)>);
+
+impl Snapshot {
+    fn take(changes: &[Change]) -> Result<Snapshot> {
+        let mut files = Vec::new();
+        for c in changes {
+            let real = fsutil::real_path(&c.path)?;
+            for p in [fsutil::backup_path(&real), real] {
+                let text = fsutil::read_optional(&p)?;
+                files.push((p, text));
+            }
+        }
+        Ok(Snapshot(files))
+    }
+
+    /// Put every file back (content; a file that was not there is removed).
+    fn restore(&self) -> Result<()> {
+        let wopts = WriteOptions {
+            backup: false,
+            fault: None,
+        };
+        for (path, text) in &self.0 {
+            match text {
+                Some(t) => {
+                    fsutil::write_atomic(path, t.as_bytes(), &wopts)?;
+                }
+                None => {
+                    fsutil::remove_with_backup(path, false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// After a write: does containerd still have its default runtime? Judged by `containerd
+/// --config FILE config dump` (which loads the imports) when the binary is there (`dump_with`,
+/// else `containerd` from PATH) and reads the file's config version, else by our model of
+/// containerd's merge over the file and the files it imports (a containerd 1.x reading a
+/// version 3 file dumps its own defaults, not the file).
+fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Result<()> {
+    let main = fsutil::read_optional(config)?.unwrap_or_default();
+    let binary = dump_with.unwrap_or(Path::new("containerd"));
+    let spawn = Command::new(binary)
+        .arg("--config")
+        .arg(config)
+        .args(["config", "dump"])
+        .output();
+    let dump = match spawn {
+        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) => bail!(
+            "`{} --config {} config dump` failed ({}): {}",
+            binary.display(),
+            config.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && dump_with.is_none() => None,
+        Err(e) => bail!("running {}: {e}", binary.display()),
+    };
+    let version_of = |text: &str| {
+        let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
+        containerd::version(&doc, config).ok()
+    };
+    let reads_it = |dump: &String| {
+        version_of(&main) != Some(containerd::Version::V3)
+            || version_of(dump) == Some(containerd::Version::V3)
+    };
+    if let Some(text) = dump.filter(reads_it) {
+        let label = format!(
+            "<{} --config {} config dump>",
+            binary.display(),
+            config.display()
+        );
+        containerd::check_default_runtime(Source {
+            path: Path::new(&label),
+            text: &text,
+        })?;
+        return Ok(());
+    }
+    if v.debug {
+        eprintln!("nvidia-ctk: no containerd that reads this config; checking the merged files");
+    }
+    let mut files = vec![(config.to_path_buf(), main.clone())];
+    for p in crate::doctor::containerd_imports(config, &main)? {
+        if let Some(t) = fsutil::read_optional(&p)? {
+            files.push((p, t));
+        }
+    }
+    let sources: Vec<Source<'_>> = files
+        .iter()
+        .map(|(path, text)| Source { path, text })
+        .collect();
+    let merged = containerd::effective(&sources)?;
+    let label = format!("{} with its imports", config.display());
+    containerd::check_default_runtime(Source {
+        path: Path::new(&label),
+        text: &merged,
+    })?;
+    Ok(())
 }
 
 /// The file whose directory is locked around a write.
@@ -407,6 +540,46 @@ fn engine_dump(engine: Engine, binary: &Path, config: &Path) -> Result<String> {
         );
     }
     String::from_utf8(out.stdout).with_context(|| format!("{cmd:?} printed non-UTF-8 output"))
+}
+
+/// containerd's effective config of `config` (text `text`) and the files it imports other than
+/// `drop_in`, by containerd's merge rules, when the edit goes to that drop-in and there are such
+/// files: containerd 1.x replaces a whole plugin table per import, so the drop-in's CRI table
+/// must carry what the others' tables hold. `None` when the file alone is the base (no other
+/// imports, no drop-in, or a version 1 file, which is edited in place).
+fn containerd_with_imports(
+    config: &Path,
+    text: &str,
+    drop_in: Option<&Path>,
+) -> Result<Option<String>> {
+    let Some(drop_in) = drop_in else {
+        return Ok(None);
+    };
+    let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
+        return Ok(None); // the transform reports the error, naming the file
+    };
+    if containerd::version(&doc, config).ok() == Some(containerd::Version::V1) {
+        return Ok(None);
+    }
+    let ours = fsutil::real_path(drop_in).unwrap_or_else(|_| drop_in.to_path_buf());
+    let mut files = vec![(config.to_path_buf(), text.to_string())];
+    for p in crate::doctor::containerd_imports(config, text)? {
+        let real = fsutil::real_path(&p).unwrap_or_else(|_| p.clone());
+        if real == ours {
+            continue;
+        }
+        if let Some(t) = fsutil::read_optional(&p)? {
+            files.push((p, t));
+        }
+    }
+    if files.len() == 1 {
+        return Ok(None);
+    }
+    let sources: Vec<Source<'_>> = files
+        .iter()
+        .map(|(path, text)| Source { path, text })
+        .collect();
+    Ok(Some(containerd::effective(&sources)?))
 }
 
 /// Compute the new content of every file (pure transforms over what is read here).
@@ -446,6 +619,19 @@ fn plan(r: &Resolved, configure: bool) -> Result<Outcome> {
             Source {
                 path: &dump_label,
                 text: &dump_text,
+            }
+        }
+        _ if configure && r.engine == Engine::Containerd => {
+            match containerd_with_imports(config, &text, drop_in)? {
+                Some(merged) => {
+                    dump_text = merged;
+                    dump_label = PathBuf::from(format!("<{} with its imports>", config.display()));
+                    Source {
+                        path: &dump_label,
+                        text: &dump_text,
+                    }
+                }
+                None => main,
             }
         }
         _ => main,
@@ -669,8 +855,8 @@ fn restart_hint(r: &Resolved) -> &'static str {
     }
 }
 
-/// Show or write every change whose content differs from the file on disk.
-fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
+/// Show or write every change whose content differs from the file on disk; how many did.
+fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<usize> {
     let fault = fault_from_env()?;
     let drop_in = match &r.target {
         Target::ConfigFile { drop_in, .. } => drop_in.as_deref(),
@@ -705,15 +891,7 @@ fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<()> {
             }
         }
     }
-    if v.quiet {
-        return Ok(());
-    }
-    match (changed, r.output) {
-        (0, _) => eprintln!("nvidia-ctk: nothing to change"),
-        (_, Output::Write) => eprintln!("nvidia-ctk: {}", restart_hint(r)),
-        (_, _) => eprintln!("nvidia-ctk: dry run: nothing was written"),
-    }
-    Ok(())
+    Ok(changed)
 }
 
 #[cfg(test)]

@@ -25,8 +25,10 @@ use std::path::{Path, PathBuf};
 /// What to do when the hook may not change the device cgroup.
 pub(crate) const WAYS_OUT: &str = "either set `nvidia-container-cli.no-cgroups = true` in \
     /etc/nvidia-container-runtime/config.toml (the container's spec must then allow the \
-    devices itself), or use the CDI path: `nvidia-container-runtime` with `mode = \"cdi\"` or \
-    `mode = \"jit-cdi\"`";
+    devices itself), or use CDI, where the devices are in the container's spec from the start: \
+    podman `--device nvidia.com/gpu=N` (after `nvidia-ctk cdi generate --output \
+    /var/run/cdi/nvidia.yaml`), or for docker and containerd the runtime \
+    `nvidia-container-runtime` with `mode = \"cdi\"` or `mode = \"jit-cdi\"`";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
@@ -148,6 +150,7 @@ mod tests {
             m.contains("mode = \"cdi\"") && m.contains("mode = \"jit-cdi\""),
             "{m}"
         );
+        assert!(m.contains("podman `--device nvidia.com/gpu=N`"), "{m}");
     }
 
     #[test]
