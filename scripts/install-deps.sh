@@ -71,7 +71,7 @@ if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("kubern
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "kubernetes-validate==1.37.0"
 fi
 # tests/cri.rs: its CRI client (tests/cri/cri.py) speaks gRPC with grpcio and generates its
-# stubs from the vendored CRI api.proto with grpcio-tools (which ships protoc), pinned.
+# stubs from tests/cri/runtime_v1.proto with grpcio-tools (which ships protoc), pinned.
 if ! python3 -c 'import importlib.metadata as m, sys; sys.exit([m.version(p) for p in ("grpcio-tools", "grpcio", "protobuf")] != ["1.85.1", "1.85.3", "7.36.2"])' 2>/dev/null; then
   echo "install-deps.sh: installing grpcio-tools 1.85.1, grpcio 1.85.3, protobuf 7.36.2 (pip)"
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "grpcio-tools==1.85.1" "grpcio==1.85.3" "protobuf==7.36.2"

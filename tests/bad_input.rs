@@ -1509,6 +1509,18 @@ fn cdi_spec_cases() {
         cdi_case("nested 100 000 deep", "bad.yaml", &format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)), "not YAML or JSON: recursion limit exceeded"),
         CdiCase { content: b"cdiVersion: 0.5.0\nkind: example.com/bad\n# \xff\n".to_vec(), ..cdi_case("not UTF-8", "bad.yaml", "", "not UTF-8") },
         CdiCase { content: huge, ..cdi_case("huge: over the 64 MiB cap", "huge.yaml", "", "a spec file may have") },
+        cdi_case(
+            "annotation value a list",
+            "bad.yaml",
+            "cdiVersion: 0.6.0\nkind: example.com/bad\nannotations: {a: [1]}\ndevices: []\n",
+            "annotations[\"a\"]: must be a string, not an array",
+        ),
+        cdi_case(
+            "device node uid above uint32",
+            "bad.yaml",
+            &dev("{deviceNodes: [{path: /dev/null, uid: 4294967296}]}"),
+            "devices[0].containerEdits.deviceNodes[0].uid: must be an integer from 0 to 4294967295, not 4294967296",
+        ),
     ];
     for case in cases {
         let dir = tempfile::tempdir().unwrap();

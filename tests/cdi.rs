@@ -1,6 +1,7 @@
 //! `nvidia-ctk cdi generate|list|validate` end to end: the real binary against simulated GPU
-//! hosts (tests/common/fakehost.rs), generated specs checked against the official CDI JSON
-//! schema (tests/fixtures/cdi-schema), and real podman containers given GPUs through CDI.
+//! hosts (tests/common/fakehost.rs), generated specs checked by our validator (which holds the
+//! CDI JSON schema's rules, src/cdi/validate.rs) and `cdi validate`, and real podman
+//! containers given GPUs through CDI.
 //!
 //! podman 4.3 has no `--cdi-spec-dir`: the podman tests write their spec to
 //! `/etc/cdi/nvct-test-<pid>-<n>.yaml` with a kind unique to the test (`nvidia.com/t<pid>n<n>`,
@@ -108,60 +109,30 @@ fn parse(text: &str) -> Value {
     serde_norway::from_str(text).unwrap_or_else(|e| panic!("spec is not YAML/JSON: {e}\n{text}"))
 }
 
-/// The official schema, with `defs.json`'s definitions placed in the root document and the
-/// `defs.json#/…` references pointed there (the schema refers to defs.json by relative name).
-fn cdi_schema() -> jsonschema::Validator {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cdi-schema");
-    let read = |name: &str| -> Value {
-        let path = dir.join(name);
-        serde_json::from_str(
-            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-        )
-        .unwrap()
-    };
-    fn rewrite(v: &mut Value) {
-        match v {
-            Value::Object(map) => {
-                for (k, x) in map.iter_mut() {
-                    match x {
-                        Value::String(s) if k == "$ref" => {
-                            if let Some(local) = s.strip_prefix("defs.json") {
-                                *s = local.to_string();
-                            }
-                        }
-                        _ => rewrite(x),
-                    }
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(rewrite),
-            _ => {}
-        }
-    }
-    let mut schema = read("schema.json");
-    schema["definitions"] = read("defs.json")["definitions"].clone();
-    rewrite(&mut schema);
-    jsonschema::draft7::new(&schema).expect("the CDI schema compiles")
-}
-
-fn schema_errors(validator: &jsonschema::Validator, doc: &Value) -> Vec<String> {
-    validator
-        .iter_errors(doc)
-        .map(|e| format!("{}: {e}", e.instance_path))
+/// Our validator's document checks (`nvct::cdi::validate::schema`: every rule of the CDI JSON
+/// schema and more; its table is `validate.rs`'s `schema_rules`), as strings.
+fn schema_errors(doc: &Value) -> Vec<String> {
+    nvct::cdi::validate::schema(doc)
+        .iter()
+        .map(ToString::to_string)
         .collect()
 }
 
 #[test]
-fn generated_specs_validate_against_the_official_schema() {
-    let validator = cdi_schema();
-    // The validator is not vacuous: it refuses a spec without kind and a mount without containerPath.
-    for bad in [
-        json!({"cdiVersion": "0.5.0", "devices": []}),
-        json!({"cdiVersion": "0.5.0", "kind": "a.b/c", "devices": [], "containerEdits": {"mounts": [{"hostPath": "/x"}]}}),
+fn generated_specs_pass_our_validator_and_cdi_validate() {
+    // The validator is not vacuous: it refuses a spec without kind and a mount without
+    // containerPath, each for its reason.
+    for (bad, why) in [
+        (
+            json!({"cdiVersion": "0.5.0", "devices": []}),
+            "kind: is required",
+        ),
+        (
+            json!({"cdiVersion": "0.5.0", "kind": "a.b/c", "devices": [], "containerEdits": {"mounts": [{"hostPath": "/x"}]}}),
+            "containerEdits.mounts[0].containerPath: is required",
+        ),
     ] {
-        assert!(
-            !schema_errors(&validator, &bad).is_empty(),
-            "schema must refuse {bad}"
-        );
+        assert_eq!(schema_errors(&bad), [why], "{bad}");
     }
     for (gpus, mig) in [(1, false), (8, false), (64, false), (8, true)] {
         let h = host(gpus, mig);
@@ -192,7 +163,7 @@ fn generated_specs_validate_against_the_official_schema() {
                 );
             }
             let doc = parse(&text);
-            let errors = schema_errors(&validator, &doc);
+            let errors = schema_errors(&doc);
             assert!(
                 errors.is_empty(),
                 "{gpus} GPUs, mig {mig}, {format}: {errors:#?}\n{text}"

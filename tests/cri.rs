@@ -6,9 +6,10 @@
 //! pulled: the sandbox and container image is an OCI layout built here (busybox-static) and
 //! imported with `ctr images import`. The pods use the host network, so no CNI is needed.
 //!
-//! The client is tests/cri/cri.py (Python grpcio; stubs generated at the start of the test from
-//! the vendored tests/cri/api.proto with grpcio-tools, both installed by
-//! scripts/install-deps.sh): one process per call, JSON in and out, the logic all here.
+//! The client is tests/cri/cri.py (Python grpcio; stubs generated at the start of the test with
+//! grpcio-tools, both installed by scripts/install-deps.sh, from tests/cri/runtime_v1.proto: our
+//! own subset of CRI runtime.v1, the calls and fields used here with the runtime's field
+//! numbers and types): one process per call, JSON in and out, the logic all here.
 
 mod common;
 
@@ -116,7 +117,7 @@ struct Cri<'a> {
 }
 
 impl Cri<'_> {
-    /// Generates the stubs from the vendored api.proto into `stubs`.
+    /// Generates the stubs from tests/cri/runtime_v1.proto into `stubs`.
     fn new<'a>(containerd: &'a Containerd, stubs: &Path) -> Cri<'a> {
         let python = bundle::require("python3");
         std::fs::create_dir_all(stubs).unwrap();
@@ -126,7 +127,7 @@ impl Cri<'_> {
             .arg(&protos)
             .arg(format!("--python_out={}", stubs.display()))
             .arg(format!("--grpc_python_out={}", stubs.display()))
-            .arg(protos.join("api.proto"))
+            .arg(protos.join("runtime_v1.proto"))
             .output()
             .unwrap();
         assert!(

@@ -1,8 +1,12 @@
 //! `cdi validate`: checks of a CDI spec that name the field at fault
 //! (`devices[3].containerEdits.deviceNodes[0].hostPath`). Two layers:
 //! - [`schema`]: PURE checks on the parsed document (required fields, types, name charsets,
-//!   kind format, known cdiVersion, known hook names) — the rules of the CDI JSON schema plus
-//!   the name rules the schema cannot express;
+//!   kind format, known cdiVersion, known hook names) — every rule of the CDI JSON schema
+//!   (required fields; the JSON type of each field; uint32 and int64 ranges; the shapes of
+//!   annotations and of the later versions' netDevices, intelRdt and additionalGids, which our
+//!   model does not carry) plus what the schema cannot express (name charsets, the kind's
+//!   form, known versions and hook names, KEY=VALUE env, absolute node paths). Like the
+//!   schema, it refuses no unknown field: a newer spec's fields pass;
 //! - [`semantic`]: checks against the host and across devices (device names unique, every
 //!   hostPath exists, a device node's major:minor — as given, or completed from the host node
 //!   where the spec leaves them out, as the CDI library does (`fill.rs`) — matches the node on
@@ -66,6 +70,55 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// A value as an error about a field that must be `want` shows it: its type, or the number
+/// itself where an integer is wanted (`4294967296` is a number but not a uint32).
+fn shown(want: Want, v: &Value) -> String {
+    match (want, v) {
+        (Want::Int64 | Want::Uint32, Value::Number(n)) => n.to_string(),
+        _ => type_name(v).to_string(),
+    }
+}
+
+/// The JSON type (and integer range) a field must have: what the CDI JSON schema and the CDI
+/// library's Go types ask. An integer is written without a fraction (`1.0` is refused, as Go's
+/// decoder refuses it for an integer field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    String,
+    Array,
+    Object,
+    Bool,
+    /// A signed 64-bit integer (`major`, `minor`).
+    Int64,
+    /// An integer from 0 to 4294967295 (`uid`, `gid`, `fileMode`, a hook's `timeout`,
+    /// `additionalGids`).
+    Uint32,
+}
+
+impl Want {
+    fn matches(self, v: &Value) -> bool {
+        match self {
+            Want::String => v.is_string(),
+            Want::Array => v.is_array(),
+            Want::Object => v.is_object(),
+            Want::Bool => v.is_boolean(),
+            Want::Int64 => v.is_i64(),
+            Want::Uint32 => v.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Want::String => "a string",
+            Want::Array => "an array",
+            Want::Object => "an object",
+            Want::Bool => "a boolean",
+            Want::Int64 => "an integer (signed 64-bit)",
+            Want::Uint32 => "an integer from 0 to 4294967295",
+        }
+    }
+}
+
 impl Checker {
     fn fail(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.problems.push(Problem {
@@ -81,7 +134,7 @@ impl Checker {
         base: &str,
         key: &str,
         required: bool,
-        want: &str,
+        want: Want,
     ) -> Option<&'v Value> {
         let field = join(base, key);
         let Some(v) = obj.get(key) else {
@@ -90,25 +143,10 @@ impl Checker {
             }
             return None;
         };
-        let ok = match want {
-            "string" => v.is_string(),
-            "array" => v.is_array(),
-            "object" => v.is_object(),
-            "integer" => v.is_i64() || v.is_u64(),
-            _ => true,
-        };
-        if !ok {
+        if !want.matches(v) {
             self.fail(
                 field,
-                format!(
-                    "must be {} {want}, not {}",
-                    if want == "array" || want == "object" || want == "integer" {
-                        "an"
-                    } else {
-                        "a"
-                    },
-                    type_name(v)
-                ),
+                format!("must be {}, not {}", want.describe(), shown(want, v)),
             );
             return None;
         }
@@ -122,7 +160,7 @@ impl Checker {
         key: &str,
     ) -> Vec<String> {
         let Some(items) = self
-            .get(obj, base, key, false, "array")
+            .get(obj, base, key, false, Want::Array)
             .and_then(Value::as_array)
         else {
             return vec![];
@@ -148,7 +186,7 @@ impl Checker {
         required: bool,
     ) -> Vec<(String, &'v serde_json::Map<String, Value>)> {
         let Some(items) = self
-            .get(obj, base, key, required, "array")
+            .get(obj, base, key, required, Want::Array)
             .and_then(Value::as_array)
         else {
             return vec![];
@@ -166,7 +204,7 @@ impl Checker {
 
     fn edits(&mut self, obj: &serde_json::Map<String, Value>, base: &str, required: bool) {
         let Some(edits) = self
-            .get(obj, base, "containerEdits", required, "object")
+            .get(obj, base, "containerEdits", required, Want::Object)
             .and_then(Value::as_object)
         else {
             return;
@@ -182,7 +220,7 @@ impl Checker {
         }
         for (field, node) in self.objects(edits, &base, "deviceNodes", false) {
             if let Some(p) = self
-                .get(node, &field, "path", true, "string")
+                .get(node, &field, "path", true, Want::String)
                 .and_then(Value::as_str)
             {
                 if !p.starts_with('/') {
@@ -192,9 +230,9 @@ impl Checker {
                     );
                 }
             }
-            self.get(node, &field, "hostPath", false, "string");
+            self.get(node, &field, "hostPath", false, Want::String);
             if let Some(t) = self
-                .get(node, &field, "type", false, "string")
+                .get(node, &field, "type", false, Want::String)
                 .and_then(Value::as_str)
             {
                 if !["b", "c", "u", "p"].contains(&t) {
@@ -204,11 +242,14 @@ impl Checker {
                     );
                 }
             }
-            for key in ["major", "minor", "uid", "gid"] {
-                self.get(node, &field, key, false, "integer");
+            for key in ["major", "minor"] {
+                self.get(node, &field, key, false, Want::Int64);
+            }
+            for key in ["uid", "gid", "fileMode"] {
+                self.get(node, &field, key, false, Want::Uint32);
             }
             if let Some(p) = self
-                .get(node, &field, "permissions", false, "string")
+                .get(node, &field, "permissions", false, Want::String)
                 .and_then(Value::as_str)
             {
                 if p.is_empty() || !p.chars().all(|c| "rwm".contains(c)) {
@@ -220,14 +261,14 @@ impl Checker {
             }
         }
         for (field, mount) in self.objects(edits, &base, "mounts", false) {
-            self.get(mount, &field, "hostPath", true, "string");
-            self.get(mount, &field, "containerPath", true, "string");
+            self.get(mount, &field, "hostPath", true, Want::String);
+            self.get(mount, &field, "containerPath", true, Want::String);
             self.string_array(mount, &field, "options");
-            self.get(mount, &field, "type", false, "string");
+            self.get(mount, &field, "type", false, Want::String);
         }
         for (field, hook) in self.objects(edits, &base, "hooks", false) {
             if let Some(n) = self
-                .get(hook, &field, "hookName", true, "string")
+                .get(hook, &field, "hookName", true, Want::String)
                 .and_then(Value::as_str)
             {
                 if !HOOK_NAMES.contains(&n) {
@@ -237,10 +278,62 @@ impl Checker {
                     );
                 }
             }
-            self.get(hook, &field, "path", true, "string");
+            self.get(hook, &field, "path", true, Want::String);
             self.string_array(hook, &field, "args");
             self.string_array(hook, &field, "env");
-            self.get(hook, &field, "timeout", false, "integer");
+            self.get(hook, &field, "timeout", false, Want::Uint32);
+        }
+        // Edits of later CDI versions, which this model does not carry (version.rs): their
+        // shapes only.
+        for (field, dev) in self.objects(edits, &base, "netDevices", false) {
+            self.get(dev, &field, "hostInterfaceName", true, Want::String);
+            self.get(dev, &field, "name", true, Want::String);
+        }
+        if let Some(rdt) = self
+            .get(edits, &base, "intelRdt", false, Want::Object)
+            .and_then(Value::as_object)
+        {
+            let field = join(&base, "intelRdt");
+            for key in ["closID", "l3CacheSchema", "memBwSchema"] {
+                self.get(rdt, &field, key, false, Want::String);
+            }
+            self.string_array(rdt, &field, "schemata");
+            self.get(rdt, &field, "enableMonitoring", false, Want::Bool);
+        }
+        if let Some(gids) = self
+            .get(edits, &base, "additionalGids", false, Want::Array)
+            .and_then(Value::as_array)
+        {
+            for (i, gid) in gids.iter().enumerate() {
+                if !Want::Uint32.matches(gid) {
+                    self.fail(
+                        format!("{base}.additionalGids[{i}]"),
+                        format!(
+                            "must be {}, not {}",
+                            Want::Uint32.describe(),
+                            shown(Want::Uint32, gid)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// `annotations` (of the spec or of a device): an object of strings.
+    fn annotations(&mut self, obj: &serde_json::Map<String, Value>, base: &str) {
+        let Some(map) = self
+            .get(obj, base, "annotations", false, Want::Object)
+            .and_then(Value::as_object)
+        else {
+            return;
+        };
+        for (key, value) in map {
+            if !value.is_string() {
+                self.fail(
+                    format!("{}[{key:?}]", join(base, "annotations")),
+                    format!("must be a string, not {}", type_name(value)),
+                );
+            }
         }
     }
 }
@@ -256,7 +349,7 @@ pub fn schema(doc: &Value) -> Vec<Problem> {
         return c.problems;
     };
     if let Some(v) = c
-        .get(root, "", "cdiVersion", true, "string")
+        .get(root, "", "cdiVersion", true, Want::String)
         .and_then(Value::as_str)
     {
         if !version::is_known(v) {
@@ -270,7 +363,7 @@ pub fn schema(doc: &Value) -> Vec<Problem> {
         }
     }
     if let Some(kind) = c
-        .get(root, "", "kind", true, "string")
+        .get(root, "", "kind", true, Want::String)
         .and_then(Value::as_str)
     {
         if let Err(e) = name::parse_kind(kind) {
@@ -279,15 +372,17 @@ pub fn schema(doc: &Value) -> Vec<Problem> {
     }
     for (field, device) in c.objects(root, "", "devices", true) {
         if let Some(n) = c
-            .get(device, &field, "name", true, "string")
+            .get(device, &field, "name", true, Want::String)
             .and_then(Value::as_str)
         {
             if let Err(e) = name::validate_device_name(n) {
                 c.fail(join(&field, "name"), e.to_string());
             }
         }
+        c.annotations(device, &field);
         c.edits(device, &field, true);
     }
+    c.annotations(root, "");
     c.edits(root, "", false);
     c.problems
 }
@@ -481,7 +576,7 @@ mod tests {
             ("node without path", edit(&|v| { v["devices"][0]["containerEdits"]["deviceNodes"][0].as_object_mut().unwrap().remove("path"); }),
                 vec!["devices[0].containerEdits.deviceNodes[0].path: is required"]),
             ("major not an integer", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"][0]["major"] = json!("195")),
-                vec!["devices[0].containerEdits.deviceNodes[0].major: must be an integer, not a string"]),
+                vec!["devices[0].containerEdits.deviceNodes[0].major: must be an integer (signed 64-bit), not a string"]),
             ("unknown hook", edit(&|v| v["containerEdits"]["hooks"][0]["hookName"] = json!("preStart")),
                 vec!["containerEdits.hooks[0].hookName: unknown hook \"preStart\"; known: prestart, createRuntime, createContainer, startContainer, poststart, poststop"]),
             ("env not KEY=VALUE", edit(&|v| v["containerEdits"]["env"] = json!(["A=1", "B"])), vec!["containerEdits.env[1]: \"B\" is not KEY=VALUE"]),
@@ -491,6 +586,108 @@ mod tests {
         for (case, doc, want) in cases {
             let got: Vec<String> = schema(&doc).iter().map(ToString::to_string).collect();
             assert_eq!(got, want, "case {case}");
+        }
+    }
+
+    /// Each rule the CDI JSON schema states, as one spec that breaks it and the reason it is
+    /// refused with; then one spec with every field of the later versions, well formed.
+    #[test]
+    fn schema_rules() {
+        let edit = |f: &dyn Fn(&mut Value)| {
+            let mut v = base();
+            f(&mut v);
+            v
+        };
+        let node = |f: &dyn Fn(&mut Value)| {
+            edit(&|v| f(&mut v["devices"][0]["containerEdits"]["deviceNodes"][0]))
+        };
+        let hook = |f: &dyn Fn(&mut Value)| edit(&|v| f(&mut v["containerEdits"]["hooks"][0]));
+        let edits = |key: &str, value: Value| {
+            let mut v = base();
+            v["containerEdits"][key] = value;
+            v
+        };
+        const N: &str = "devices[0].containerEdits.deviceNodes[0]";
+        const H: &str = "containerEdits.hooks[0]";
+        let cases: Vec<(&str, Value, Vec<String>)> = vec![
+            // The document.
+            ("missing cdiVersion", edit(&|v| { v.as_object_mut().unwrap().remove("cdiVersion"); }), vec!["cdiVersion: is required".into()]),
+            ("cdiVersion a number", edit(&|v| v["cdiVersion"] = json!(0.5)), vec!["cdiVersion: must be a string, not a number".into()]),
+            ("kind a list", edit(&|v| v["kind"] = json!(["nvidia.com/gpu"])), vec!["kind: must be a string, not an array".into()]),
+            ("missing devices", edit(&|v| { v.as_object_mut().unwrap().remove("devices"); }), vec!["devices: is required".into()]),
+            ("devices an object", edit(&|v| v["devices"] = json!({"0": {}})), vec!["devices: must be an array, not an object".into()]),
+            ("a device a string", edit(&|v| v["devices"] = json!(["0"])), vec!["devices[0]: must be an object, not a string".into()]),
+            ("device without name", edit(&|v| { v["devices"][0].as_object_mut().unwrap().remove("name"); }), vec!["devices[0].name: is required".into()]),
+            ("containerEdits a list", edit(&|v| v["containerEdits"] = json!([])), vec!["containerEdits: must be an object, not an array".into()]),
+            // Annotations: an object of strings, on the spec and on a device.
+            ("annotations a list", edit(&|v| v["annotations"] = json!(["a=b"])), vec!["annotations: must be an object, not an array".into()]),
+            ("annotation value a number", edit(&|v| v["devices"][0]["annotations"] = json!({"a": "x", "b": 1})),
+                vec!["devices[0].annotations[\"b\"]: must be a string, not a number".into()]),
+            // env.
+            ("env a string", edits("env", json!("A=1")), vec!["containerEdits.env: must be an array, not a string".into()]),
+            ("env entry a number", edits("env", json!([1])), vec!["containerEdits.env[0]: must be a string, not a number".into()]),
+            // deviceNodes.
+            ("deviceNodes an object", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"] = json!({"path": "/dev/null"})),
+                vec!["devices[0].containerEdits.deviceNodes: must be an array, not an object".into()]),
+            ("device node a string", edit(&|v| v["devices"][0]["containerEdits"]["deviceNodes"] = json!(["/dev/null"])),
+                vec![format!("{N}: must be an object, not a string")]),
+            ("node path a number", node(&|n| n["path"] = json!(1)), vec![format!("{N}.path: must be a string, not a number")]),
+            ("node hostPath a boolean", node(&|n| n["hostPath"] = json!(true)), vec![format!("{N}.hostPath: must be a string, not a boolean")]),
+            ("node type a number", node(&|n| n["type"] = json!(99)), vec![format!("{N}.type: must be a string, not a number")]),
+            ("node permissions a list", node(&|n| n["permissions"] = json!(["r"])), vec![format!("{N}.permissions: must be a string, not an array")]),
+            ("major above int64", node(&|n| n["major"] = json!(u64::MAX)), vec![format!("{N}.major: must be an integer (signed 64-bit), not 18446744073709551615")]),
+            ("minor a fraction", node(&|n| n["minor"] = json!(3.5)), vec![format!("{N}.minor: must be an integer (signed 64-bit), not 3.5")]),
+            ("uid negative", node(&|n| n["uid"] = json!(-1)), vec![format!("{N}.uid: must be an integer from 0 to 4294967295, not -1")]),
+            ("gid above uint32", node(&|n| n["gid"] = json!(4_294_967_296_u64)), vec![format!("{N}.gid: must be an integer from 0 to 4294967295, not 4294967296")]),
+            ("fileMode a string", node(&|n| n["fileMode"] = json!("0666")), vec![format!("{N}.fileMode: must be an integer from 0 to 4294967295, not a string")]),
+            // mounts.
+            ("mount without hostPath", edits("mounts", json!([{"containerPath": "/a"}])), vec!["containerEdits.mounts[0].hostPath: is required".into()]),
+            ("mount containerPath a number", edits("mounts", json!([{"hostPath": "/a", "containerPath": 1}])),
+                vec!["containerEdits.mounts[0].containerPath: must be a string, not a number".into()]),
+            ("mount option a number", edits("mounts", json!([{"hostPath": "/a", "containerPath": "/a", "options": ["ro", 1]}])),
+                vec!["containerEdits.mounts[0].options[1]: must be a string, not a number".into()]),
+            ("mount type an object", edits("mounts", json!([{"hostPath": "/a", "containerPath": "/a", "type": {}}])),
+                vec!["containerEdits.mounts[0].type: must be a string, not an object".into()]),
+            // hooks.
+            ("hook without hookName", hook(&|h| { h.as_object_mut().unwrap().remove("hookName"); }), vec![format!("{H}.hookName: is required")]),
+            ("hook without path", hook(&|h| { h.as_object_mut().unwrap().remove("path"); }), vec![format!("{H}.path: is required")]),
+            ("hook args a string", hook(&|h| h["args"] = json!("true")), vec![format!("{H}.args: must be an array, not a string")]),
+            ("hook env entry null", hook(&|h| h["env"] = json!([null])), vec![format!("{H}.env[0]: must be a string, not null")]),
+            ("hook timeout negative", hook(&|h| h["timeout"] = json!(-5)), vec![format!("{H}.timeout: must be an integer from 0 to 4294967295, not -5")]),
+            // Later versions' edits.
+            ("netDevice without name", edits("netDevices", json!([{"hostInterfaceName": "eth0"}])),
+                vec!["containerEdits.netDevices[0].name: is required".into()]),
+            ("netDevice without hostInterfaceName", edits("netDevices", json!([{"name": "eth1"}])),
+                vec!["containerEdits.netDevices[0].hostInterfaceName: is required".into()]),
+            ("intelRdt a string", edits("intelRdt", json!("COS1")), vec!["containerEdits.intelRdt: must be an object, not a string".into()]),
+            ("intelRdt closID a number", edits("intelRdt", json!({"closID": 1})), vec!["containerEdits.intelRdt.closID: must be a string, not a number".into()]),
+            ("intelRdt schemata a string", edits("intelRdt", json!({"schemata": "L3:0=f"})),
+                vec!["containerEdits.intelRdt.schemata: must be an array, not a string".into()]),
+            ("intelRdt enableMonitoring a string", edits("intelRdt", json!({"enableMonitoring": "yes"})),
+                vec!["containerEdits.intelRdt.enableMonitoring: must be a boolean, not a string".into()]),
+            ("additionalGids an integer", edits("additionalGids", json!(5)), vec!["containerEdits.additionalGids: must be an array, not a number".into()]),
+            ("additionalGid negative", edits("additionalGids", json!([5, -1])),
+                vec!["containerEdits.additionalGids[1]: must be an integer from 0 to 4294967295, not -1".into()]),
+            // Every problem is reported, each at its own field.
+            ("two problems", edit(&|v| { v["kind"] = json!(1); v["devices"][0]["name"] = json!(null); }),
+                vec!["kind: must be a string, not a number".into(), "devices[0].name: must be a string, not null".into()]),
+            // Well formed: every later-version field, and a field no version has (the schema
+            // refuses no unknown field, nor do we).
+            ("later fields and an unknown one", edit(&|v| {
+                v["annotations"] = json!({"a": "b"});
+                v["devices"][0]["annotations"] = json!({"c": "d"});
+                v["containerEdits"]["netDevices"] = json!([{"hostInterfaceName": "eth0", "name": "eth1"}]);
+                v["containerEdits"]["intelRdt"] = json!({"closID": "c", "l3CacheSchema": "L3:0=f", "memBwSchema": "MB:0=50", "schemata": ["L3:0=f"], "enableMonitoring": true});
+                v["containerEdits"]["additionalGids"] = json!([0, 4_294_967_295_u64]);
+                v["containerEdits"]["hooks"][0]["timeout"] = json!(10);
+                v["devices"][0]["containerEdits"]["deviceNodes"][0]["uid"] = json!(0);
+                v["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = json!(438);
+                v["x-unknown"] = json!({"any": ["thing"]});
+            }), vec![]),
+        ];
+        for (case, doc, want) in cases {
+            let got: Vec<String> = schema(&doc).iter().map(ToString::to_string).collect();
+            assert_eq!(got, want, "case {case}: {doc}");
         }
     }
 

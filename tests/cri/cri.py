@@ -3,8 +3,8 @@
 
     cri.py STUBS SOCKET Service.Method < request.json > response.json
 
-STUBS: a directory with api_pb2.py and api_pb2_grpc.py, generated from tests/cri/api.proto
-(CRI runtime/v1) by `python3 -m grpc_tools.protoc`. SOCKET: the runtime's unix socket. Service:
+STUBS: a directory with runtime_v1_pb2.py and runtime_v1_pb2_grpc.py, generated from
+tests/cri/runtime_v1.proto (our subset of CRI runtime.v1) by `python3 -m grpc_tools.protoc`. SOCKET: the runtime's unix socket. Service:
 RuntimeService or ImageService. The request and the response are the messages in protobuf's
 JSON mapping (proto field names accepted and written). A failed call prints its gRPC status
 code and details on stderr and exits 1.
@@ -21,14 +21,14 @@ def main():
     import grpc
     from google.protobuf import json_format
 
-    import api_pb2
-    import api_pb2_grpc
+    import runtime_v1_pb2 as pb
+    import runtime_v1_pb2_grpc as pb_grpc
 
     service, name = method.split(".")
-    desc = api_pb2.DESCRIPTOR.services_by_name[service].methods_by_name[name]
-    request = json_format.ParseDict(json.load(sys.stdin), getattr(api_pb2, desc.input_type.name)())
+    desc = pb.DESCRIPTOR.services_by_name[service].methods_by_name[name]
+    request = json_format.ParseDict(json.load(sys.stdin), getattr(pb, desc.input_type.name)())
     with grpc.insecure_channel("unix://" + os.path.abspath(socket)) as channel:
-        stub = getattr(api_pb2_grpc, service + "Stub")(channel)
+        stub = getattr(pb_grpc, service + "Stub")(channel)
         try:
             response = getattr(stub, name)(request, timeout=120)
         except grpc.RpcError as e:
