@@ -262,6 +262,15 @@ fn two_gpu_host_names_and_shared_edits() {
         .iter()
         .map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}"))
         .collect();
+    // The daemons' sockets and the MPS dir (the fake host runs persistenced, as a real node).
+    want_targets.extend(
+        [
+            "/run/nvidia-fabricmanager/socket",
+            "/run/nvidia-persistenced/socket",
+            "/tmp/nvidia-mps",
+        ]
+        .map(String::from),
+    );
     want_targets.extend(
         [
             "nvidia-cuda-mps-control",
@@ -891,7 +900,10 @@ fn environment_variables_cases() {
             proc.clone(),
         ]
     };
-    let (from_env, from_flag) = (unique("env-out").with_extension("json"), unique("flag-out"));
+    let (from_env, from_flag) = (
+        unique("env-out").with_extension("json"),
+        unique("flag-out").with_extension("yaml"),
+    );
     let env = [("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", s(&from_env))];
     let (ok, stdout, _, text) = generate_with_env(&env, &base());
     assert!(
