@@ -614,3 +614,12 @@ fn without_a_driver_the_node_set_up_is_still_checked() {
     );
     assert_eq!(code, 2, "{text}");
 }
+
+#[test]
+fn zz_probe_missing_root() {
+    let node = Node::healthy("probe");
+    std::fs::rename(node.host.driver_root(), node.dir.join("driver-gone")).unwrap();
+    let (_code, _checks, text) = node.doctor();
+    let out = ctk(&["doctor", &format!("--config={}", node.config.display()), &format!("--cdi-spec-dir={}", node.cdi_dir.display()), &format!("--containerd-config={}", node.containerd.display())]);
+    panic!("{text}\n{}", bundle::out_text(&out));
+}
