@@ -231,7 +231,10 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
         None
     };
     // The GPU checks run only with an inventory, which exists exactly when their gates pass.
-    let inv_ref = || inv.as_ref().expect("gated: the inventory exists when its checks pass");
+    let inv_ref = || {
+        inv.as_ref()
+            .expect("gated: the inventory exists when its checks pass")
+    };
     r.gated("gpu device nodes", NEEDS_NODES, || {
         gpu_nodes_check(&root, inv_ref())
     });
@@ -288,10 +291,14 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     }
     // Whether a spec is stale is a question about this host's GPUs, nodes and files.
     for (path, spec) in &cdi.nvidia {
-        r.gated("cdi specs", NEEDS_NODES, || stale_check(path, spec, inv_ref()));
+        r.gated("cdi specs", NEEDS_NODES, || {
+            stale_check(path, spec, inv_ref())
+        });
     }
     let node = inputs.node.as_ref();
-    r.gated("node labels", NEEDS_DRIVER, || labels_check(inv_ref(), node));
+    r.gated("node labels", NEEDS_DRIVER, || {
+        labels_check(inv_ref(), node)
+    });
     if let Some((file, node)) = node {
         // The device plugin needs what a GPU container needs: a driver, NVML, a runtime.
         let mut needs = vec!["driver", "nvml", "low-level runtime"];
@@ -329,8 +336,14 @@ fn driver_check(root: &DriverRoot, config_path: &Path) -> Check {
         return check(
             "driver",
             Status::Fail,
-            format!("driver root {} is not a directory", root.root.display()),
-            fix,
+            format!(
+                "driver root {} is not a directory: every GPU check needs it",
+                root.root.display()
+            ),
+            format!(
+                "set nvidia-container-cli.root to where the driver is: `nvidia-ctk config --set nvidia-container-cli.root=/ --in-place{}` for a driver installed on the host; with the GPU Operator's driver container, /run/nvidia/driver appears once that container runs",
+                config_file_flag(config_path)
+            ),
         );
     }
     match devices::read_proc_file(&version_file)
@@ -1353,7 +1366,10 @@ mod tests {
         );
         let all = n.allocatable.unwrap();
         assert_eq!(all.get("nvidia.com/gpu").map(String::as_str), Some("0"));
-        assert_eq!(n.capacity.get("nvidia.com/gpu").map(String::as_str), Some("2"));
+        assert_eq!(
+            n.capacity.get("nvidia.com/gpu").map(String::as_str),
+            Some("2")
+        );
         let bare = parse_node(r#"{"metadata":{"labels":{}}}"#).unwrap();
         assert_eq!((bare.name.as_str(), bare.allocatable), ("NODE", None));
         // (case, text, words in the error)
@@ -1377,8 +1393,11 @@ mod tests {
         let node = |allocatable: Option<&[(&str, &str)]>, capacity: &[(&str, &str)]| Node {
             name: "gpu-7".into(),
             labels: BTreeMap::new(),
-            allocatable: allocatable
-                .map(|a| a.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            allocatable: allocatable.map(|a| {
+                a.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
             capacity: capacity
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -1387,18 +1406,70 @@ mod tests {
         let gpu = "nvidia.com/gpu";
         // (case, node, nvidia is a default runtime, status, words in the detail, in the fix)
         let cases = [
-            ("two GPUs", node(Some(&[(gpu, "2")]), &[]), false, Status::Ok, "allocatable nvidia.com/gpu=2", ""),
-            ("zero", node(Some(&[(gpu, "0")]), &[]), true, Status::Fail, "allocatable nvidia.com/gpu: 0", "the device plugin is not running on gpu-7"),
-            ("missing", node(Some(&[("cpu", "8")]), &[]), true, Status::Fail, "no nvidia.com/gpu in allocatable", "spec.nodeName=gpu-7"),
-            ("not the default runtime", node(Some(&[(gpu, "0")]), &[]), false, Status::Fail, "advertises no GPU", "runtimeClassName: nvidia"),
-            ("unhealthy", node(Some(&[(gpu, "0")]), &[(gpu, "2")]), true, Status::Fail, "advertises no GPU", "capacity has 2 GPUs: the device plugin marked them unhealthy"),
-            ("mixed MIG", node(Some(&[(gpu, "0"), ("nvidia.com/mig-1g.10gb", "7")]), &[]), true, Status::Warn, "nvidia.com/mig-1g.10gb=7", "MIG strategy"),
-            ("no status", node(None, &[]), false, Status::Ok, "no status.allocatable, not checked", ""),
+            (
+                "two GPUs",
+                node(Some(&[(gpu, "2")]), &[]),
+                false,
+                Status::Ok,
+                "allocatable nvidia.com/gpu=2",
+                "",
+            ),
+            (
+                "zero",
+                node(Some(&[(gpu, "0")]), &[]),
+                true,
+                Status::Fail,
+                "allocatable nvidia.com/gpu: 0",
+                "the device plugin is not running on gpu-7",
+            ),
+            (
+                "missing",
+                node(Some(&[("cpu", "8")]), &[]),
+                true,
+                Status::Fail,
+                "no nvidia.com/gpu in allocatable",
+                "spec.nodeName=gpu-7",
+            ),
+            (
+                "not the default runtime",
+                node(Some(&[(gpu, "0")]), &[]),
+                false,
+                Status::Fail,
+                "advertises no GPU",
+                "runtimeClassName: nvidia",
+            ),
+            (
+                "unhealthy",
+                node(Some(&[(gpu, "0")]), &[(gpu, "2")]),
+                true,
+                Status::Fail,
+                "advertises no GPU",
+                "capacity has 2 GPUs: the device plugin marked them unhealthy",
+            ),
+            (
+                "mixed MIG",
+                node(Some(&[(gpu, "0"), ("nvidia.com/mig-1g.10gb", "7")]), &[]),
+                true,
+                Status::Warn,
+                "nvidia.com/mig-1g.10gb=7",
+                "MIG strategy",
+            ),
+            (
+                "no status",
+                node(None, &[]),
+                false,
+                Status::Ok,
+                "no status.allocatable, not checked",
+                "",
+            ),
         ];
         for (name, n, default, status, detail, fix) in cases {
             let c = allocatable_check(Path::new("node.json"), &n, default);
             assert_eq!(c.status, status, "{name}: {c:?}");
-            assert!(c.detail.contains(detail) && c.detail.contains("gpu-7"), "{name}: {c:?}");
+            assert!(
+                c.detail.contains(detail) && c.detail.contains("gpu-7"),
+                "{name}: {c:?}"
+            );
             assert!(c.fix.contains(fix), "{name}: {c:?}");
             assert_eq!(c.fix.is_empty(), status == Status::Ok, "{name}: {c:?}");
         }
@@ -1413,18 +1484,36 @@ mod tests {
         r.gated("persistence mode", &["nvml", "cgroup"], || {
             panic!("ran after a skipped check")
         });
-        r.gated("ldconfig", &["cgroup", "inventory"], || ok("ldconfig", "fine"));
-        let got: Vec<(&str, Status, &str, Vec<String>)> = r
-            .0
-            .iter()
-            .map(|c| (c.name.as_str(), c.status, c.detail.as_str(), c.needs.clone()))
-            .collect();
+        r.gated("ldconfig", &["cgroup", "inventory"], || {
+            ok("ldconfig", "fine")
+        });
+        let got: Vec<(&str, Status, &str, Vec<String>)> =
+            r.0.iter()
+                .map(|c| {
+                    (
+                        c.name.as_str(),
+                        c.status,
+                        c.detail.as_str(),
+                        c.needs.clone(),
+                    )
+                })
+                .collect();
         let driver = vec!["driver".to_string()];
         assert_eq!(
             got[2..],
             [
-                ("nvml", Status::Skip, "skipped: needs driver", driver.clone()),
-                ("persistence mode", Status::Skip, "skipped: needs driver", driver),
+                (
+                    "nvml",
+                    Status::Skip,
+                    "skipped: needs driver",
+                    driver.clone()
+                ),
+                (
+                    "persistence mode",
+                    Status::Skip,
+                    "skipped: needs driver",
+                    driver
+                ),
                 ("ldconfig", Status::Ok, "fine", vec![]),
             ]
         );
@@ -1454,15 +1543,34 @@ mod tests {
             ("the default", &["runc", "crun"], Status::Ok, &exe_s),
             ("the second found", &["crun", "runc"], Status::Ok, &exe_s),
             ("an absolute path", &[&exe_s], Status::Ok, &exe_s),
-            ("a list as one name", &["runc:crun"], Status::Fail, "\"runc:crun\" is one name, not a list"),
-            ("none on PATH", &["crun", "youki"], Status::Fail, "is on PATH or an existing absolute path"),
+            (
+                "a list as one name",
+                &["runc:crun"],
+                Status::Fail,
+                "\"runc:crun\" is one name, not a list",
+            ),
+            (
+                "none on PATH",
+                &["crun", "youki"],
+                Status::Fail,
+                "is on PATH or an existing absolute path",
+            ),
             ("empty", &[], Status::Fail, "runtimes = []"),
-            ("not executable", &[&plain_s], Status::Fail, "is not executable"),
+            (
+                "not executable",
+                &[&plain_s],
+                Status::Fail,
+                "is not executable",
+            ),
         ];
         for (name, runtimes, status, words) in cases {
             let mut config = Config::default();
             config.runtime.runtimes = runtimes.iter().map(|r| r.to_string()).collect();
-            let c = runtime_check(&config, Path::new("/etc/nvidia-container-runtime/config.toml"), &which);
+            let c = runtime_check(
+                &config,
+                Path::new("/etc/nvidia-container-runtime/config.toml"),
+                &which,
+            );
             assert_eq!(c.status, *status, "{name}: {c:?}");
             assert!(c.detail.contains(words), "{name}: {c:?}");
             if *status == Status::Fail {
