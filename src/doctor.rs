@@ -222,7 +222,7 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
                     "inventory",
                     Status::Fail,
                     e.to_string(),
-                    "fix the driver checks above; the GPU checks need a driver",
+                    "the GPU checks need the driver's GPUs: check `nvidia-smi` and `dmesg | grep -i nvrm`",
                 ));
                 None
             }
