@@ -1,8 +1,14 @@
 //! `nvidia-ctk doctor`: the GPU node checklist, one [`Check`] per item (`ok` / `warn` / `fail`,
 //! the evidence, the exact fix). Reads the same config (driver root, device root, proc root,
-//! ldconfig) and goes through the same discovery, parsers and device rules as the hook, so what
-//! it says is what a container start will meet. Reads only; the engines' config texts are
-//! gathered by the caller (a file, or `containerd config dump`).
+//! ldconfig, low-level runtimes) and goes through the same discovery, parsers and device rules as
+//! the hook and the shim, so what it says is what a container start will meet. Reads only; the
+//! engines' config texts and the Kubernetes node are gathered by the caller (a file, or
+//! `containerd config dump`).
+//!
+//! One cause gives one failure: a check names the checks it needs, and when one of them failed
+//! (or was itself skipped) it is not run but reported as `skip` ("skipped: needs driver"), so a
+//! missing driver root is one `fail` line, not a fail per GPU check with fixes that write into
+//! directories that do not exist.
 
 use crate::cdi::{self, list};
 use crate::config::{Config, Mode};
@@ -10,7 +16,7 @@ use crate::container::cgroup::{self, Hierarchy};
 use crate::model::{Capability, FileKind, Inventory};
 use crate::root::DriverRoot;
 use crate::runtime_config::{self, Registration, Source};
-use crate::{devices, discover, driver, labels, ldcache, nvml, system};
+use crate::{devices, discover, driver, labels, ldcache, nvml, shim, system};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,6 +29,8 @@ const SLOW_NVML_MS: u128 = 1000;
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Ok,
+    /// Not run: a check it needs failed (see [`Check::needs`]).
+    Skip,
     Warn,
     Fail,
 }
@@ -31,6 +39,7 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
+            Status::Skip => "skip",
             Status::Warn => "warn",
             Status::Fail => "fail",
         }
@@ -46,6 +55,9 @@ pub struct Check {
     pub detail: String,
     /// The exact fix ("" when ok).
     pub fix: String,
+    /// For a skipped check: the failed checks it needs (empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<String>,
 }
 
 fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
@@ -54,6 +66,7 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
         status,
         detail: detail.into(),
         fix: fix.into(),
+        needs: Vec::new(),
     }
 }
 
@@ -61,7 +74,66 @@ fn ok(name: &str, detail: impl Into<String>) -> Check {
     check(name, Status::Ok, detail, "")
 }
 
-/// 0 when every check is ok, 1 with warnings, 2 with a failure.
+/// The checks run so far, which gate the ones that need them.
+#[derive(Default)]
+struct Report(Vec<Check>);
+
+impl Report {
+    fn push(&mut self, c: Check) {
+        self.0.push(c);
+    }
+
+    /// The failed checks among `needs`, by name; a skipped one stands for the failures it
+    /// waited on. Empty when `needs` all passed (or were not run at all: a check shown only
+    /// when it fails, such as `inventory`).
+    fn blocked(&self, needs: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in self.0.iter().filter(|c| needs.contains(&c.name.as_str())) {
+            let causes = match c.status {
+                Status::Fail => vec![c.name.clone()],
+                Status::Skip => c.needs.clone(),
+                _ => Vec::new(),
+            };
+            for n in causes {
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+        }
+        out
+    }
+
+    /// `check()` unless a check in `needs` failed; then `name`, skipped.
+    fn gated(&mut self, name: &str, needs: &[&str], check: impl FnOnce() -> Check) {
+        let c = self.skip_or(name, needs).unwrap_or_else(check);
+        self.push(c);
+    }
+
+    /// `Some(skipped)` when a check in `needs` failed.
+    fn skip_or(&self, name: &str, needs: &[&str]) -> Option<Check> {
+        let blocked = self.blocked(needs);
+        (!blocked.is_empty()).then(|| skipped(name, blocked))
+    }
+}
+
+/// A check that was not run because the checks `needs` failed.
+fn skipped(name: &str, needs: Vec<String>) -> Check {
+    Check {
+        name: name.into(),
+        status: Status::Skip,
+        detail: format!("skipped: needs {}", needs.join(", ")),
+        fix: String::new(),
+        needs,
+    }
+}
+
+/// What GPU checks need: a driver, and the inventory read from it.
+const NEEDS_DRIVER: &[&str] = &["driver", "inventory"];
+/// What device node checks need: the driver, and a device root with a `dev/`.
+const NEEDS_NODES: &[&str] = &["driver", "inventory", "device root"];
+
+/// 0 when every check is ok, 1 with warnings, 2 with a failure (a skipped check adds nothing:
+/// the failure it needs is counted).
 pub fn exit_code(checks: &[Check]) -> u8 {
     match checks.iter().map(|c| c.status).max() {
         Some(Status::Fail) => 2,
@@ -119,59 +191,123 @@ pub struct Inputs<'a> {
     pub engines: Vec<EngineInput>,
     /// Where CDI specs are looked for.
     pub cdi_dirs: Vec<PathBuf>,
-    /// The node's labels (`kubectl get node NAME -o json`), with the file they came from.
-    pub node_labels: Option<(PathBuf, BTreeMap<String, String>)>,
+    /// The Kubernetes node (`kubectl get node NAME -o json`), with the file it came from.
+    pub node: Option<(PathBuf, Node)>,
+    /// A program name looked up as the shim does (`PATH`): the low-level runtime check.
+    pub which: &'a dyn Fn(&str) -> Option<PathBuf>,
 }
 
-/// Runs every check, in checklist order.
+/// Runs every check, in checklist order; a check whose prerequisites failed is skipped.
 pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     let config = inputs.config;
     let root = config.driver();
-    let mut out = vec![config_check(inputs)];
-    out.push(driver_check(&root, inputs.config_path));
+    let mut r = Report::default();
+    r.push(config_check(inputs));
+    r.push(driver_check(&root, inputs.config_path));
+    if let Some(c) = device_root_check(&root, inputs.config_path) {
+        r.push(c);
+    }
     let cache_path = root.host_path("/etc/ld.so.cache");
     let cache = ldcache::read(&cache_path);
-    out.push(nvml_check(&root, cache.as_deref().unwrap_or_default()));
-    // Without a driver the GPU checks have nothing to look at; the node's own set-up (ldconfig,
-    // cgroup, engines) is still checked.
-    let inv = match discover::discover(&root) {
-        Ok(inv) => Some(inv),
-        Err(e) => {
-            out.push(check(
-                "inventory",
-                Status::Fail,
-                e.to_string(),
-                "fix the driver checks above; the GPU checks need a driver",
-            ));
-            None
+    r.gated("nvml", &["driver"], || {
+        nvml_check(&root, cache.as_deref().unwrap_or_default())
+    });
+    // Without a driver the GPU checks have nothing to look at (they are skipped); the node's
+    // own set-up (ldconfig, cgroup, runtimes, engines, CDI files) is still checked.
+    let inv = if r.blocked(&["driver"]).is_empty() {
+        match discover::discover(&root) {
+            Ok(inv) => Some(inv),
+            Err(e) => {
+                r.push(check(
+                    "inventory",
+                    Status::Fail,
+                    e.to_string(),
+                    "the GPU checks need the driver's GPUs: check `nvidia-smi` and `dmesg | grep -i nvrm`",
+                ));
+                None
+            }
         }
+    } else {
+        None
     };
-    if let Some(inv) = &inv {
-        out.push(gpu_nodes_check(&root, inv));
-        out.push(control_nodes_check(&root, inv));
-        out.push(persistence_check(inv));
-        out.push(libraries_check(inv, &cache_path, cache.as_deref().ok()));
-    }
-    out.push(ldconfig_check(config, inputs.config_path));
+    // The GPU checks run only with an inventory, which exists exactly when their gates pass.
+    let inv_ref = || {
+        inv.as_ref()
+            .expect("gated: the inventory exists when its checks pass")
+    };
+    r.gated("gpu device nodes", NEEDS_NODES, || {
+        gpu_nodes_check(&root, inv_ref())
+    });
+    r.gated("control device nodes", NEEDS_NODES, || {
+        control_nodes_check(&root, inv_ref())
+    });
+    r.gated("persistence mode", &["driver", "inventory", "nvml"], || {
+        persistence_check(inv_ref())
+    });
+    r.gated("libraries", NEEDS_DRIVER, || {
+        libraries_check(inv_ref(), &cache_path, cache.as_deref().ok())
+    });
+    r.push(ldconfig_check(config, inputs.config_path));
     let cgroup = cgroup_check(config);
     let v2 = cgroup.1;
-    out.push(cgroup.0);
+    r.push(cgroup.0);
+    r.push(runtime_check(config, inputs.config_path, inputs.which));
     let mut systemd_engines = Vec::new();
+    let mut nvidia_default = false;
+    let mut engine_names = Vec::new();
     for e in &inputs.engines {
-        let (c, systemd) = engine_check(e, v2);
-        if systemd {
+        let (c, facts) = engine_check(e, v2);
+        if facts.systemd {
             systemd_engines.push(e.engine.name());
         }
-        out.push(c);
+        nvidia_default |= facts.nvidia_default;
+        engine_names.push(c.name.clone());
+        r.push(c);
     }
-    if let Some(inv) = &inv {
-        let links = char_links_check(&root, inv);
-        out.push(systemd_trap_check(&systemd_engines, &links.1, config));
-        out.push(links.0);
-        out.extend(cdi_checks(&inputs.cdi_dirs, inv, config));
-        out.push(labels_check(inv, inputs.node_labels.as_ref()));
+    let nodes_blocked = r.blocked(NEEDS_NODES);
+    let links = nodes_blocked
+        .is_empty()
+        .then(|| char_links_check(&root, inv_ref()));
+    // Without the links' answer the systemd trap is still ruled out when no engine uses systemd.
+    let (trap, links) = match links {
+        Some((links, missing)) => (
+            systemd_trap_check(&systemd_engines, &missing, config),
+            links,
+        ),
+        None if systemd_engines.is_empty() => (
+            systemd_trap_check(&[], &[], config),
+            skipped("/dev/char links", nodes_blocked),
+        ),
+        None => (
+            skipped("systemd cgroups", nodes_blocked.clone()),
+            skipped("/dev/char links", nodes_blocked),
+        ),
+    };
+    r.push(trap);
+    r.push(links);
+    let cdi = cdi_checks(&inputs.cdi_dirs, config);
+    for c in cdi.files {
+        r.push(c);
     }
-    out
+    // Whether a spec is stale is a question about this host's GPUs, nodes and files.
+    for (path, spec) in &cdi.nvidia {
+        r.gated("cdi specs", NEEDS_NODES, || {
+            stale_check(path, spec, inv_ref())
+        });
+    }
+    let node = inputs.node.as_ref();
+    r.gated("node labels", NEEDS_DRIVER, || {
+        labels_check(inv_ref(), node)
+    });
+    if let Some((file, node)) = node {
+        // The device plugin needs what a GPU container needs: a driver, NVML, a runtime.
+        let mut needs = vec!["driver", "nvml", "low-level runtime"];
+        needs.extend(engine_names.iter().map(String::as_str));
+        r.gated("node allocatable", &needs, || {
+            allocatable_check(file, node, nvidia_default)
+        });
+    }
+    r.0
 }
 
 fn config_check(inputs: &Inputs<'_>) -> Check {
@@ -200,8 +336,14 @@ fn driver_check(root: &DriverRoot, config_path: &Path) -> Check {
         return check(
             "driver",
             Status::Fail,
-            format!("driver root {} is not a directory", root.root.display()),
-            fix,
+            format!(
+                "driver root {} is not a directory: every GPU check needs it",
+                root.root.display()
+            ),
+            format!(
+                "set nvidia-container-cli.root to where the driver is: `nvidia-ctk config --set nvidia-container-cli.root=/ --in-place{}` for a driver installed on the host; with the GPU Operator's driver container, /run/nvidia/driver appears once that container runs",
+                config_file_flag(config_path)
+            ),
         );
     }
     match devices::read_proc_file(&version_file)
@@ -226,6 +368,100 @@ fn driver_check(root: &DriverRoot, config_path: &Path) -> Check {
             fix,
         ),
     }
+}
+
+/// Shown only when it fails: `<device root>/dev`, where the node checks look and their fixes
+/// would create nodes, is not a directory. When the device root is the driver root and that is
+/// missing, the driver check has already said so.
+fn device_root_check(root: &DriverRoot, config_path: &Path) -> Option<Check> {
+    let dev = root.dev_path("/dev");
+    if dev.is_dir() || (root.dev_root == root.root && !root.root.is_dir()) {
+        return None;
+    }
+    Some(check(
+        "device root",
+        Status::Fail,
+        format!(
+            "{} is not a directory: the NVIDIA device nodes are looked for there (device root {})",
+            dev.display(),
+            root.dev_root.display()
+        ),
+        format!(
+            "point nvidia-container-cli.dev-root at the directory whose dev/ has the nodes, e.g. the host's: `nvidia-ctk config --set nvidia-container-cli.dev-root=/ --in-place{}`",
+            config_file_flag(config_path)
+        ),
+    ))
+}
+
+/// ` --config-file=PATH` for a fix command, when the config is not the default one.
+fn config_file_flag(config_path: &Path) -> String {
+    if config_path == Path::new("/etc/nvidia-container-runtime/config.toml") {
+        String::new()
+    } else {
+        format!(" --config-file={}", config_path.display())
+    }
+}
+
+/// The low-level runtime the shim execs: the first of `nvidia-container-runtime.runtimes` that
+/// [`shim::find_runtime`] finds (a name on `PATH`, or an absolute path to a file), which must
+/// be executable. Without one every container through the `nvidia` runtime fails to start.
+fn runtime_check(
+    config: &Config,
+    config_path: &Path,
+    which: &dyn Fn(&str) -> Option<PathBuf>,
+) -> Check {
+    let name = "low-level runtime";
+    let runtimes = &config.runtime.runtimes;
+    let fix = format!(
+        "`nvidia-ctk config --set nvidia-container-runtime.runtimes=runc:crun --in-place{}`, or install runc",
+        config_file_flag(config_path)
+    );
+    let found = match shim::find_runtime(runtimes, which) {
+        Ok(p) => p,
+        Err(_) => {
+            // `runtimes = ["runc:crun"]`: a list written as one name (an old `config --set`).
+            let joined: Vec<String> = runtimes
+                .iter()
+                .filter(|r| r.contains([':', ',']))
+                .map(|r| format!("{r:?} is one name, not a list"))
+                .collect();
+            let why = if joined.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", joined.join("; "))
+            };
+            return check(
+                name,
+                Status::Fail,
+                format!(
+                    "none of nvidia-container-runtime.runtimes = {runtimes:?} in {} is on PATH or an existing absolute path{why}: every container through the nvidia runtime fails to start",
+                    config_path.display()
+                ),
+                fix,
+            );
+        }
+    };
+    let executable = std::fs::metadata(&found)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        .unwrap_or(false);
+    if !executable {
+        return check(
+            name,
+            Status::Fail,
+            format!(
+                "{} (from nvidia-container-runtime.runtimes {runtimes:?}) is not executable",
+                found.display()
+            ),
+            format!("`chmod 755 {}`, or {fix}", found.display()),
+        );
+    }
+    ok(
+        name,
+        format!(
+            "{} (the first of {runtimes:?} found, as the shim looks them up)",
+            found.display()
+        ),
+    )
 }
 
 fn nvml_check(root: &DriverRoot, cache: &[ldcache::Entry]) -> Check {
@@ -524,8 +760,18 @@ fn version_of(h: &Hierarchy) -> &'static str {
     }
 }
 
-/// The check, and whether the engine uses systemd cgroups.
-fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
+/// What an engine's config says beyond its check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct EngineFacts {
+    /// It uses the systemd cgroup driver.
+    systemd: bool,
+    /// `nvidia` is its default runtime (what the device plugin's pod runs with when it sets no
+    /// runtimeClassName).
+    nvidia_default: bool,
+}
+
+/// The check, and what the config says of cgroups and the default runtime.
+fn engine_check(e: &EngineInput, v2: bool) -> (Check, EngineFacts) {
     let name = e.engine.name();
     let check_name = format!("engine {name}");
     let fix = format!(
@@ -548,7 +794,7 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
             why,
             format!("fix the file, then {fix}"),
         );
-        (check, false)
+        (check, EngineFacts::default())
     };
     let merged;
     let text = match (&e.text, e.drop_ins.is_empty()) {
@@ -586,7 +832,10 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
                 ),
                 fix,
             ),
-            e.engine.default_systemd(v2),
+            EngineFacts {
+                systemd: e.engine.default_systemd(v2),
+                nvidia_default: false,
+            },
         );
     };
     let src = Source {
@@ -649,7 +898,11 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, bool) {
             ),
         ),
     };
-    (c, systemd)
+    let facts = EngineFacts {
+        systemd,
+        nvidia_default: reg.is_default && reg.runtime_path.is_some(),
+    };
+    (c, facts)
 }
 
 /// The check, and the device nodes without a `/dev/char` link. The DRM nodes (`/dev/dri`) are
@@ -715,7 +968,16 @@ fn systemd_trap_check(
     ok(name, format!("{engines} use the systemd cgroup driver; /dev/char links present and mode {:?} puts devices in the spec", config.runtime.mode))
 }
 
-fn cdi_checks(dirs: &[PathBuf], inv: &Inventory, config: &Config) -> Vec<Check> {
+/// The CDI spec directories as the CDI library reads them: the file-level checks (a file that
+/// does not parse, two files of one directory defining the same devices, a spec shadowed by a
+/// later directory's, no nvidia.com spec when mode is "cdi"), which need no driver, and the
+/// nvidia.com specs, each of which [`stale_check`] compares with this host.
+struct CdiFound {
+    files: Vec<Check>,
+    nvidia: Vec<(PathBuf, cdi::Spec)>,
+}
+
+fn cdi_checks(dirs: &[PathBuf], config: &Config) -> CdiFound {
     let name = "cdi specs";
     let dirs_text = dirs
         .iter()
@@ -753,10 +1015,10 @@ fn cdi_checks(dirs: &[PathBuf], inv: &Inventory, config: &Config) -> Vec<Check> 
             "remove the shadowed file so that only one spec describes the devices (NVIDIA's install guide writes /etc/cdi/nvidia.yaml, the nvidia-cdi-refresh unit /var/run/cdi/nvidia.yaml)",
         )
     }));
-    let nvidia: Vec<(&PathBuf, &cdi::Spec)> = specs
-        .iter()
+    let nvidia: Vec<(PathBuf, cdi::Spec)> = specs
+        .into_iter()
         .filter(|f| f.spec.kind.starts_with("nvidia.com/"))
-        .map(|f| (&f.path, &f.spec))
+        .map(|f| (f.path, f.spec))
         .collect();
     if nvidia.is_empty() {
         let needed = matches!(config.runtime.mode, Mode::Cdi);
@@ -777,8 +1039,14 @@ fn cdi_checks(dirs: &[PathBuf], inv: &Inventory, config: &Config) -> Vec<Check> 
                 ""
             },
         ));
-        return out;
     }
+    CdiFound { files: out, nvidia }
+}
+
+/// One nvidia.com spec against this host: every GPU/MIG UUID, device node and file it names
+/// exists.
+fn stale_check(path: &Path, spec: &cdi::Spec, inv: &Inventory) -> Check {
+    let name = "cdi specs";
     let uuids: BTreeSet<&str> = inv
         .gpus
         .iter()
@@ -786,36 +1054,31 @@ fn cdi_checks(dirs: &[PathBuf], inv: &Inventory, config: &Config) -> Vec<Check> 
             std::iter::once(g.uuid.as_str()).chain(g.migs.iter().map(|m| m.uuid.as_str()))
         })
         .collect();
-    for (path, spec) in nvidia {
-        let fix = format!(
+    let stale = stale_parts(spec, &uuids);
+    if stale.is_empty() {
+        return ok(
+            name,
+            format!(
+                "{}: {} devices of {}, valid, every UUID, node and file exists on this host",
+                path.display(),
+                spec.devices.len(),
+                spec.kind
+            ),
+        );
+    }
+    check(
+        name,
+        Status::Fail,
+        format!(
+            "{} is stale (written for another driver or other GPUs): {}",
+            path.display(),
+            stale.join(", ")
+        ),
+        format!(
             "regenerate it: `nvidia-ctk cdi generate --output={}`",
             path.display()
-        );
-        let stale = stale_parts(spec, &uuids);
-        if stale.is_empty() {
-            out.push(ok(
-                name,
-                format!(
-                    "{}: {} devices of {}, valid, every UUID, node and file exists on this host",
-                    path.display(),
-                    spec.devices.len(),
-                    spec.kind
-                ),
-            ));
-        } else {
-            out.push(check(
-                name,
-                Status::Fail,
-                format!(
-                    "{} is stale (written for another driver or other GPUs): {}",
-                    path.display(),
-                    stale.join(", ")
-                ),
-                fix,
-            ));
-        }
-    }
-    out
+        ),
+    )
 }
 
 /// What a spec names that this host does not have: GPU/MIG UUIDs, device nodes, mounted files.
@@ -852,7 +1115,7 @@ fn stale_parts(spec: &cdi::Spec, uuids: &BTreeSet<&str>) -> Vec<String> {
     v
 }
 
-fn labels_check(inv: &Inventory, node: Option<&(PathBuf, BTreeMap<String, String>)>) -> Check {
+fn labels_check(inv: &Inventory, node: Option<&(PathBuf, Node)>) -> Check {
     let name = "node labels";
     let want = labels::labels(inv);
     let shown = [
@@ -864,7 +1127,7 @@ fn labels_check(inv: &Inventory, node: Option<&(PathBuf, BTreeMap<String, String
         .iter()
         .filter_map(|k| want.get(*k).map(|v| format!("{k}={v}")))
         .collect();
-    let Some((file, have)) = node else {
+    let Some((file, node)) = node else {
         return ok(
             name,
             format!(
@@ -877,7 +1140,7 @@ fn labels_check(inv: &Inventory, node: Option<&(PathBuf, BTreeMap<String, String
     let mut fixes = Vec::new();
     for k in shown {
         let Some(w) = want.get(k) else { continue };
-        match have.get(k) {
+        match node.labels.get(k) {
             Some(h) if h == w => {}
             Some(h) => {
                 wrong.push(format!("{k}: the node says {h}, the hardware {w}"));
@@ -893,7 +1156,8 @@ fn labels_check(inv: &Inventory, node: Option<&(PathBuf, BTreeMap<String, String
         return ok(
             name,
             format!(
-                "{} match the hardware: {}",
+                "{} ({}) match the hardware: {}",
+                node.name,
                 file.display(),
                 summary.join(" ")
             ),
@@ -902,25 +1166,138 @@ fn labels_check(inv: &Inventory, node: Option<&(PathBuf, BTreeMap<String, String
     check(
         name,
         Status::Fail,
-        format!("{}: {}", file.display(), wrong.join("; ")),
+        format!("{} ({}): {}", node.name, file.display(), wrong.join("; ")),
         format!(
-            "relabel from the hardware: `kubectl label node NODE --overwrite {}` (or restart GPU feature discovery); pods selecting the old values stay Pending",
+            "relabel from the hardware: `kubectl label node {} --overwrite {}` (or restart GPU feature discovery); pods selecting the old values stay Pending",
+            node.name,
             fixes.join(" ")
         ),
     )
 }
 
-/// The labels of a node from `kubectl get node NAME -o json` output (`metadata.labels`).
-pub fn parse_node_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let labels = v
-        .pointer("/metadata/labels")
-        .and_then(|l| l.as_object())
-        .ok_or("no metadata.labels object (expected `kubectl get node NAME -o json` output)")?;
-    Ok(labels
+/// What the device plugin advertises for the node (`status.allocatable`): no `nvidia.com/gpu`
+/// (missing or 0) is the first thing an operator sees of a GPU node that does not work (pods
+/// requesting a GPU stay Pending). Run only when this node's driver, NVML, low-level runtime and
+/// engines pass, so the causes left are the plugin's.
+fn allocatable_check(file: &Path, node: &Node, nvidia_default: bool) -> Check {
+    let name = "node allocatable";
+    let n = &node.name;
+    let count = |m: &BTreeMap<String, String>| {
+        m.get(GPU_RESOURCE)
+            .map(|v| v.trim().parse::<u64>().unwrap_or(0))
+    };
+    let Some(all) = &node.allocatable else {
+        return ok(
+            name,
+            format!(
+                "{n} ({}): no status.allocatable, not checked (give `kubectl get node {n} -o json` output)",
+                file.display()
+            ),
+        );
+    };
+    let (allocatable, capacity) = (count(all), count(&node.capacity));
+    if let Some(a) = allocatable.filter(|a| *a > 0) {
+        return ok(
+            name,
+            format!("{n} ({}): allocatable {GPU_RESOURCE}={a}", file.display()),
+        );
+    }
+    let said = match allocatable {
+        Some(_) => format!("allocatable {GPU_RESOURCE}: 0"),
+        None => format!("no {GPU_RESOURCE} in allocatable"),
+    };
+    // The mixed MIG strategy advertises each MIG profile instead of whole GPUs.
+    let migs: Vec<String> = all
         .iter()
-        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-        .collect())
+        .filter(|(k, v)| k.starts_with("nvidia.com/mig-") && v.trim() != "0")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !migs.is_empty() {
+        return check(
+            name,
+            Status::Warn,
+            format!(
+                "{n} ({}): {said}, but {} (the device plugin's MIG strategy \"mixed\"): pods requesting {GPU_RESOURCE} stay Pending",
+                file.display(),
+                migs.join(" ")
+            ),
+            "request the MIG resources in the pods, or set the device plugin's MIG strategy to \"single\"",
+        );
+    }
+    let mut causes = Vec::new();
+    if capacity.is_some_and(|c| c > 0) {
+        causes.push(format!(
+            "capacity has {} GPUs: the device plugin marked them unhealthy (XID errors: `dmesg | grep -i xid`, `kubectl describe node {n}`)",
+            capacity.unwrap_or(0)
+        ));
+    }
+    causes.push(format!(
+        "the device plugin is not running on {n}: its DaemonSet does not select the node (the GPU Operator's needs nvidia.com/gpu.deploy.device-plugin=true), or its pod fails (`kubectl get pods -A -o wide --field-selector spec.nodeName={n}`, then `kubectl logs` of the nvidia-device-plugin pod)"
+    ));
+    causes.push(if nvidia_default {
+        "its pod runs without the GPUs: check its logs for \"No devices found\" or NVML errors".to_string()
+    } else {
+        format!(
+            "its pod does not run with the nvidia runtime (no engine here has it as the default): give the pod runtimeClassName: nvidia, or `nvidia-ctk runtime configure --runtime=containerd --set-as-default` on {n}"
+        )
+    });
+    check(
+        name,
+        Status::Fail,
+        format!(
+            "{n} ({}): {said}: the device plugin advertises no GPU, so GPU pods stay Pending; this node's driver, NVML, runtime and engine checks pass",
+            file.display()
+        ),
+        format!("likely causes: {}", causes.join("; ")),
+    )
+}
+
+/// The resource the device plugin advertises for whole GPUs.
+const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// What doctor reads of a Kubernetes node (`kubectl get node NAME -o json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Node {
+    /// `metadata.name` (`NODE` when the JSON has none), named in the fixes.
+    pub name: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `status.allocatable` (`None` without one: not a node's whole JSON) and `status.capacity`
+    /// (resource quantities as text).
+    pub allocatable: Option<BTreeMap<String, String>>,
+    pub capacity: BTreeMap<String, String>,
+}
+
+/// A node from `kubectl get node NAME -o json` output.
+pub fn parse_node(text: &str) -> Result<Node, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(items) = v.get("items").and_then(|i| i.as_array()) {
+        return Err(format!(
+            "a list of {} nodes: give one node's JSON (`kubectl get node NAME -o json`)",
+            items.len()
+        ));
+    }
+    let strings = |ptr: &str| -> Option<BTreeMap<String, String>> {
+        Some(
+            v.pointer(ptr)?
+                .as_object()?
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect(),
+        )
+    };
+    let labels = strings("/metadata/labels")
+        .ok_or("no metadata.labels object (expected `kubectl get node NAME -o json` output)")?;
+    Ok(Node {
+        name: v
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("NODE")
+            .to_string(),
+        labels,
+        allocatable: strings("/status/allocatable"),
+        capacity: strings("/status/capacity").unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
@@ -1000,30 +1377,253 @@ mod tests {
     }
 
     #[test]
-    fn node_label_cases() {
-        let good = r#"{"metadata":{"labels":{"nvidia.com/gpu.memory":"40960","kubernetes.io/os":"linux"}}}"#;
-        let l = parse_node_labels(good).unwrap();
+    fn node_cases() {
+        let good = r#"{"kind":"Node","metadata":{"name":"gpu-7","labels":{"nvidia.com/gpu.memory":"40960"}},
+            "status":{"allocatable":{"nvidia.com/gpu":"0","cpu":"8"},"capacity":{"nvidia.com/gpu":"2"}}}"#;
+        let n = parse_node(good).unwrap();
+        assert_eq!(n.name, "gpu-7");
         assert_eq!(
-            l.get("nvidia.com/gpu.memory").map(String::as_str),
+            n.labels.get("nvidia.com/gpu.memory").map(String::as_str),
             Some("40960")
         );
-        let cases = [("not json", "{"), ("no labels", r#"{"metadata":{}}"#)];
-        for (name, text) in cases {
-            assert!(parse_node_labels(text).is_err(), "{name}");
+        let all = n.allocatable.unwrap();
+        assert_eq!(all.get("nvidia.com/gpu").map(String::as_str), Some("0"));
+        assert_eq!(
+            n.capacity.get("nvidia.com/gpu").map(String::as_str),
+            Some("2")
+        );
+        let bare = parse_node(r#"{"metadata":{"labels":{}}}"#).unwrap();
+        assert_eq!((bare.name.as_str(), bare.allocatable), ("NODE", None));
+        // (case, text, words in the error)
+        let cases = [
+            ("not json", "{", "not JSON"),
+            ("no labels", r#"{"metadata":{}}"#, "no metadata.labels"),
+            (
+                "a node list",
+                r#"{"kind":"List","items":[{},{}]}"#,
+                "a list of 2 nodes",
+            ),
+        ];
+        for (name, text, words) in cases {
+            let e = parse_node(text).unwrap_err();
+            assert!(e.contains(words), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn allocatable_cases() {
+        let node = |allocatable: Option<&[(&str, &str)]>, capacity: &[(&str, &str)]| Node {
+            name: "gpu-7".into(),
+            labels: BTreeMap::new(),
+            allocatable: allocatable.map(|a| {
+                a.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+            capacity: capacity
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let gpu = "nvidia.com/gpu";
+        // (case, node, nvidia is a default runtime, status, words in the detail, in the fix)
+        let cases = [
+            (
+                "two GPUs",
+                node(Some(&[(gpu, "2")]), &[]),
+                false,
+                Status::Ok,
+                "allocatable nvidia.com/gpu=2",
+                "",
+            ),
+            (
+                "zero",
+                node(Some(&[(gpu, "0")]), &[]),
+                true,
+                Status::Fail,
+                "allocatable nvidia.com/gpu: 0",
+                "the device plugin is not running on gpu-7",
+            ),
+            (
+                "missing",
+                node(Some(&[("cpu", "8")]), &[]),
+                true,
+                Status::Fail,
+                "no nvidia.com/gpu in allocatable",
+                "spec.nodeName=gpu-7",
+            ),
+            (
+                "not the default runtime",
+                node(Some(&[(gpu, "0")]), &[]),
+                false,
+                Status::Fail,
+                "advertises no GPU",
+                "runtimeClassName: nvidia",
+            ),
+            (
+                "unhealthy",
+                node(Some(&[(gpu, "0")]), &[(gpu, "2")]),
+                true,
+                Status::Fail,
+                "advertises no GPU",
+                "capacity has 2 GPUs: the device plugin marked them unhealthy",
+            ),
+            (
+                "mixed MIG",
+                node(Some(&[(gpu, "0"), ("nvidia.com/mig-1g.10gb", "7")]), &[]),
+                true,
+                Status::Warn,
+                "nvidia.com/mig-1g.10gb=7",
+                "MIG strategy",
+            ),
+            (
+                "no status",
+                node(None, &[]),
+                false,
+                Status::Ok,
+                "no status.allocatable, not checked",
+                "",
+            ),
+        ];
+        for (name, n, default, status, detail, fix) in cases {
+            let c = allocatable_check(Path::new("node.json"), &n, default);
+            assert_eq!(c.status, status, "{name}: {c:?}");
+            assert!(
+                c.detail.contains(detail) && c.detail.contains("gpu-7"),
+                "{name}: {c:?}"
+            );
+            assert!(c.fix.contains(fix), "{name}: {c:?}");
+            assert_eq!(c.fix.is_empty(), status == Status::Ok, "{name}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_check_skips_its_dependants_transitively() {
+        let mut r = Report::default();
+        r.push(check("driver", Status::Fail, "gone", "fix"));
+        r.push(check("cgroup", Status::Warn, "", "fix"));
+        r.gated("nvml", &["driver"], || panic!("nvml ran without a driver"));
+        r.gated("persistence mode", &["nvml", "cgroup"], || {
+            panic!("ran after a skipped check")
+        });
+        r.gated("ldconfig", &["cgroup", "inventory"], || {
+            ok("ldconfig", "fine")
+        });
+        let got: Vec<(&str, Status, &str, Vec<String>)> =
+            r.0.iter()
+                .map(|c| {
+                    (
+                        c.name.as_str(),
+                        c.status,
+                        c.detail.as_str(),
+                        c.needs.clone(),
+                    )
+                })
+                .collect();
+        let driver = vec!["driver".to_string()];
+        assert_eq!(
+            got[2..],
+            [
+                (
+                    "nvml",
+                    Status::Skip,
+                    "skipped: needs driver",
+                    driver.clone()
+                ),
+                (
+                    "persistence mode",
+                    Status::Skip,
+                    "skipped: needs driver",
+                    driver
+                ),
+                ("ldconfig", Status::Ok, "fine", vec![]),
+            ]
+        );
+        // A skip adds nothing to the exit code: the failure it waited on is counted.
+        assert_eq!(exit_code(&r.0[2..]), 0);
+        assert_eq!(exit_code(&r.0), 2);
+    }
+
+    #[test]
+    fn runtime_cases() {
+        let dir = tempfile::Builder::new()
+            .prefix("nvct-doctor-runtime-")
+            .tempdir()
+            .unwrap();
+        let exe = dir.path().join("runc");
+        let plain = dir.path().join("not-executable");
+        for (p, mode) in [(&exe, 0o755), (&plain, 0o644)] {
+            std::fs::write(p, "").unwrap();
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        }
+        let on_path = exe.clone();
+        let which = move |n: &str| (n == "runc").then(|| on_path.clone());
+        let (exe_s, plain_s) = (exe.display().to_string(), plain.display().to_string());
+        // (case, runtimes, status, words in the detail)
+        let cases: &[(&str, &[&str], Status, &str)] = &[
+            ("the default", &["runc", "crun"], Status::Ok, &exe_s),
+            ("the second found", &["crun", "runc"], Status::Ok, &exe_s),
+            ("an absolute path", &[&exe_s], Status::Ok, &exe_s),
+            (
+                "a list as one name",
+                &["runc:crun"],
+                Status::Fail,
+                "\"runc:crun\" is one name, not a list",
+            ),
+            (
+                "none on PATH",
+                &["crun", "youki"],
+                Status::Fail,
+                "is on PATH or an existing absolute path",
+            ),
+            ("empty", &[], Status::Fail, "runtimes = []"),
+            (
+                "not executable",
+                &[&plain_s],
+                Status::Fail,
+                "is not executable",
+            ),
+        ];
+        for (name, runtimes, status, words) in cases {
+            let mut config = Config::default();
+            config.runtime.runtimes = runtimes.iter().map(|r| r.to_string()).collect();
+            let c = runtime_check(
+                &config,
+                Path::new("/etc/nvidia-container-runtime/config.toml"),
+                &which,
+            );
+            assert_eq!(c.status, *status, "{name}: {c:?}");
+            assert!(c.detail.contains(words), "{name}: {c:?}");
+            if *status == Status::Fail {
+                assert!(
+                    c.fix.contains("`nvidia-ctk config --set nvidia-container-runtime.runtimes=runc:crun --in-place`"),
+                    "{name}: {c:?}"
+                );
+            }
         }
     }
 
     #[test]
     fn labels_mismatch_is_a_failure_with_the_relabel_command() {
         let inv = crate::fixtures::inventory_in("/usr/lib/x86_64-linux-gnu");
-        let mut node = labels::labels(&inv);
-        node.insert("nvidia.com/gpu.memory".into(), "40960".into());
+        let mut labels = labels::labels(&inv);
+        labels.insert("nvidia.com/gpu.memory".into(), "40960".into());
+        let node = Node {
+            name: "gpu-7".into(),
+            labels,
+            ..Node::default()
+        };
         let c = labels_check(&inv, Some(&(PathBuf::from("node.json"), node)));
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
             c.detail.contains("the node says 40960, the hardware 81559"),
             "{c:?}"
         );
-        assert!(c.fix.contains("nvidia.com/gpu.memory=81559"), "{c:?}");
+        assert!(
+            c.fix
+                .contains("kubectl label node gpu-7 --overwrite nvidia.com/gpu.memory=81559"),
+            "{c:?}"
+        );
     }
 }

@@ -101,13 +101,34 @@ impl Node {
     }
 
     fn write_labels(&self, memory: &str) {
-        let labels = serde_json::json!({"metadata": {"name": "gpu-node-1", "labels": {
-            "kubernetes.io/hostname": "gpu-node-1",
-            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-            "nvidia.com/gpu.memory": memory,
-            "nvidia.com/gpu.count": "2",
-        }}});
-        std::fs::write(&self.labels, labels.to_string()).unwrap();
+        self.write_node(
+            memory,
+            serde_json::json!({"cpu": "8", "nvidia.com/gpu": "2"}),
+        );
+    }
+
+    /// The node `gpu-node-1` as `kubectl get node gpu-node-1 -o json` shows it: these labels
+    /// (the hardware's but for `memory`) and this `status.allocatable`.
+    fn write_node(&self, memory: &str, allocatable: Value) {
+        let node = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "gpu-node-1", "labels": {
+                "kubernetes.io/hostname": "gpu-node-1",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.memory": memory,
+                "nvidia.com/gpu.count": "2",
+            }},
+            "status": {"allocatable": allocatable, "capacity": {"cpu": "8"}},
+        });
+        std::fs::write(&self.labels, node.to_string()).unwrap();
+    }
+
+    /// Appends `text` to the toolkit config.
+    fn add_config(&self, text: &str) {
+        let mut config = std::fs::read_to_string(&self.config).unwrap();
+        config += text;
+        std::fs::write(&self.config, config).unwrap();
     }
 
     /// `doctor --format json`: (exit code, checks by name, the whole output for messages).
@@ -179,6 +200,8 @@ fn a_healthy_node_is_all_ok() {
         "/dev/char links",
         "cdi specs",
         "node labels",
+        "low-level runtime",
+        "node allocatable",
     ] {
         assert!(
             names.contains(&want),
@@ -317,7 +340,13 @@ fn each_seeded_fault_fails_its_check_with_a_fix() {
         ),
     ];
     for (case, seed, check, words) in cases {
-        let node = Node::healthy(&case.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+        // A short prefix: the simulated host's sockets need paths shorter than SUN_LEN.
+        let prefix: String = case
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+            .chars()
+            .take(16)
+            .collect();
+        let node = Node::healthy(&prefix);
         seed(&node);
         let (code, checks, text) = node.doctor();
         let failed: Vec<_> = checks
@@ -384,6 +413,27 @@ fn a_shadowed_spec_is_a_warning_and_a_conflict_a_failure() {
         )) && failed[0].3.contains("remove one of"),
         "{text}"
     );
+    assert_eq!(code, 2, "{text}");
+    // Shadowing is a question about the files, not the driver: with the driver root gone it is
+    // still reported, and only the comparison of the spec with the host is skipped.
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::rename(node.host.driver_root(), node.dir.join("moved")).unwrap();
+    let (code, checks, text) = node.doctor_dirs(&[&etc, &node.cdi_dir]);
+    let cdi: Vec<(&str, &str)> = checks
+        .iter()
+        .filter(|c| c.0 == "cdi specs")
+        .map(|c| (c.1.as_str(), c.2.as_str()))
+        .collect();
+    // The warning, and one skipped comparison per spec file.
+    assert_eq!(cdi.len(), 3, "{text}");
+    assert!(
+        cdi[0].0 == "warn" && cdi[0].1.contains("is shadowed by"),
+        "{cdi:?}"
+    );
+    for c in &cdi[1..] {
+        assert_eq!(*c, ("skip", "skipped: needs driver"), "{text}");
+    }
+    assert_eq!(not_ok(&checks).0, ["driver"], "{text}");
     assert_eq!(code, 2, "{text}");
 }
 
@@ -607,33 +657,249 @@ fn label_node_writes_the_feature_file_golden() {
     }
 }
 
-#[test]
-fn without_a_driver_the_node_set_up_is_still_checked() {
-    let node = Node::healthy("no-driver");
-    std::fs::remove_file(node.host.proc_root().join("driver/nvidia/version")).unwrap();
-    std::fs::write(node.host.lib_dir().join("fake-nvml.json"), "{").unwrap();
-    let (code, checks, text) = node.doctor();
-    let status = |name: &str| {
+/// (name, status, detail, fix) of doctor's JSON.
+type Checks = Vec<(String, String, String, String)>;
+
+/// The checks not ok: (failed, skipped), by name.
+fn not_ok(checks: &Checks) -> (Vec<&str>, Vec<&str>) {
+    let with = |s: &str| -> Vec<&str> {
         checks
             .iter()
-            .find(|c| c.0 == name)
-            .map(|c| c.1.clone())
-            .unwrap_or_else(|| panic!("no {name:?} check:\n{text}"))
+            .filter(|c| c.1 == s)
+            .map(|c| c.0.as_str())
+            .collect()
     };
-    assert_eq!(status("driver"), "fail", "{text}");
-    assert_eq!(status("inventory"), "fail", "{text}");
-    for name in [
-        "ldconfig",
-        "cgroup",
-        "engine containerd",
-        "engine docker",
-        "engine crio",
-    ] {
-        assert_eq!(status(name), "ok", "{name}:\n{text}");
+    (with("fail"), with("skip"))
+}
+
+/// One cause is one failure: the checks that need the failed one are skipped and say which
+/// they need, the node's own set-up is still checked, and no fix writes under a directory that
+/// is not there.
+#[test]
+fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
+    const GPU: &[&str] = &[
+        "nvml",
+        "gpu device nodes",
+        "control device nodes",
+        "persistence mode",
+        "libraries",
+        "/dev/char links",
+        "cdi specs",
+        "node labels",
+        "node allocatable",
+        // CRI-O uses the systemd cgroup driver: the trap is a question about the links.
+        "systemd cgroups",
+    ];
+    const NODES: &[&str] = &[
+        "gpu device nodes",
+        "control device nodes",
+        "/dev/char links",
+        "systemd cgroups",
+        "cdi specs",
+    ];
+    type Seed = fn(&Node) -> PathBuf;
+    // (case, the fault (returns the directory that is not there), the one failure, the skips)
+    let cases: &[(&str, Seed, &str, &[&str])] = &[
+        (
+            "driver root missing",
+            |n| {
+                let root = n.host.driver_root();
+                std::fs::rename(&root, n.dir.join("driver-moved")).unwrap();
+                root
+            },
+            "driver",
+            GPU,
+        ),
+        (
+            "kernel module not loaded",
+            |n| {
+                std::fs::remove_file(n.host.proc_root().join("driver/nvidia/version")).unwrap();
+                std::fs::write(n.host.lib_dir().join("fake-nvml.json"), "{").unwrap();
+                n.host.proc_root().join("driver/nvidia/version")
+            },
+            "driver",
+            GPU,
+        ),
+        (
+            "device root missing",
+            |n| {
+                let dev_root = n.dir.join("no-such-dev-root");
+                n.add_config(&format!(
+                    "dev-root = {:?}\n",
+                    dev_root.display().to_string()
+                ));
+                dev_root
+            },
+            "device root",
+            NODES,
+        ),
+    ];
+    for (case, seed, failure, skips) in cases {
+        let node = Node::healthy(&case.replace(' ', "-"));
+        let gone = seed(&node);
+        let (code, checks, text) = node.doctor();
+        let (failed, skipped) = not_ok(&checks);
+        assert_eq!(failed, [*failure], "{case}: one failure\n{text}");
+        let mut want: Vec<&str> = skips.to_vec();
+        let mut got = skipped.clone();
+        want.sort();
+        got.sort();
+        got.dedup();
+        assert_eq!(got, want, "{case}: the skipped checks\n{text}");
+        for c in checks.iter().filter(|c| c.1 == "skip") {
+            assert_eq!(c.2, format!("skipped: needs {failure}"), "{case}: {c:?}");
+            assert!(c.3.is_empty(), "{case}: a skipped check has no fix: {c:?}");
+        }
+        for c in &checks {
+            assert!(
+                !c.3.contains("mknod") && !c.3.contains(&gone.display().to_string()),
+                "{case}: a fix writes where nothing is: {c:?}"
+            );
+        }
+        let fail = checks.iter().find(|c| c.0 == *failure).unwrap();
+        assert!(!fail.3.is_empty(), "{case}: {fail:?}");
+        for name in [
+            "ldconfig",
+            "cgroup",
+            "low-level runtime",
+            "engine containerd",
+            "engine crio",
+        ] {
+            let c = checks.iter().find(|c| c.0 == name).unwrap();
+            assert_eq!(c.1, "ok", "{case}: {name} is still checked: {c:?}");
+        }
+        assert_eq!(code, 2, "{case}\n{text}");
     }
-    assert!(
-        !checks.iter().any(|c| c.0 == "gpu device nodes"),
-        "no GPU checks without a driver:\n{text}"
+    // The text form: the same, one line per check.
+    let node = Node::healthy("driver-root-missing-text");
+    std::fs::rename(node.host.driver_root(), node.dir.join("moved")).unwrap();
+    let out = ctk(&[
+        "doctor",
+        &format!("--config={}", node.config.display()),
+        &format!("--containerd-config={}", node.containerd.display()),
+        &format!("--cdi-spec-dir={}", node.cdi_dir.display()),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{}", bundle::out_text(&out));
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("fail")).count(),
+        1,
+        "{stdout}"
     );
-    assert_eq!(code, 2, "{text}");
+    assert!(
+        stdout.contains("\nskip  gpu device nodes: skipped: needs driver\n"),
+        "{stdout}"
+    );
+}
+
+/// The shim execs the first of `nvidia-container-runtime.runtimes` found: a list with none that
+/// exists fails the check, and the fix it prints, run as printed, makes it pass.
+#[test]
+fn runtimes_without_an_executable_fail_and_the_fix_works() {
+    // (case, runtimes, words in the detail)
+    let cases = [
+        (
+            "a list written as one name",
+            r#"["runc:crun"]"#,
+            r#""runc:crun" is one name, not a list"#,
+        ),
+        (
+            "a path that is not there",
+            r#"["/nonexistent/runc"]"#,
+            "is on PATH or an existing absolute path",
+        ),
+        ("no runtime", "[]", "runtimes = []"),
+    ];
+    for (case, runtimes, words) in cases {
+        let node = Node::healthy(&case.replace(' ', "-"));
+        node.add_config(&format!(
+            "\n[nvidia-container-runtime]\nruntimes = {runtimes}\n"
+        ));
+        let (code, checks, text) = node.doctor();
+        let (failed, skipped) = not_ok(&checks);
+        assert_eq!(failed, ["low-level runtime"], "{case}\n{text}");
+        assert_eq!(
+            skipped,
+            ["node allocatable"],
+            "{case}: the plugin needs a runtime\n{text}"
+        );
+        let c = checks.iter().find(|c| c.0 == "low-level runtime").unwrap();
+        assert!(c.2.contains(words), "{case}: {c:?}");
+        assert_eq!(code, 2, "{case}\n{text}");
+        // The fix's command, run as printed.
+        let command =
+            c.3.split('`')
+                .nth(1)
+                .unwrap_or_else(|| panic!("{case}: {c:?}"));
+        assert!(
+            command.starts_with(
+                "nvidia-ctk config --set nvidia-container-runtime.runtimes=runc:crun --in-place"
+            ),
+            "{case}: {command}"
+        );
+        let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+        ok_or_panic(&ctk(&args), command);
+        let (code, checks, text) = node.doctor();
+        let c = checks.iter().find(|c| c.0 == "low-level runtime").unwrap();
+        assert_eq!(c.1, "ok", "{case}: after the fix: {c:?}");
+        assert_eq!(code, 0, "{case}: after the fix\n{text}");
+    }
+}
+
+/// The node JSON doctor is given: what the device plugin advertises (`status.allocatable`),
+/// reported with the node's name in the detail and the fix.
+#[test]
+fn a_node_without_allocatable_gpus_is_reported_by_name() {
+    let node = Node::healthy("allocatable");
+    // (case, status.allocatable, status, words in the detail, in the fix)
+    let cases = [
+        (
+            "two GPUs",
+            serde_json::json!({"nvidia.com/gpu": "2"}),
+            "ok",
+            "allocatable nvidia.com/gpu=2",
+            "",
+        ),
+        (
+            "zero",
+            serde_json::json!({"nvidia.com/gpu": "0"}),
+            "fail",
+            "allocatable nvidia.com/gpu: 0: the device plugin advertises no GPU",
+            "spec.nodeName=gpu-node-1",
+        ),
+        (
+            "missing",
+            serde_json::json!({"cpu": "8"}),
+            "fail",
+            "no nvidia.com/gpu in allocatable",
+            "the device plugin is not running on gpu-node-1",
+        ),
+    ];
+    for (case, allocatable, status, detail, fix) in cases {
+        node.write_node("81559", allocatable);
+        let (code, checks, text) = node.doctor();
+        let c = checks.iter().find(|c| c.0 == "node allocatable").unwrap();
+        assert_eq!(c.1, status, "{case}: {c:?}");
+        assert!(
+            c.2.starts_with("gpu-node-1 (") && c.2.contains(detail),
+            "{case}: {c:?}"
+        );
+        assert!(c.3.contains(fix), "{case}: {c:?}");
+        let (failed, _) = not_ok(&checks);
+        let want: &[&str] = if status == "ok" {
+            &[]
+        } else {
+            &["node allocatable"]
+        };
+        assert_eq!(failed, want, "{case}\n{text}");
+        assert_eq!(code, if status == "ok" { 0 } else { 2 }, "{case}\n{text}");
+    }
+    // The relabel fix names the node too.
+    node.write_labels("40960");
+    let (_, checks, _) = node.doctor();
+    let c = checks.iter().find(|c| c.0 == "node labels").unwrap();
+    assert!(
+        c.3.contains("kubectl label node gpu-node-1 --overwrite"),
+        "{c:?}"
+    );
 }

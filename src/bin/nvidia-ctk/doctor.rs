@@ -1,9 +1,8 @@
 //! `nvidia-ctk doctor`: gathers what the checks need that is not under the config's roots (the
-//! engines' effective configs: the file, or `containerd config dump`; the node's labels) and
-//! prints `nvct::doctor`'s checklist, one line per check, or `--format json`. Exit code: 0 all
-//! ok, 1 with warnings, 2 with a failure.
+//! engines' effective configs: the file, or `containerd config dump`; the Kubernetes node's JSON)
+//! and prints `nvct::doctor`'s checklist, one line per check (`ok`, `skip`, `warn`, `fail`), or
+//! `--format json`. Exit code: 0 all ok, 1 with warnings, 2 with a failure.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -42,8 +41,9 @@ pub struct DoctorArgs {
     /// A CDI spec directory (repeatable; default: the config's spec-dirs).
     #[arg(long = "cdi-spec-dir")]
     cdi_spec_dir: Vec<PathBuf>,
-    /// The node's labels: `kubectl get node NAME -o json` output.
-    #[arg(long)]
+    /// The Kubernetes node: `kubectl get node NAME -o json` output (its labels and allocatable
+    /// GPUs are checked, and its name is used in the fixes).
+    #[arg(long, value_name = "NODE_JSON")]
     node_labels: Option<PathBuf>,
 }
 
@@ -99,23 +99,25 @@ pub fn run(args: DoctorArgs, v: Verbosity, matches: &clap::ArgMatches) -> Result
     } else {
         args.cdi_spec_dir.clone()
     };
-    let node_labels = match &args.node_labels {
+    let node = match &args.node_labels {
         None => None,
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("--node-labels {}", p.display()))?;
-            let labels: BTreeMap<String, String> = doctor::parse_node_labels(&text)
+            let node = doctor::parse_node(&text)
                 .map_err(|e| anyhow::anyhow!("--node-labels {}: {e}", p.display()))?;
-            Some((p.clone(), labels))
+            Some((p.clone(), node))
         }
     };
+    let which = |name: &str| which::which(name).ok();
     let checks = doctor::run(&Inputs {
         config: &config,
         config_path: &path,
         config_warnings: &warnings,
         engines,
         cdi_dirs,
-        node_labels,
+        node,
+        which: &which,
     });
     match args.format {
         DoctorFormat::Json => println!(
