@@ -494,8 +494,125 @@ pub fn save_state(opts: &Options, done: &Installed) -> Result<(), InstallError> 
     Ok(())
 }
 
-/// Undoes what an earlier installer recorded and did not undo; removes the record. Returns one
-/// line per action (none when there was no record).
+/// The toolkit files [`install`] writes under the install dir (as `install_steps` names them).
+fn own_files(opts: &Options) -> Vec<PathBuf> {
+    let toolkit = opts.toolkit_dir();
+    let mut out = Vec::new();
+    for name in BINARIES {
+        out.push(if *name == "nvidia-container-runtime" {
+            toolkit.join("nvidia-container-runtime.real")
+        } else {
+            toolkit.join(name)
+        });
+        out.push(opts.libexec_dir().join(name));
+    }
+    for (_, wrapper, mode) in opts.runtimes() {
+        out.push(opts.config_dir().join(if mode == "auto" {
+            "config.toml".to_string()
+        } else {
+            format!("config-{mode}.toml")
+        }));
+        out.push(toolkit.join(wrapper));
+    }
+    out
+}
+
+/// The engine files and the CDI spec [`install`] may edit: the config and drop-in it was given
+/// and `<cdi output dir>/nvidia.yaml`.
+fn own_edits(opts: &Options) -> Vec<PathBuf> {
+    let mut out = vec![opts.config.clone()];
+    out.extend(opts.drop_in.clone());
+    out.push(opts.cdi_output_dir.join("nvidia.yaml"));
+    out
+}
+
+/// Whether no component of `path` below `base` (which `path` must start with) is a symlink,
+/// checked one component at a time without following any; a component that does not exist
+/// ends the walk (nothing below it can be reached).
+fn no_symlink_below(base: &Path, path: &Path) -> bool {
+    let Ok(rest) = path.strip_prefix(base) else {
+        return false;
+    };
+    let mut p = base.to_path_buf();
+    for c in rest.components() {
+        if !matches!(c, std::path::Component::Normal(_)) {
+            return false;
+        }
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => return false,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// What of a recorded install (`done`, read from the state file) this run may undo: only the
+/// paths it would write itself ([`own_files`] under the install dir with no symlink below it,
+/// [`own_edits`] not themselves symlinks, and directories above those), because the record
+/// may come from another node, a restored backup or a shared host path. Returns the kept part
+/// and one line for each path ignored.
+pub fn trusted(opts: &Options, done: Installed, state: &Path) -> (Installed, Vec<String>) {
+    let files = own_files(opts);
+    let edits = own_edits(opts);
+    let mut ignored = Vec::new();
+    let mut ignore = |path: &Path, why: &str| {
+        ignored.push(format!(
+            "ignored {} in {}: {why}",
+            path.display(),
+            state.display()
+        ));
+    };
+    let in_install = |p: &Path| no_symlink_below(&opts.install_dir, p);
+    let final_not_link = |p: &Path| p.parent().is_some_and(|dir| no_symlink_below(dir, p));
+    let mut kept = Installed {
+        log: done.log,
+        ..Installed::default()
+    };
+    for f in done.files {
+        if !files.contains(&f) {
+            ignore(&f, "not a toolkit file this installer writes");
+        } else if !in_install(&f) {
+            ignore(&f, "reached through a symlink");
+        } else {
+            kept.files.push(f);
+        }
+    }
+    for w in done.edits {
+        if !edits.contains(&w.path) {
+            ignore(&w.path, "not the engine config, drop-in or CDI spec given to this installer");
+        } else if !final_not_link(&w.path) {
+            ignore(&w.path, "a symlink");
+        } else {
+            kept.edits.push(w);
+        }
+    }
+    for d in done.dirs {
+        let above_own = files
+            .iter()
+            .chain(&edits)
+            .any(|p| p != &d && p.starts_with(&d));
+        let safe = if d.starts_with(&opts.install_dir) {
+            in_install(&d)
+        } else {
+            final_not_link(&d)
+        };
+        if !above_own {
+            ignore(&d, "not a directory above a file this installer writes");
+        } else if !safe {
+            ignore(&d, "reached through a symlink");
+        } else {
+            kept.dirs.push(d);
+        }
+    }
+    (kept, ignored)
+}
+
+/// Undoes what an earlier installer recorded and did not undo, as far as [`trusted`] accepts
+/// it; removes the record. Returns one line per action and per path ignored (none when there
+/// was no record).
 pub fn recover(opts: &Options) -> Result<Vec<String>, InstallError> {
     let path = state_path(opts);
     let text = match std::fs::read_to_string(&path) {
@@ -512,6 +629,8 @@ pub fn recover(opts: &Options) -> Result<Vec<String>, InstallError> {
         "{} is left by an installer that did not finish: undoing what it did",
         path.display()
     )];
+    let (done, ignored) = trusted(opts, done, &path);
+    log.extend(ignored);
     log.extend(uninstall(&done)?);
     forget_state(opts, &done)?;
     Ok(log)
