@@ -582,7 +582,10 @@ pub fn trusted(opts: &Options, done: Installed, state: &Path) -> (Installed, Vec
     }
     for w in done.edits {
         if !edits.contains(&w.path) {
-            ignore(&w.path, "not the engine config, drop-in or CDI spec given to this installer");
+            ignore(
+                &w.path,
+                "not the engine config, drop-in or CDI spec given to this installer",
+            );
         } else if !final_not_link(&w.path) {
             ignore(&w.path, "a symlink");
         } else {
@@ -846,6 +849,131 @@ mod tests {
             crate::config::unknown_keys(&text, Path::new("c.toml")).is_empty(),
             "{text}"
         );
+    }
+
+    #[test]
+    fn trusted_keeps_all_of_a_real_install() {
+        // What install records is exactly what a later run accepts from the state file.
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        for (dir, name) in [
+            ("bin", "nvidia-container-runtime"),
+            ("bin", "nvidia-container-runtime-hook"),
+            ("bin", "nvidia-ctk"),
+            ("libexec/nvct", "nvidia-ctk"),
+        ] {
+            std::fs::create_dir_all(t.join("src").join(dir)).unwrap();
+            std::fs::write(t.join("src").join(dir).join(name), b"#!/bin/sh\n").unwrap();
+        }
+        let o = Options {
+            install_dir: t.join("a/b/install"),
+            source_root: t.join("src"),
+            config: t.join("etc/docker/daemon.json"),
+            restart: Restart::None,
+            ..opts(Engine::Docker, "/")
+        };
+        let done = install(&o).unwrap();
+        assert!(done.files.len() >= 9 && !done.edits.is_empty() && !done.dirs.is_empty());
+        let state = state_path(&o);
+        let (kept, ignored) = trusted(&o, done.clone(), &state);
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(kept.files, done.files);
+        assert_eq!(kept.edits, done.edits);
+        assert_eq!(kept.dirs, done.dirs);
+        uninstall(&done).unwrap();
+    }
+
+    #[test]
+    fn trusted_ignores_paths_of_others_and_through_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let o = Options {
+            install_dir: t.join("install"),
+            config: t.join("daemon.json"),
+            ..opts(Engine::Docker, "/")
+        };
+        std::fs::create_dir_all(t.join("install")).unwrap();
+        std::fs::create_dir_all(t.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(t.join("elsewhere"), t.join("install/toolkit")).unwrap();
+        std::os::unix::fs::symlink(t.join("elsewhere/x"), t.join("link.json")).unwrap();
+        let linked_config = Options {
+            config: t.join("link.json"),
+            ..o.clone()
+        };
+        let edit = |p: &Path| Written {
+            path: p.to_path_buf(),
+            before: None,
+            after: vec![],
+        };
+        // (case, options, recorded install, the lines' reasons; nothing kept in each case)
+        let cases: Vec<(&str, &Options, Installed, &str)> = vec![
+            (
+                "a host file in files",
+                &o,
+                Installed {
+                    files: vec!["/etc/passwd".into()],
+                    ..Installed::default()
+                },
+                "not a toolkit file",
+            ),
+            (
+                "a toolkit file through a symlinked toolkit dir",
+                &o,
+                Installed {
+                    files: vec![t.join("install/toolkit/nvidia-ctk")],
+                    ..Installed::default()
+                },
+                "reached through a symlink",
+            ),
+            (
+                "a host file in edits",
+                &o,
+                Installed {
+                    edits: vec![edit(Path::new("/etc/shadow"))],
+                    ..Installed::default()
+                },
+                "not the engine config",
+            ),
+            (
+                "the engine config, a symlink",
+                &linked_config,
+                Installed {
+                    edits: vec![edit(&t.join("link.json"))],
+                    ..Installed::default()
+                },
+                "a symlink",
+            ),
+            (
+                "a directory of others",
+                &o,
+                Installed {
+                    dirs: vec!["/var/lib/x".into()],
+                    ..Installed::default()
+                },
+                "not a directory above",
+            ),
+            (
+                "a parent component with ..",
+                &o,
+                Installed {
+                    files: vec![t.join("install/toolkit/../../etc/passwd")],
+                    ..Installed::default()
+                },
+                "not a toolkit file",
+            ),
+        ];
+        for (name, o, done, why) in cases {
+            let (kept, ignored) = trusted(o, done, Path::new("/s.json"));
+            assert!(
+                kept.files.is_empty() && kept.edits.is_empty() && kept.dirs.is_empty(),
+                "{name}: {kept:?}"
+            );
+            assert_eq!(ignored.len(), 1, "{name}: {ignored:?}");
+            assert!(
+                ignored[0].contains(why) && ignored[0].contains("/s.json"),
+                "{name}: {ignored:?}"
+            );
+        }
     }
 
     #[test]
