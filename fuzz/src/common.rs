@@ -1,5 +1,4 @@
 //! Shared by several targets: a fixed simulated host (the planner's inputs) and small helpers.
-#![allow(dead_code)]
 
 use nvct::discover::Inventory;
 use nvct::fixtures::{inventory_in, node};
