@@ -43,7 +43,7 @@ pub(crate) const MAX_STRING_LEN: usize = 4096;
 /// small, but its entries may all share a few strings, so a crafted file of a few MiB can
 /// decode into millions of heap strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// Most entries (`nlibs` of the block that is read).
     pub entries: u32,
     /// Most bytes of decoded sonames and paths together.
@@ -53,7 +53,7 @@ pub(crate) struct Limits {
 /// The bounds of an image's cache taken by the native writer (`container::ld_cache`): real
 /// distribution caches hold under 10 000 entries and under 1 MiB of strings; beyond these the
 /// host ldconfig builds the container's cache instead.
-pub(crate) const IMAGE_LIMITS: Limits = Limits {
+pub const IMAGE_LIMITS: Limits = Limits {
     entries: 20_000,
     string_bytes: 8 << 20,
 };
@@ -235,7 +235,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, LdCacheError> {
 /// [`parse`] within `limits`: a cache with more entries or decoded string bytes is refused
 /// ([`FormatError::EntryLimit`], [`FormatError::OutputTooLarge`]) before any entry beyond the
 /// bound is decoded.
-pub(crate) fn parse_within(bytes: &[u8], limits: Limits) -> Result<Vec<Entry>, LdCacheError> {
+pub fn parse_within(bytes: &[u8], limits: Limits) -> Result<Vec<Entry>, LdCacheError> {
     Ok(parse_inner(bytes, limits)?)
 }
 
