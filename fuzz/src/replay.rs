@@ -42,7 +42,21 @@ impl Rng {
 /// Bytes that matter to the parsers: NUL, ASCII edges, the separators of the formats read.
 const BYTES: &[u8] = b"\x00\x01\x7f\x80\xff\n\r\t ,=:;\"'{}[]/\\.-+0123456789aA";
 /// 32-bit values for counts and offsets (ld.so.cache, ELF headers).
-const WORDS: &[u32] = &[0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe, 0xffff_ffff];
+const WORDS: &[u32] = &[
+    0,
+    1,
+    2,
+    0x7f,
+    0x80,
+    0xff,
+    0x100,
+    0xffff,
+    0x1_0000,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_fffe,
+    0xffff_ffff,
+];
 
 /// One mutant of `input` (one to four stacked edits), possibly spliced with one of `pool`.
 pub fn mutate(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
@@ -62,7 +76,13 @@ pub fn mutate(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
                 let at = rng.below(len + 1);
                 let n = 1 + rng.below(8);
                 let bytes: Vec<u8> = (0..n)
-                    .map(|_| if rng.below(2) == 0 { BYTES[rng.below(BYTES.len())] } else { rng.next() as u8 })
+                    .map(|_| {
+                        if rng.below(2) == 0 {
+                            BYTES[rng.below(BYTES.len())]
+                        } else {
+                            rng.next() as u8
+                        }
+                    })
                     .collect();
                 out.splice(at..at, bytes);
             }
@@ -88,7 +108,11 @@ pub fn mutate(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
             6 if len >= 4 => {
                 let at = rng.below(len - 3);
                 let w = WORDS[rng.below(WORDS.len())];
-                let w = if rng.below(4) == 0 { w.wrapping_add(len as u32) } else { w };
+                let w = if rng.below(4) == 0 {
+                    w.wrapping_add(len as u32)
+                } else {
+                    w
+                };
                 out[at..at + 4].copy_from_slice(&w.to_le_bytes());
             }
             7 if len > 0 => out.truncate(rng.below(len)),
@@ -104,7 +128,11 @@ pub fn inputs_in(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return vec![];
     };
-    let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
     files.sort();
     files
         .into_iter()
@@ -140,7 +168,10 @@ pub fn run(fuzz_dir: &Path, name: &str, target: fn(&[u8]), mutants: u64, seed: u
                 .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
             let saved = save_crash(fuzz_dir, name, input);
-            panic!("fuzz target {name} failed on {what} (saved as {}): {why}", saved.display());
+            panic!(
+                "fuzz target {name} failed on {what} (saved as {}): {why}",
+                saved.display()
+            );
         }
     };
     for (path, bytes) in &known {
@@ -168,11 +199,16 @@ pub fn run(fuzz_dir: &Path, name: &str, target: fn(&[u8]), mutants: u64, seed: u
             }
         }
     }
-    Report { replayed: parents, runs }
+    Report {
+        replayed: parents,
+        runs,
+    }
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 fn save_crash(fuzz_dir: &Path, name: &str, input: &[u8]) -> PathBuf {
@@ -213,11 +249,20 @@ mod tests {
             assert!(!data.contains(&b'!'), "a bang");
         }
         let report = run(&tmp, "t", target, 0, 1);
-        assert_eq!(report, Report { replayed: 1, runs: 1 });
+        assert_eq!(
+            report,
+            Report {
+                replayed: 1,
+                runs: 1
+            }
+        );
         std::fs::write(tmp.join("seeds/t/bad"), b"bang!").unwrap();
         let err = catch_unwind(|| run(&tmp, "t", target, 0, 1)).unwrap_err();
         let msg = err.downcast_ref::<String>().unwrap();
-        assert!(msg.contains("seeds/t/bad") && msg.contains("a bang"), "{msg}");
+        assert!(
+            msg.contains("seeds/t/bad") && msg.contains("a bang"),
+            "{msg}"
+        );
         let saved = inputs_in(&tmp.join("artifacts/t"));
         assert_eq!(saved.len(), 1);
         assert_eq!(saved[0].1, b"bang!");

@@ -10,12 +10,24 @@ fn replay_target(name: &str) {
         .find(|(n, _)| *n == name)
         .unwrap_or_else(|| panic!("no target {name}"));
     let env = |k: &str, default: u64| {
-        std::env::var(k).ok().map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}: not a number")))
+        std::env::var(k).ok().map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{k}={v}: not a number"))
+        })
     };
     let fuzz_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let report = replay::run(fuzz_dir, name, *target, env("NVCT_FUZZ_MUTANTS", 2000), env("NVCT_FUZZ_SEED", 1));
+    let report = replay::run(
+        fuzz_dir,
+        name,
+        *target,
+        env("NVCT_FUZZ_MUTANTS", 2000),
+        env("NVCT_FUZZ_SEED", 1),
+    );
     assert!(report.runs > 0, "{name}: nothing ran");
-    eprintln!("{name}: {} seed/regression inputs, {} runs", report.replayed, report.runs);
+    eprintln!(
+        "{name}: {} seed/regression inputs, {} runs",
+        report.replayed, report.runs
+    );
 }
 
 macro_rules! replay_tests {

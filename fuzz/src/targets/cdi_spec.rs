@@ -16,26 +16,43 @@ const CONFIG_JSON: &str = r#"{"ociVersion":"1.0.2","process":{"user":{"uid":0,"g
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     // schema alone is what `cdi list` uses; it must not panic on any document.
     if let Ok(doc) = cdi::spec::parse_value(text) {
         let _ = validate::schema(&doc);
     }
-    let Ok(spec) = validate::validate_text(text) else { return };
+    let Ok(spec) = validate::validate_text(text) else {
+        return;
+    };
 
     for format in [Format::Json, Format::Yaml] {
-        let encoded = spec.encode(format).unwrap_or_else(|e| panic!("valid spec does not encode: {e}"));
-        let doc = cdi::spec::parse_value(&encoded).unwrap_or_else(|e| panic!("{format:?} output does not parse: {e}\n{encoded}"));
+        let encoded = spec
+            .encode(format)
+            .unwrap_or_else(|e| panic!("valid spec does not encode: {e}"));
+        let doc = cdi::spec::parse_value(&encoded)
+            .unwrap_or_else(|e| panic!("{format:?} output does not parse: {e}\n{encoded}"));
         let problems = validate::schema(&doc);
-        assert!(problems.is_empty(), "{format:?} output fails the schema: {problems:?}\n{encoded}");
-        let back: Spec = serde_json::from_value(doc).unwrap_or_else(|e| panic!("{format:?} output does not decode: {e}\n{encoded}"));
-        assert_eq!(back, spec, "{format:?} round trip changed the spec\n{encoded}");
+        assert!(
+            problems.is_empty(),
+            "{format:?} output fails the schema: {problems:?}\n{encoded}"
+        );
+        let back: Spec = serde_json::from_value(doc)
+            .unwrap_or_else(|e| panic!("{format:?} output does not decode: {e}\n{encoded}"));
+        assert_eq!(
+            back, spec,
+            "{format:?} round trip changed the spec\n{encoded}"
+        );
     }
 
     let names: Vec<QualifiedName> = spec
         .devices
         .iter()
-        .map(|d| QualifiedName::new(&spec.kind, &d.name).unwrap_or_else(|e| panic!("valid spec, invalid device name {:?}: {e}", d.name)))
+        .map(|d| {
+            QualifiedName::new(&spec.kind, &d.name)
+                .unwrap_or_else(|e| panic!("valid spec, invalid device name {:?}: {e}", d.name))
+        })
         .collect();
     let specs = vec![(PathBuf::from("/etc/cdi/fuzz.yaml"), spec.clone())];
     let edits = cdi::inject::resolve(&names, &specs, "/etc/cdi")

@@ -18,7 +18,8 @@ use std::path::Path;
 
 fn reparses(v: &Value, typed_before: bool, what: &str) {
     let text = serde_json::to_string(v).expect("a Value always serializes");
-    let back: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: output does not reparse: {e}"));
+    let back: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{what}: output does not reparse: {e}"));
     assert_eq!(&back, v, "{what}: output reparses to a different document");
     if typed_before {
         if let Err(e) = serde_json::from_str::<Spec>(&text) {
@@ -31,17 +32,31 @@ fn reparses(v: &Value, typed_before: bool, what: &str) {
 pub fn run(data: &[u8]) {
     let path = Path::new("/bundle/config.json");
     let decide = |mode: Mode| {
-        let config = Config { runtime: RuntimeConfig { mode, ..RuntimeConfig::default() }, ..Config::default() };
+        let config = Config {
+            runtime: RuntimeConfig {
+                mode,
+                ..RuntimeConfig::default()
+            },
+            ..Config::default()
+        };
         shim::decide(data, path, &config)
     };
-    let (legacy, auto, cdi, jit) = (decide(Mode::Legacy), decide(Mode::Auto), decide(Mode::Cdi), decide(Mode::JitCdi));
+    let (legacy, auto, cdi, jit) = (
+        decide(Mode::Legacy),
+        decide(Mode::Auto),
+        decide(Mode::Cdi),
+        decide(Mode::JitCdi),
+    );
     match (&auto, &legacy) {
         (Ok(Action::Cdi(_)), _) => {}
         (Ok(a), Ok(l)) => assert_eq!(a, l, "auto neither picked cdi nor decided as legacy"),
         (Err(_), _) | (_, Err(_)) => {}
     }
     for other in [&cdi, &jit] {
-        assert!(!matches!(other, Ok(Action::Legacy(_))), "a CDI mode picked the prestart hook: {other:?}");
+        assert!(
+            !matches!(other, Ok(Action::Legacy(_))),
+            "a CDI mode picked the prestart hook: {other:?}"
+        );
     }
 
     let typed = serde_json::from_slice::<Spec>(data);
@@ -52,17 +67,32 @@ pub fn run(data: &[u8]) {
     // Only a spec with a `process` is held to staying valid: the edits add `process.env`, and
     // a `process` created from nothing lacks the `cwd`/`user` runc needs anyway.
     let typed = typed.is_ok_and(|s| s.process().is_some());
-    let Ok(doc) = serde_json::from_slice::<Value>(data) else { return };
+    let Ok(doc) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
 
     let mut hooked = doc.clone();
     let env = shim::hook_env(None);
-    if let Ok(changed) = shim::add_hook(&mut hooked, Path::new("/usr/bin/nvidia-container-runtime-hook"), &env, path) {
+    if let Ok(changed) = shim::add_hook(
+        &mut hooked,
+        Path::new("/usr/bin/nvidia-container-runtime-hook"),
+        &env,
+        path,
+    ) {
         if !changed {
-            assert_eq!(hooked, doc, "add_hook said unchanged but changed the document");
+            assert_eq!(
+                hooked, doc,
+                "add_hook said unchanged but changed the document"
+            );
         }
         let again = hooked.clone();
         let mut twice = hooked.clone();
-        let second = shim::add_hook(&mut twice, Path::new("/usr/bin/nvidia-container-runtime-hook"), &env, path);
+        let second = shim::add_hook(
+            &mut twice,
+            Path::new("/usr/bin/nvidia-container-runtime-hook"),
+            &env,
+            path,
+        );
         assert!(matches!(second, Ok(false)), "second add_hook: {second:?}");
         assert_eq!(twice, again, "second add_hook changed the document");
         reparses(&hooked, typed, "add_hook");

@@ -22,31 +22,73 @@ fn object(what: &str, text: &str) -> Map<String, Value> {
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
-    let Some((flags, text)) = common::flags_and_text(data) else { return };
+    let Some((flags, text)) = common::flags_and_text(data) else {
+        return;
+    };
     let opts = common::options(flags);
     let path = Path::new("/etc/docker/daemon.json");
-    let Ok(first) = docker::configure(Source { path, text }, &opts) else { return };
+    let Ok(first) = docker::configure(Source { path, text }, &opts) else {
+        return;
+    };
     let written = contents(&first);
     assert_eq!(written.len(), 1, "{first:?}");
     let content = written[0].1.to_string();
     let m = object("configure", &content);
     let want = json!({"args": [], "path": opts.runtime_path});
-    assert_eq!(m.get("runtimes").and_then(|r| r.get(&opts.runtime_name)), Some(&want), "runtime entry missing:\n{content}");
+    assert_eq!(
+        m.get("runtimes").and_then(|r| r.get(&opts.runtime_name)),
+        Some(&want),
+        "runtime entry missing:\n{content}"
+    );
 
-    let second = docker::configure(Source { path, text: &content }, &opts)
-        .unwrap_or_else(|e| panic!("configure fails on its own output: {e}\n{content}"));
+    let second = docker::configure(
+        Source {
+            path,
+            text: &content,
+        },
+        &opts,
+    )
+    .unwrap_or_else(|e| panic!("configure fails on its own output: {e}\n{content}"));
     assert_eq!(first, second, "configure is not idempotent; input:\n{text}");
 
-    let un = docker::unconfigure(Source { path, text: &content }, Some(text), &opts)
-        .unwrap_or_else(|e| panic!("unconfigure fails on configure's output: {e}\n{content}"));
-    let Some((_, restored)) = contents(&un).into_iter().next() else { return };
+    let un = docker::unconfigure(
+        Source {
+            path,
+            text: &content,
+        },
+        Some(text),
+        &opts,
+    )
+    .unwrap_or_else(|e| panic!("unconfigure fails on configure's output: {e}\n{content}"));
+    let Some((_, restored)) = contents(&un).into_iter().next() else {
+        return;
+    };
     let restored = restored.to_string();
     if !restored.trim().is_empty() {
         let m = object("unconfigure", &restored);
-        assert!(m.get("runtimes").and_then(|r| r.get(&opts.runtime_name)).is_none(), "runtime still there:\n{restored}");
+        assert!(
+            m.get("runtimes")
+                .and_then(|r| r.get(&opts.runtime_name))
+                .is_none(),
+            "runtime still there:\n{restored}"
+        );
     }
-    let un2 = docker::unconfigure(Source { path, text: &restored }, Some(text), &opts)
-        .unwrap_or_else(|e| panic!("unconfigure fails on its own output: {e}\n{restored}"));
-    let restored2 = contents(&un2).into_iter().next().map(|(_, c)| c.to_string());
-    assert_eq!(restored2.as_deref(), Some(restored.as_str()), "unconfigure is not idempotent; input:\n{text}");
+    let un2 = docker::unconfigure(
+        Source {
+            path,
+            text: &restored,
+        },
+        Some(text),
+        &opts,
+    )
+    .unwrap_or_else(|e| panic!("unconfigure fails on its own output: {e}\n{restored}"));
+    let restored2 = contents(&un2)
+        .into_iter()
+        .next()
+        .map(|(_, c)| c.to_string());
+    assert_eq!(
+        restored2.as_deref(),
+        Some(restored.as_str()),
+        "unconfigure is not idempotent; input:\n{text}"
+    );
 }

@@ -8,7 +8,10 @@ pub fn run(data: &[u8]) {
     if let Some(so) = nvct::elf::shared_object_in(data) {
         let s = so.soname.as_bytes();
         assert!(!s.is_empty() && s.len() <= 255, "{so:?}");
-        assert!(s.iter().all(|b| b.is_ascii_graphic() && *b != b'/'), "{so:?}");
+        assert!(
+            s.iter().all(|b| b.is_ascii_graphic() && *b != b'/'),
+            "{so:?}"
+        );
         assert!(so.soname != "." && so.soname != "..", "{so:?}");
         assert_eq!(so.cache_flags & 0xff, 3, "{so:?}");
     }

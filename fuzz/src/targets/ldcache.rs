@@ -18,9 +18,18 @@ pub fn run(data: &[u8]) {
                 assert!(!e.path.as_os_str().as_encoded_bytes().contains(&0), "{e:?}");
                 total += e.soname.len() + e.path.as_os_str().len();
             }
-            assert!(total <= data.len() * 4 + (1 << 20), "{total} bytes decoded from {}", data.len());
+            assert!(
+                total <= data.len() * 4 + (1 << 20),
+                "{total} bytes decoded from {}",
+                data.len()
+            );
             // Old entries are 12 bytes, new ones 24: the table itself must be in the file.
-            assert!(entries.len() * 12 <= data.len(), "{} entries from {} bytes", entries.len(), data.len());
+            assert!(
+                entries.len() * 12 <= data.len(),
+                "{} entries from {} bytes",
+                entries.len(),
+                data.len()
+            );
             // Within the native writer's bounds the bounded parser agrees; beyond them it
             // refuses with a bound's error, never another.
             let limits = nvct::ldcache::IMAGE_LIMITS;
@@ -32,7 +41,10 @@ pub fn run(data: &[u8]) {
                 Err(e) => assert!(
                     matches!(
                         e.format_error(),
-                        Some(nvct::ldcache::FormatError::EntryLimit { .. } | nvct::ldcache::FormatError::OutputTooLarge { .. })
+                        Some(
+                            nvct::ldcache::FormatError::EntryLimit { .. }
+                                | nvct::ldcache::FormatError::OutputTooLarge { .. }
+                        )
                     ),
                     "parse_within failed where parse did not: {e}"
                 ),
@@ -40,17 +52,29 @@ pub fn run(data: &[u8]) {
             if let Ok(bytes) = nvct::ldcache::write(&entries) {
                 let back = nvct::ldcache::parse(&bytes).expect("our own cache parses");
                 let key = |e: &nvct::ldcache::Entry| (e.soname.clone(), e.path.clone(), e.flags);
-                let (mut a, mut b): (Vec<_>, Vec<_>) =
-                    (entries.iter().map(key).collect(), back.iter().map(key).collect());
+                let (mut a, mut b): (Vec<_>, Vec<_>) = (
+                    entries.iter().map(key).collect(),
+                    back.iter().map(key).collect(),
+                );
                 a.sort();
                 b.sort();
                 assert_eq!(a, b, "write then parse keeps every entry");
-                assert_eq!(nvct::ldcache::write(&back).unwrap(), bytes, "the order is stable");
+                assert_eq!(
+                    nvct::ldcache::write(&back).unwrap(),
+                    bytes,
+                    "the order is stable"
+                );
             }
         }
         Err(e) => {
-            assert!(e.format_error().is_some(), "parse() only fails on the format: {e}");
-            assert!(nvct::ldcache::parse_within(data, nvct::ldcache::IMAGE_LIMITS).is_err(), "parse_within accepts what parse refuses");
+            assert!(
+                e.format_error().is_some(),
+                "parse() only fails on the format: {e}"
+            );
+            assert!(
+                nvct::ldcache::parse_within(data, nvct::ldcache::IMAGE_LIMITS).is_err(),
+                "parse_within accepts what parse refuses"
+            );
             let _ = e.to_string();
         }
     }

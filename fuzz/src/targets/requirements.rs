@@ -11,19 +11,37 @@ use nvct::request::{Devices, Request};
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let mut lines = text.splitn(3, '\n');
-    let (driver, cuda, rest) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    let (driver, cuda, rest) = (
+        lines.next().unwrap_or(""),
+        lines.next().unwrap_or(""),
+        lines.next().unwrap_or(""),
+    );
     let cuda = (!cuda.is_empty()).then_some(cuda);
     let inv = common::inventory(driver, cuda);
     let requirements: Vec<String> = rest.lines().map(str::to_string).collect();
-    let req = Request { requirements, ..request_none() };
+    let req = Request {
+        requirements,
+        ..request_none()
+    };
     let _ = plan::plan(&req, &inv, &Layout::UNKNOWN);
 
     // Trivially true requirements are met whatever the host reports.
-    let req = Request { requirements: vec!["driver>=0,cuda>=0".into()], ..request_none() };
+    let req = Request {
+        requirements: vec!["driver>=0,cuda>=0".into()],
+        ..request_none()
+    };
     let got = plan::plan(&req, &inv, &Layout::UNKNOWN);
-    assert!(!matches!(got, Err(PlanError::Unsatisfied { .. } | PlanError::BadRequirement(_))), "{got:?}");
+    assert!(
+        !matches!(
+            got,
+            Err(PlanError::Unsatisfied { .. } | PlanError::BadRequirement(_))
+        ),
+        "{got:?}"
+    );
 }
 
 fn request_none() -> Request {

@@ -7,12 +7,19 @@ use std::path::Path;
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let path = Path::new("/etc/nvidia-container-runtime/config.toml");
-    let Ok(config) = Config::parse(text, path) else { return };
+    let Ok(config) = Config::parse(text, path) else {
+        return;
+    };
     let printed = toml::to_string(&config).expect("a parsed config serializes");
     match Config::parse(&printed, path) {
-        Ok(again) => assert_eq!(again, config, "printed config reads back differently:\n{printed}"),
+        Ok(again) => assert_eq!(
+            again, config,
+            "printed config reads back differently:\n{printed}"
+        ),
         Err(e) => panic!("printed config does not parse: {e}\n{printed}"),
     }
 }
