@@ -7,11 +7,30 @@
 #   FUZZ_TARGETS="ldcache cdi_spec" scripts/fuzz.sh 30   (a subset)
 #
 # Needs the nightly toolchain (libFuzzer + AddressSanitizer); installs cargo-fuzz if missing.
+# The libFuzzer entries are behind the fuzz crate's `libfuzzer` feature (stable builds of fuzz/
+# leave libFuzzer out), which every cargo-fuzz command below turns on.
 # Each target starts from its committed seeds (fuzz/seeds/<target>/) plus whatever an earlier
 # run left in its working corpus (fuzz/corpus/<target>/, git-ignored). Crash inputs land in
 # fuzz/artifacts/<target>/ (git-ignored); logs in fuzz/artifacts/logs/. See docs/FUZZING.md.
+#
+#   scripts/fuzz.sh --stable MUTANTS [SEED]       (no nightly, no cargo-fuzz: every target on
+#   FUZZ_TARGETS="ldcache elf" scripts/fuzz.sh --stable 1000000     its seeds, regressions and
+#                                                  MUTANTS PRNG mutants; a release build with
+#                                                  debug assertions; fuzz/src/replay.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--stable" ]; then
+    mutants="${2:-}"
+    seed="${3:-1}"
+    case "$mutants$seed" in '' | *[!0-9]*) echo "usage: $0 --stable MUTANTS [SEED]" >&2; exit 2 ;; esac
+    # Overflow checks and debug assertions on, as in the nightly run below.
+    export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true
+    echo "== stable replay: $mutants mutants per target, seed $seed ($(nproc) cores, $(date -u +%Y-%m-%d))"
+    # shellcheck disable=SC2086 # FUZZ_TARGETS is a list of names
+    exec cargo run --locked --release --manifest-path fuzz/Cargo.toml --example replay -- \
+        "$mutants" "$seed" ${FUZZ_TARGETS:-}
+fi
 
 secs="${1:-60}"
 case "$secs" in '' | *[!0-9]*) echo "usage: $0 [SECONDS_PER_TARGET]" >&2; exit 2 ;; esac
@@ -27,7 +46,7 @@ fi
 
 # Debug assertions (and with them overflow checks) on: an arithmetic overflow on hostile
 # input is reported as a crash instead of wrapping silently.
-build_flags=(--debug-assertions)
+build_flags=(--debug-assertions --features libfuzzer)
 cargo +nightly fuzz build "${build_flags[@]}"
 
 targets="${FUZZ_TARGETS:-$(cargo +nightly fuzz list)}"
@@ -39,6 +58,7 @@ for t in $targets; do
     mkdir -p "fuzz/corpus/$t"
     seeds=()
     [ -d "fuzz/seeds/$t" ] && seeds=("fuzz/seeds/$t")
+    [ -d "fuzz/regressions/$t" ] && seeds+=("fuzz/regressions/$t")
     echo "== $t: ${secs}s"
     set +e
     cargo +nightly fuzz run "${build_flags[@]}" "$t" "fuzz/corpus/$t" "${seeds[@]}" -- \

@@ -3,7 +3,8 @@
 # runc, crun, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
 # headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
 # no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
-# systemd (systemd-analyze verify of the units), and with pip the Python packages of
+# systemd (systemd-analyze verify of the units), GNU time (tests/attacks.rs measures the hook's peak
+# memory with it), and with pip the Python packages of
 # scripts/validate-k8s.sh and tests/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
@@ -57,6 +58,7 @@ command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
 command -v objdump >/dev/null 2>&1 || need+=(binutils)
 command -v unshare >/dev/null 2>&1 && command -v mknod >/dev/null 2>&1 || need+=(util-linux coreutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+[ -x /usr/bin/time ] || need+=(time)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${need[*]}"

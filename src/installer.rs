@@ -494,8 +494,128 @@ pub fn save_state(opts: &Options, done: &Installed) -> Result<(), InstallError> 
     Ok(())
 }
 
-/// Undoes what an earlier installer recorded and did not undo; removes the record. Returns one
-/// line per action (none when there was no record).
+/// The toolkit files [`install`] writes under the install dir (as `install_steps` names them).
+fn own_files(opts: &Options) -> Vec<PathBuf> {
+    let toolkit = opts.toolkit_dir();
+    let mut out = Vec::new();
+    for name in BINARIES {
+        out.push(if *name == "nvidia-container-runtime" {
+            toolkit.join("nvidia-container-runtime.real")
+        } else {
+            toolkit.join(name)
+        });
+        out.push(opts.libexec_dir().join(name));
+    }
+    for (_, wrapper, mode) in opts.runtimes() {
+        out.push(opts.config_dir().join(if mode == "auto" {
+            "config.toml".to_string()
+        } else {
+            format!("config-{mode}.toml")
+        }));
+        out.push(toolkit.join(wrapper));
+    }
+    out
+}
+
+/// The engine files and the CDI spec [`install`] may edit: the config and drop-in it was given
+/// and `<cdi output dir>/nvidia.yaml`.
+fn own_edits(opts: &Options) -> Vec<PathBuf> {
+    let mut out = vec![opts.config.clone()];
+    out.extend(opts.drop_in.clone());
+    out.push(opts.cdi_output_dir.join("nvidia.yaml"));
+    out
+}
+
+/// Whether no component of `path` below `base` (which `path` must start with) is a symlink,
+/// checked one component at a time without following any; a component that does not exist
+/// ends the walk (nothing below it can be reached).
+fn no_symlink_below(base: &Path, path: &Path) -> bool {
+    let Ok(rest) = path.strip_prefix(base) else {
+        return false;
+    };
+    let mut p = base.to_path_buf();
+    for c in rest.components() {
+        if !matches!(c, std::path::Component::Normal(_)) {
+            return false;
+        }
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => return false,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// What of a recorded install (`done`, read from the state file) this run may undo: only the
+/// paths it would write itself ([`own_files`] under the install dir with no symlink below it,
+/// [`own_edits`] not themselves symlinks, and directories above those), because the record
+/// may come from another node, a restored backup or a shared host path. Returns the kept part
+/// and one line for each path ignored.
+pub fn trusted(opts: &Options, done: Installed, state: &Path) -> (Installed, Vec<String>) {
+    let files = own_files(opts);
+    let edits = own_edits(opts);
+    let mut ignored = Vec::new();
+    let mut ignore = |path: &Path, why: &str| {
+        ignored.push(format!(
+            "ignored {} in {}: {why}",
+            path.display(),
+            state.display()
+        ));
+    };
+    let in_install = |p: &Path| no_symlink_below(&opts.install_dir, p);
+    let final_not_link = |p: &Path| p.parent().is_some_and(|dir| no_symlink_below(dir, p));
+    let mut kept = Installed {
+        log: done.log,
+        ..Installed::default()
+    };
+    for f in done.files {
+        if !files.contains(&f) {
+            ignore(&f, "not a toolkit file this installer writes");
+        } else if !in_install(&f) {
+            ignore(&f, "reached through a symlink");
+        } else {
+            kept.files.push(f);
+        }
+    }
+    for w in done.edits {
+        if !edits.contains(&w.path) {
+            ignore(
+                &w.path,
+                "not the engine config, drop-in or CDI spec given to this installer",
+            );
+        } else if !final_not_link(&w.path) {
+            ignore(&w.path, "a symlink");
+        } else {
+            kept.edits.push(w);
+        }
+    }
+    for d in done.dirs {
+        let above_own = files
+            .iter()
+            .chain(&edits)
+            .any(|p| p != &d && p.starts_with(&d));
+        let safe = if d.starts_with(&opts.install_dir) {
+            in_install(&d)
+        } else {
+            final_not_link(&d)
+        };
+        if !above_own {
+            ignore(&d, "not a directory above a file this installer writes");
+        } else if !safe {
+            ignore(&d, "reached through a symlink");
+        } else {
+            kept.dirs.push(d);
+        }
+    }
+    (kept, ignored)
+}
+
+/// Undoes what an earlier installer recorded and did not undo, as far as [`trusted`] accepts
+/// it; removes the record. Returns one line per action and per path ignored (none when there
+/// was no record).
 pub fn recover(opts: &Options) -> Result<Vec<String>, InstallError> {
     let path = state_path(opts);
     let text = match std::fs::read_to_string(&path) {
@@ -512,6 +632,8 @@ pub fn recover(opts: &Options) -> Result<Vec<String>, InstallError> {
         "{} is left by an installer that did not finish: undoing what it did",
         path.display()
     )];
+    let (done, ignored) = trusted(opts, done, &path);
+    log.extend(ignored);
     log.extend(uninstall(&done)?);
     forget_state(opts, &done)?;
     Ok(log)
@@ -727,6 +849,131 @@ mod tests {
             crate::config::unknown_keys(&text, Path::new("c.toml")).is_empty(),
             "{text}"
         );
+    }
+
+    #[test]
+    fn trusted_keeps_all_of_a_real_install() {
+        // What install records is exactly what a later run accepts from the state file.
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        for (dir, name) in [
+            ("bin", "nvidia-container-runtime"),
+            ("bin", "nvidia-container-runtime-hook"),
+            ("bin", "nvidia-ctk"),
+            ("libexec/nvct", "nvidia-ctk"),
+        ] {
+            std::fs::create_dir_all(t.join("src").join(dir)).unwrap();
+            std::fs::write(t.join("src").join(dir).join(name), b"#!/bin/sh\n").unwrap();
+        }
+        let o = Options {
+            install_dir: t.join("a/b/install"),
+            source_root: t.join("src"),
+            config: t.join("etc/docker/daemon.json"),
+            restart: Restart::None,
+            ..opts(Engine::Docker, "/")
+        };
+        let done = install(&o).unwrap();
+        assert!(done.files.len() >= 9 && !done.edits.is_empty() && !done.dirs.is_empty());
+        let state = state_path(&o);
+        let (kept, ignored) = trusted(&o, done.clone(), &state);
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(kept.files, done.files);
+        assert_eq!(kept.edits, done.edits);
+        assert_eq!(kept.dirs, done.dirs);
+        uninstall(&done).unwrap();
+    }
+
+    #[test]
+    fn trusted_ignores_paths_of_others_and_through_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let o = Options {
+            install_dir: t.join("install"),
+            config: t.join("daemon.json"),
+            ..opts(Engine::Docker, "/")
+        };
+        std::fs::create_dir_all(t.join("install")).unwrap();
+        std::fs::create_dir_all(t.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(t.join("elsewhere"), t.join("install/toolkit")).unwrap();
+        std::os::unix::fs::symlink(t.join("elsewhere/x"), t.join("link.json")).unwrap();
+        let linked_config = Options {
+            config: t.join("link.json"),
+            ..o.clone()
+        };
+        let edit = |p: &Path| Written {
+            path: p.to_path_buf(),
+            before: None,
+            after: vec![],
+        };
+        // (case, options, recorded install, the lines' reasons; nothing kept in each case)
+        let cases: Vec<(&str, &Options, Installed, &str)> = vec![
+            (
+                "a host file in files",
+                &o,
+                Installed {
+                    files: vec!["/etc/passwd".into()],
+                    ..Installed::default()
+                },
+                "not a toolkit file",
+            ),
+            (
+                "a toolkit file through a symlinked toolkit dir",
+                &o,
+                Installed {
+                    files: vec![t.join("install/toolkit/nvidia-ctk")],
+                    ..Installed::default()
+                },
+                "reached through a symlink",
+            ),
+            (
+                "a host file in edits",
+                &o,
+                Installed {
+                    edits: vec![edit(Path::new("/etc/shadow"))],
+                    ..Installed::default()
+                },
+                "not the engine config",
+            ),
+            (
+                "the engine config, a symlink",
+                &linked_config,
+                Installed {
+                    edits: vec![edit(&t.join("link.json"))],
+                    ..Installed::default()
+                },
+                "a symlink",
+            ),
+            (
+                "a directory of others",
+                &o,
+                Installed {
+                    dirs: vec!["/var/lib/x".into()],
+                    ..Installed::default()
+                },
+                "not a directory above",
+            ),
+            (
+                "a parent component with ..",
+                &o,
+                Installed {
+                    files: vec![t.join("install/toolkit/../../etc/passwd")],
+                    ..Installed::default()
+                },
+                "not a toolkit file",
+            ),
+        ];
+        for (name, o, done, why) in cases {
+            let (kept, ignored) = trusted(o, done, Path::new("/s.json"));
+            assert!(
+                kept.files.is_empty() && kept.edits.is_empty() && kept.dirs.is_empty(),
+                "{name}: {kept:?}"
+            );
+            assert_eq!(ignored.len(), 1, "{name}: {ignored:?}");
+            assert!(
+                ignored[0].contains(why) && ignored[0].contains("/s.json"),
+                "{name}: {ignored:?}"
+            );
+        }
     }
 
     #[test]

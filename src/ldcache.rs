@@ -39,6 +39,25 @@ pub(crate) const MAX_CACHE_SIZE: u64 = 64 * 1024 * 1024;
 /// Longest string (soname or path, without its NUL) accepted; glibc's `PATH_MAX`.
 pub(crate) const MAX_STRING_LEN: usize = 4096;
 
+/// Bounds on what [`parse_within`] decodes, beyond the format's own checks: a cache file is
+/// small, but its entries may all share a few strings, so a crafted file of a few MiB can
+/// decode into millions of heap strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most entries (`nlibs` of the block that is read).
+    pub entries: u32,
+    /// Most bytes of decoded sonames and paths together.
+    pub string_bytes: usize,
+}
+
+/// The bounds of an image's cache taken by the native writer (`container::ld_cache`): real
+/// distribution caches hold under 10 000 entries and under 1 MiB of strings; beyond these the
+/// host ldconfig builds the container's cache instead.
+pub const IMAGE_LIMITS: Limits = Limits {
+    entries: 20_000,
+    string_bytes: 8 << 20,
+};
+
 /// `flags & FLAG_TYPE_MASK`: the library type.
 pub(crate) const FLAG_TYPE_MASK: i32 = 0x00ff;
 /// Library type of glibc (libc6) ELF libraries.
@@ -138,8 +157,10 @@ pub enum FormatError {
     },
     #[error("entry {entry}: soname at offset {offset} is not UTF-8")]
     NonUtf8Soname { entry: usize, offset: usize },
-    #[error("decoded strings exceed {limit} bytes (a small multiple of the file size)")]
+    #[error("decoded strings exceed {limit} bytes (a small multiple of the file size, or the caller's bound)")]
     OutputTooLarge { limit: usize },
+    #[error("{nlibs} entries exceed the limit of {limit}")]
+    EntryLimit { nlibs: u32, limit: u32 },
 }
 
 /// Errors of [`parse`] and [`read`].
@@ -204,15 +225,26 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, LdCacheError> {
 /// file order. hwcaps entries (from `glibc-hwcaps/` subdirectories) are included like any
 /// other.
 pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, LdCacheError> {
-    Ok(parse_inner(bytes)?)
+    let unbounded = Limits {
+        entries: u32::MAX,
+        string_bytes: usize::MAX,
+    };
+    Ok(parse_inner(bytes, unbounded)?)
 }
 
-fn parse_inner(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
+/// [`parse`] within `limits`: a cache with more entries or decoded string bytes is refused
+/// ([`FormatError::EntryLimit`], [`FormatError::OutputTooLarge`]) before any entry beyond the
+/// bound is decoded.
+pub fn parse_within(bytes: &[u8], limits: Limits) -> Result<Vec<Entry>, LdCacheError> {
+    Ok(parse_inner(bytes, limits)?)
+}
+
+fn parse_inner(bytes: &[u8], limits: Limits) -> Result<Vec<Entry>, FormatError> {
     if bytes.is_empty() {
         return Err(FormatError::Empty);
     }
     if bytes.starts_with(NEW_MAGIC) {
-        return parse_new(bytes, 0);
+        return parse_new(bytes, 0, limits);
     }
     if !bytes.starts_with(OLD_MAGIC) {
         // A file shorter than either magic that is a prefix of one is truncated, not foreign.
@@ -235,10 +267,11 @@ fn parse_inner(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
             .get(new_start..)
             .is_some_and(|rest| rest.starts_with(NEW_MAGIC))
         {
-            return parse_new(bytes, new_start);
+            return parse_new(bytes, new_start, limits);
         }
     }
-    let mut out = Output::new(bytes.len());
+    check_count(nlibs, limits)?;
+    let mut out = Output::new(bytes.len(), limits);
     let mut entries = Vec::with_capacity(nlibs as usize);
     for i in 0..nlibs as usize {
         // In bounds: table_end() checked the whole table.
@@ -252,7 +285,7 @@ fn parse_inner(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
 }
 
 /// Parses the new-format block whose header starts at `start`.
-fn parse_new(bytes: &[u8], start: usize) -> Result<Vec<Entry>, FormatError> {
+fn parse_new(bytes: &[u8], start: usize, limits: Limits) -> Result<Vec<Entry>, FormatError> {
     let header = start
         .checked_add(NEW_HEADER_LEN)
         .and_then(|end| bytes.get(start..end))
@@ -277,7 +310,8 @@ fn parse_new(bytes: &[u8], start: usize) -> Result<Vec<Entry>, FormatError> {
     }
     let table_start = start + NEW_HEADER_LEN; // cannot overflow: header slice exists
     table_end(bytes, table_start, nlibs, NEW_ENTRY_LEN)?;
-    let mut out = Output::new(bytes.len());
+    check_count(nlibs, limits)?;
+    let mut out = Output::new(bytes.len(), limits);
     let mut entries = Vec::with_capacity(nlibs as usize);
     for i in 0..nlibs as usize {
         let at = table_start + i * NEW_ENTRY_LEN;
@@ -292,6 +326,16 @@ fn parse_new(bytes: &[u8], start: usize) -> Result<Vec<Entry>, FormatError> {
         entries.push(e);
     }
     Ok(entries)
+}
+
+fn check_count(nlibs: u32, limits: Limits) -> Result<(), FormatError> {
+    if nlibs > limits.entries {
+        return Err(FormatError::EntryLimit {
+            nlibs,
+            limit: limits.entries,
+        });
+    }
+    Ok(())
 }
 
 /// End offset of a table of `nlibs` entries of `entry_len` bytes at `start`, if it fits.
@@ -336,10 +380,13 @@ struct Output {
 }
 
 impl Output {
-    fn new(file_len: usize) -> Self {
+    fn new(file_len: usize, limits: Limits) -> Self {
         Output {
             used: 0,
-            limit: file_len.saturating_mul(4).saturating_add(1 << 20),
+            limit: file_len
+                .saturating_mul(4)
+                .saturating_add(1 << 20)
+                .min(limits.string_bytes),
         }
     }
 
@@ -1262,6 +1309,65 @@ mod tests {
                 Err(LdCacheError::Format(got)) => assert_eq!(got, want, "{name}"),
                 other => panic!("{name}: expected {want:?}, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn parse_within_bounds_entries_and_strings() {
+        // Many entries sharing one short string: small files, many decoded strings.
+        let limits = Limits {
+            entries: 100,
+            string_bytes: 1000,
+        };
+        let strings = b"/lib/libx.so.1\0";
+        let new = |n: u32| {
+            let e = vec![(0x0303, str_base(n) + 5, str_base(n)); n as usize];
+            new_cache(&e, strings)
+        };
+        let old = |n: u32| {
+            // Old-format offsets are from the end of the entry table.
+            let e = vec![(0x0303, 5, 0); n as usize];
+            old_cache(&e, strings)
+        };
+        let cases: Vec<(&str, Vec<u8>, Result<usize, FormatError>)> = vec![
+            ("new format within both bounds", new(30), Ok(30)),
+            ("old format within both bounds", old(30), Ok(30)),
+            (
+                "new format over the entry bound",
+                new(101),
+                Err(FormatError::EntryLimit {
+                    nlibs: 101,
+                    limit: 100,
+                }),
+            ),
+            (
+                "old format over the entry bound",
+                old(101),
+                Err(FormatError::EntryLimit {
+                    nlibs: 101,
+                    limit: 100,
+                }),
+            ),
+            (
+                "new format over the string bound",
+                new(60),
+                Err(FormatError::OutputTooLarge { limit: 1000 }),
+            ),
+            (
+                "old format over the string bound",
+                old(60),
+                Err(FormatError::OutputTooLarge { limit: 1000 }),
+            ),
+        ];
+        for (name, bytes, want) in cases {
+            let got = parse_within(&bytes, limits).map(|e| e.len());
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{name}"),
+                (Err(LdCacheError::Format(got)), Err(want)) => assert_eq!(got, want, "{name}"),
+                (got, want) => panic!("{name}: expected {want:?}, got {got:?}"),
+            }
+            // The unbounded parser takes them all.
+            assert!(parse(&bytes).is_ok(), "{name}");
         }
     }
 

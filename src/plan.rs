@@ -37,8 +37,10 @@ pub struct Layout {
     /// path inside the driver root, and the ld cache covers every directory they are in.
     pub lib_dir: Option<PathBuf>,
     /// Where 32-bit libraries go (compat32): `/usr/lib/i386-linux-gnu` on Debian-like images,
-    /// else `/usr/lib32` or `/usr/lib` (see `container::probe_layout`). `None` as for
-    /// `lib_dir`: each keeps its path inside the driver root.
+    /// else `/usr/lib32` or `/usr/lib` (see `container::probe_layout`). `None` with `lib_dir`
+    /// `None`: each keeps its path inside the driver root; `None` with a `lib_dir`: the image
+    /// has no 32-bit dir apart from its 64-bit one, and gets no 32-bit library (never one over
+    /// a 64-bit build of the same name).
     pub lib32_dir: Option<PathBuf>,
     /// Whether the image has its own `libGLX_indirect.so.0` in `lib_dir` (Mesa's): then it
     /// keeps it. `false` when the layout is not known: a CDI spec makes the link (as upstream's,
@@ -144,21 +146,13 @@ pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str], caps: &[String]) -> P
     ProcMask { files }
 }
 
-/// The device node paths of the IMEX channels `ch` names (all the host has, for `All`). The
-/// planner requires each; so does the shim's jit-cdi.
-pub fn imex_channel_paths(ch: &ImexChannels, inv: &Inventory) -> Vec<String> {
-    match ch {
-        ImexChannels::All => inv
-            .nodes
-            .iter()
-            .filter(|n| n.path.starts_with(IMEX_CHANNEL_DIR))
-            .map(|n| n.path.display().to_string())
-            .collect(),
-        ImexChannels::List(ids) => ids
-            .iter()
-            .map(|id| format!("{IMEX_CHANNEL_DIR}/channel{id}"))
-            .collect(),
-    }
+/// The device node paths of the IMEX channels `ch` names. The planner requires each; so does
+/// the shim's jit-cdi.
+pub fn imex_channel_paths(ch: &ImexChannels) -> Vec<String> {
+    let ImexChannels::List(ids) = ch;
+    ids.iter()
+        .map(|id| format!("{IMEX_CHANNEL_DIR}/channel{id}"))
+        .collect()
 }
 
 pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, PlanError> {
@@ -205,7 +199,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         }
     }
     if let Some(ch) = &req.imex_channels {
-        wanted.extend(imex_channel_paths(ch, inv).into_iter().map(|p| (p, true)));
+        wanted.extend(imex_channel_paths(ch).into_iter().map(|p| (p, true)));
     }
     // The opt-in sets: every node of each the host has (none: a note), and their files.
     let (optin_nodes, optin_files, optin_notes) = crate::optin::select(&req.opt_ins, inv);
@@ -292,9 +286,11 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             },
             // compat32: the 32-bit builds of the families the other capabilities ask for.
             FileKind::Library32 if compat32 && families.contains(f.name.as_str()) => {
-                match &layout.lib32_dir {
-                    Some(dir) => dir.join(file_name),
-                    None => f.driver_path.clone(),
+                match (&layout.lib_dir, &layout.lib32_dir) {
+                    (_, Some(dir)) => dir.join(file_name),
+                    (None, None) => f.driver_path.clone(),
+                    // A known image with no 32-bit dir apart from its 64-bit one: none.
+                    (Some(_), None) => continue,
                 }
             }
             FileKind::Binary if binaries.contains(f.name.as_str()) => {

@@ -15,8 +15,10 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-/// The variables that make glibc load files named by the caller: the loader's own (`LD_*`) and
-/// the ones glibc ignores in setuid programs for the same reason.
+/// The variables that make glibc load files named by the caller: the loader's own (`LD_*`), the
+/// ones glibc ignores in setuid programs for the same reason, and every `MALLOC_*` (glibc's
+/// allocator settings, `MALLOC_CHECK_` and `MALLOC_TCACHE_*` among them: none loads a file,
+/// but a hook has no use for the caller's).
 fn unsafe_var(name: &[u8]) -> bool {
     const GLIBC_UNSECURE: &[&[u8]] = &[
         b"GCONV_PATH",
@@ -25,14 +27,6 @@ fn unsafe_var(name: &[u8]) -> bool {
         b"HOSTALIASES",
         b"LOCALDOMAIN",
         b"LOCPATH",
-        b"MALLOC_ARENA_MAX",
-        b"MALLOC_ARENA_TEST",
-        b"MALLOC_MMAP_MAX_",
-        b"MALLOC_MMAP_THRESHOLD_",
-        b"MALLOC_PERTURB_",
-        b"MALLOC_TOP_PAD_",
-        b"MALLOC_TRACE",
-        b"MALLOC_TRIM_THRESHOLD_",
         b"NIS_PATH",
         b"NLSPATH",
         b"RESOLV_HOST_CONF",
@@ -40,7 +34,7 @@ fn unsafe_var(name: &[u8]) -> bool {
         b"TMPDIR",
         b"TZDIR",
     ];
-    name.starts_with(b"LD_") || GLIBC_UNSECURE.contains(&name)
+    name.starts_with(b"LD_") || name.starts_with(b"MALLOC_") || GLIBC_UNSECURE.contains(&name)
 }
 
 /// Call at the top of `main`, before any thread exists.
@@ -110,6 +104,16 @@ mod tests {
             ("GCONV_PATH", true),
             ("GLIBC_TUNABLES", true),
             ("LOCPATH", true),
+            ("MALLOC_CHECK_", true),
+            ("MALLOC_TCACHE_MAX", true),
+            ("MALLOC_TCACHE_COUNT", true),
+            ("MALLOC_TCACHE_UNSORTED_LIMIT", true),
+            ("MALLOC_ARENA_MAX", true),
+            ("MALLOC_TRACE", true),
+            ("MALLOC_PERTURB_", true),
+            ("MALLOC_", true),
+            ("NOT_MALLOC_CHECK_", false),
+            ("malloc_check_", false),
             ("NVIDIA_VISIBLE_DEVICES", false),
             ("PATH", false),
             ("OLD_PRELOAD", false),

@@ -55,11 +55,10 @@ pub struct Request {
     pub opt_ins: BTreeSet<OptIn>,
 }
 
-/// Which IMEX channels a container asked for.
+/// Which IMEX channels a container asked for. There is no "all": upstream's
+/// `NVIDIA_IMEX_CHANNELS=all` gives none, and so does ours (docs/COMPAT.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum ImexChannels {
-    /// Every channel the host has.
-    All,
     List(Vec<u32>),
 }
 
@@ -78,7 +77,6 @@ impl Request {
         }
         match &self.imex_channels {
             None => {}
-            Some(ImexChannels::All) => out += "; all IMEX channels",
             Some(ImexChannels::List(ids)) => {
                 let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
                 out += &format!("; IMEX channels {}", ids.join(","));
@@ -251,8 +249,8 @@ pub(crate) fn opt_ins(view: &ContainerView) -> BTreeSet<OptIn> {
         .collect()
 }
 
-/// `NVIDIA_IMEX_CHANNELS` (`all`, or a comma list of channel numbers; empty, `none` and `void`
-/// ask for none), under the same rule for unprivileged containers as `NVIDIA_VISIBLE_DEVICES`;
+/// `NVIDIA_IMEX_CHANNELS` (a comma list of channel numbers; empty, `none` and `void` ask for
+/// none, and so does `all`, as upstream's: a channel is a grant, named one by one), under the same rule for unprivileged containers as `NVIDIA_VISIBLE_DEVICES`;
 /// nothing when `features.ignore-imex-channel-requests` is set.
 pub(crate) fn imex_channels(
     view: &ContainerView,
@@ -272,7 +270,7 @@ pub(crate) fn imex_channels(
                 dst.strip_prefix(Path::new(VOLUME_MOUNT_DIR).join("imex"))
                     .ok()
             })
-            .filter_map(|rest| rest.to_str()?.parse::<u32>().ok())
+            .filter_map(|rest| channel_number(rest.to_str()?))
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -301,7 +299,10 @@ pub(crate) fn imex_channels(
         return Ok(None);
     }
     if value == "all" {
-        return Ok(Some(ImexChannels::All));
+        notes.push(format!(
+            "{VAR}=all gives no IMEX channel (as upstream's); name the channels, e.g. {VAR}=0,1"
+        ));
+        return Ok(None);
     }
     let parts: Vec<&str> = value.split(',').map(str::trim).collect();
     if parts.len() > MAX_DEVICE_IDS {
@@ -312,16 +313,24 @@ pub(crate) fn imex_channels(
     }
     let mut ids = Vec::new();
     for p in parts {
-        let id = p.parse::<u32>().map_err(|_| RequestError::BadValue {
+        let id = channel_number(p).ok_or_else(|| RequestError::BadValue {
             var: VAR.into(),
             value: value.into(),
-            why: format!("{p:?} is not a channel number (expected all, or numbers like 0,1)"),
+            why: format!("{p:?} is not a channel number (expected numbers like 0,1)"),
         })?;
         if !ids.contains(&id) {
             ids.push(id);
         }
     }
     Ok(Some(ImexChannels::List(ids)))
+}
+
+/// An IMEX channel number: ASCII digits only (`+5`, ` 5`, `5x` are none).
+fn channel_number(s: &str) -> Option<u32> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// `NVIDIA_VISIBLE_DEVICES` (or a `swarm-resource` variable) as the toolkit may read it: NUL
@@ -636,13 +645,16 @@ mod tests {
                 Err(RequestError::NeedsPrivilege { var: "NVIDIA_MIG_CONFIG_DEVICES".into() })),
             ("imex channels", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS= 1, 0 ,1"],
                 Ok(Some(Request { imex_channels: Some(ImexChannels::List(vec![1, 0])), ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
-            ("all imex channels", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=all"],
-                Ok(Some(Request { imex_channels: Some(ImexChannels::All), ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
+            ("all imex channels: none, as upstream's", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=all"],
+                Ok(Some(Request { imex_channels: None, ..req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility]) }))),
             ("no imex channel", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=none"],
                 Ok(Some(req(ids(vec![DeviceId::Index(0)]), &[Compute, Utility])))),
             ("bad imex channel", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=0,x"], Err(RequestError::BadValue {
                 var: "NVIDIA_IMEX_CHANNELS".into(), value: "0,x".into(),
-                why: "\"x\" is not a channel number (expected all, or numbers like 0,1)".into() })),
+                why: "\"x\" is not a channel number (expected numbers like 0,1)".into() })),
+            ("signed imex channel", vec!["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=+5"], Err(RequestError::BadValue {
+                var: "NVIDIA_IMEX_CHANNELS".into(), value: "+5".into(),
+                why: "\"+5\" is not a channel number (expected numbers like 0,1)".into() })),
         ];
         let config = Config::default();
         for (name, env, want) in cases {
@@ -757,6 +769,29 @@ mod tests {
                 .imex_channels,
             Some(ImexChannels::List(vec![1]))
         );
+        // Volume-mount ids are digits only: `+5` (which u32's parser takes) asks for nothing.
+        for (dir, want) in [
+            ("imex/+5", None),
+            ("imex/05", Some(vec![5])),
+            ("imex/5x", None),
+        ] {
+            let mounted = ContainerView {
+                mounts: vec![
+                    (
+                        "/dev/null".into(),
+                        "/var/run/nvidia-container-devices/0".into(),
+                    ),
+                    (
+                        "/dev/null".into(),
+                        Path::new("/var/run/nvidia-container-devices").join(dir),
+                    ),
+                ],
+                env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
+                ..imex.clone()
+            };
+            let got = resolve(&mounted, &config).unwrap().request.unwrap();
+            assert_eq!(got.imex_channels, want.map(ImexChannels::List), "{dir}");
+        }
         config.features.ignore_imex_channel_requests = true;
         assert_eq!(
             resolve(&privileged, &config)

@@ -472,7 +472,7 @@ pub fn imex_edits(
     path: &Path,
 ) -> Result<ContainerEdits, ShimError> {
     let mut edits = ContainerEdits::default();
-    for p in crate::plan::imex_channel_paths(ch, inv) {
+    for p in crate::plan::imex_channel_paths(ch) {
         let node = inv
             .nodes
             .iter()

@@ -1899,3 +1899,271 @@ fn env_less_hook_entries_never_load_the_image_library() {
         }
     }
 }
+
+/// Wraps every hook of `b` in GNU time, which appends `<max RSS in KiB> <wall seconds>` of
+/// the hook to `out`: wait4's rusage, whose max RSS also covers the children the hook waited
+/// for (the ldconfig child).
+fn measure_hooks(b: &mut Bundle, out: &Path) {
+    let time = PathBuf::from("/usr/bin/time");
+    assert!(
+        time.exists(),
+        "GNU time is not installed: run scripts/install-deps.sh"
+    );
+    let Some(kinds) = b.spec["hooks"].as_object_mut() else {
+        return;
+    };
+    for hooks in kinds.values_mut() {
+        for hook in hooks.as_array_mut().into_iter().flatten() {
+            let path = hook["path"].as_str().unwrap().to_string();
+            let args: Vec<String> = hook["args"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .skip(1)
+                        .map(|v| v.as_str().unwrap().into())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut argv = vec!["time".to_string(), "-a".into(), "-f".into(), "%M %e".into()];
+            argv.extend(["-o".into(), out.display().to_string(), path]);
+            argv.extend(args);
+            hook["path"] = serde_json::json!(time.display().to_string());
+            hook["args"] = serde_json::json!(argv);
+        }
+    }
+}
+
+/// A hostile `ld.so.cache` of about `size` bytes: as many entries as fit, all pointing at 16
+/// short strings (old format: `ld.so-1.7.0`, offsets from the string table; new format:
+/// `glibc-ld.so.cache1.1`, offsets from the header).
+fn hostile_ld_cache(new_format: bool, size: usize) -> Vec<u8> {
+    let mut strings = Vec::new();
+    let mut pairs = Vec::new();
+    for i in 0..16 {
+        let soname = strings.len() as u32;
+        strings.extend_from_slice(format!("libh{i}.so.1\0").as_bytes());
+        let path = strings.len() as u32;
+        strings.extend_from_slice(format!("/lib/libh{i}.so.1\0").as_bytes());
+        pairs.push((soname, path));
+    }
+    let (header, entry) = if new_format { (48, 24) } else { (16, 12) };
+    let n = (size - header - strings.len()) / entry;
+    let mut b = Vec::with_capacity(size);
+    let base = if new_format {
+        b.extend_from_slice(b"glibc-ld.so.cache1.1");
+        b.extend_from_slice(&(n as u32).to_le_bytes());
+        b.extend_from_slice(&(strings.len() as u32).to_le_bytes());
+        b.extend_from_slice(&[2, 0, 0, 0]); // little-endian
+        b.extend_from_slice(&[0; 16]); // extension offset, unused
+        (header + n * entry) as u32
+    } else {
+        b.extend_from_slice(b"ld.so-1.7.0\0");
+        b.extend_from_slice(&(n as u32).to_le_bytes());
+        0
+    };
+    for i in 0..n {
+        let (key, value) = pairs[i % pairs.len()];
+        b.extend_from_slice(&0x0303i32.to_le_bytes());
+        b.extend_from_slice(&(base + key).to_le_bytes());
+        b.extend_from_slice(&(base + value).to_le_bytes());
+        if new_format {
+            b.extend_from_slice(&[0; 12]); // osversion, hwcap
+        }
+    }
+    b.extend_from_slice(&strings);
+    b
+}
+
+/// The hook's peak memory (wait4 max RSS, with its ldconfig child) on a hostile image cache.
+const LD_CACHE_RSS_BOUND_KIB: u64 = 64 * 1024;
+/// Its wall time per start (the ldconfig child alone may take its 5 s limit).
+const LD_CACHE_WALL_BOUND_S: f64 = 15.0;
+
+#[test]
+fn hostile_ld_cache_is_not_decoded_past_a_real_caches_bounds_in_both_paths() {
+    // A few MiB of cache (a gzipped layer of under 1 MB) whose millions of entries share 16
+    // strings once made the hook decode, merge, sort and write them all (1 GiB of RSS, 20 s
+    // per start). Beyond a real cache's bounds (4 MiB, 20 000 entries) the native writer
+    // leaves the image's cache to the host ldconfig, which does not read it: the container
+    // starts with ldconfig's cache, and the hook stays under a fixed memory and time bound.
+    // Measured (GNU time around the hook): the prestart hook, and `nvidia-cdi-hook
+    // update-ldcache` registered as a prestart hook (a createContainer hook must be the
+    // container init's own child, so it cannot be wrapped); jit-cdi's createContainer hooks
+    // run unwrapped, bounded by the start's wall time.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Way {
+        Hook,
+        CdiHook,
+        JitCdi,
+    }
+    let h = host();
+    let work = h.dir.join("ld-flood");
+    std::fs::create_dir_all(&work).unwrap();
+    let cases: [(&str, bool, usize); 4] = [
+        ("60 MiB, old format", false, 60 << 20),
+        ("60 MiB, new format", true, 60 << 20),
+        ("3 MiB, old format, 260 000 entries", false, 3 << 20),
+        ("3 MiB, new format, 130 000 entries", true, 3 << 20),
+    ];
+    std::thread::scope(|scope| {
+        for way in [Way::Hook, Way::CdiHook, Way::JitCdi] {
+            for (i, &(name, new_format, size)) in cases.iter().enumerate() {
+                let work = work.join(format!("{way:?}-{i}"));
+                std::fs::create_dir_all(&work).unwrap();
+                scope.spawn(move || {
+                    let mut b = Bundle::new(&h.dir, Image::Busybox);
+                    let cache = b.rootfs().join("etc/ld.so.cache");
+                    std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+                    std::fs::write(&cache, hostile_ld_cache(new_format, size)).unwrap();
+                    let usage = work.join("usage");
+                    match way {
+                        Way::Hook => request_gpu(h, &mut b, Path_::Hook, &work),
+                        Way::JitCdi => request_gpu(h, &mut b, Path_::JitCdi, &work),
+                        Way::CdiHook => {
+                            b.add_hook(
+                                "prestart",
+                                bundle::CDI_HOOK,
+                                &[
+                                    "update-ldcache",
+                                    "--folder",
+                                    "/usr/lib64",
+                                    "--ldconfig-path",
+                                    "/sbin/ldconfig",
+                                ],
+                            );
+                        }
+                    }
+                    if way != Way::JitCdi {
+                        measure_hooks(&mut b, &usage);
+                    }
+                    let started = std::time::Instant::now();
+                    let out = b.run_within("echo RAN", std::time::Duration::from_secs(60));
+                    let took = started.elapsed();
+                    let context = format!("{way:?}, case {name}: after {took:?}");
+                    let out = out.unwrap_or_else(|| panic!("{context}: the start hung"));
+                    let context = format!("{context}: {}", bundle::out_text(&out));
+                    assert!(out.status.success(), "{context}");
+                    assert!(
+                        String::from_utf8_lossy(&out.stdout).contains("RAN"),
+                        "{context}"
+                    );
+                    let written = std::fs::read(&cache).unwrap();
+                    assert!(
+                        written.windows(10).any(|w| w == b"ldconfig ("),
+                        "the host ldconfig wrote the cache: {context}"
+                    );
+                    assert!(
+                        written.len() < 1 << 20,
+                        "{} bytes: {context}",
+                        written.len()
+                    );
+                    if way == Way::JitCdi {
+                        let bound = std::time::Duration::from_secs_f64(LD_CACHE_WALL_BOUND_S * 2.0);
+                        assert!(took <= bound, "the start took {took:?}: {context}");
+                        return;
+                    }
+                    let usage = std::fs::read_to_string(&usage).unwrap();
+                    let lines: Vec<&str> = usage.lines().filter(|l| !l.is_empty()).collect();
+                    assert!(!lines.is_empty(), "no hook measured: {context}");
+                    for line in lines {
+                        eprintln!("{context}\nhook usage (KiB, s): {line}");
+                        let (rss, wall) = line.split_once(' ').unwrap();
+                        let (rss, wall): (u64, f64) = (rss.parse().unwrap(), wall.parse().unwrap());
+                        assert!(
+                            rss <= LD_CACHE_RSS_BOUND_KIB,
+                            "hook RSS {rss} KiB: {context}"
+                        );
+                        assert!(
+                            wall <= LD_CACHE_WALL_BOUND_S,
+                            "hook took {wall} s: {context}"
+                        );
+                    }
+                });
+            }
+        }
+    });
+}
+
+#[test]
+fn ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths() {
+    // glibc's ldconfig writes its new cache to /etc/ld.so.cache~ with O_CREAT|O_TRUNC: an
+    // image's hardlink there (a plain-directory rootfs on the host's file system) to a host
+    // file would get that file truncated, written and renamed into the image. The hook unlinks
+    // the name through the rootfs gate first: the host file keeps its content and its inode
+    // is not the container's cache.
+    let h = host();
+    let work = h.dir.join("ld-scratch");
+    std::fs::create_dir_all(&work).unwrap();
+    #[derive(Debug, Clone, Copy)]
+    enum Case {
+        /// The prestart hook with the native writer turned off.
+        HookLdconfigFallback,
+        /// jit-cdi's update-ldcache on an image whose ld.so.conf has no cache (the fallback).
+        JitCdiNoCache,
+        /// `nvidia-cdi-hook update-ldcache --ldconfig-only` as a createContainer hook.
+        CdiHookLdconfigOnly,
+    }
+    for case in [
+        Case::HookLdconfigFallback,
+        Case::JitCdiNoCache,
+        Case::CdiHookLdconfigOnly,
+    ] {
+        let work = work.join(format!("{case:?}"));
+        std::fs::create_dir_all(&work).unwrap();
+        let host_file = work.join("passwd");
+        std::fs::write(&host_file, "root:x:0:0:host file:/root:/bin/sh\n").unwrap();
+        let before = std::fs::read(&host_file).unwrap();
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        let etc = b.rootfs().join("etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::hard_link(&host_file, etc.join("ld.so.cache~")).unwrap();
+        match case {
+            Case::HookLdconfigFallback => request_gpu_with(
+                h,
+                &mut b,
+                Path_::Hook,
+                &work,
+                "[features]\ndisable-native-ldcache = true",
+            ),
+            Case::JitCdiNoCache => {
+                std::fs::write(etc.join("ld.so.conf"), "/usr/lib64\n").unwrap();
+                request_gpu(h, &mut b, Path_::JitCdi, &work);
+            }
+            Case::CdiHookLdconfigOnly => {
+                b.add_hook(
+                    "createContainer",
+                    bundle::CDI_HOOK,
+                    &[
+                        "update-ldcache",
+                        "--folder",
+                        "/usr/lib64",
+                        "--ldconfig-path",
+                        "/sbin/ldconfig",
+                        "--ldconfig-only",
+                    ],
+                );
+            }
+        }
+        let out = b.run("echo RAN");
+        let context = format!("case {case:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        assert_eq!(
+            std::fs::read(&host_file).unwrap(),
+            before,
+            "the host file was written: {context}"
+        );
+        use std::os::unix::fs::MetadataExt;
+        let host_ino = std::fs::metadata(&host_file).unwrap().ino();
+        let cache = std::fs::symlink_metadata(etc.join("ld.so.cache")).unwrap();
+        assert_ne!(
+            cache.ino(),
+            host_ino,
+            "the host file became the cache: {context}"
+        );
+        let written = std::fs::read(etc.join("ld.so.cache")).unwrap();
+        assert!(
+            written.windows(10).any(|w| w == b"ldconfig ("),
+            "the host ldconfig wrote the cache: {context}"
+        );
+    }
+}

@@ -104,7 +104,9 @@ fn imex_channels_cases() {
                   for c in /dev/nvidia-caps-imex-channels/*; do cat $c; done; true";
     let cases: &[(&str, &str, Result<&[&str], &str>)] = &[
         ("one", "1", Ok(&["channel1"])),
-        ("all", "all", Ok(&["channel0", "channel1"])),
+        ("two", "0,1", Ok(&["channel0", "channel1"])),
+        // As upstream's: `all` is no grant of every channel.
+        ("all gives none", "all", Ok(&[])),
         ("none", "none", Ok(&[])),
         (
             "missing",
@@ -850,6 +852,7 @@ fn compat32_libraries_in_the_images_32_bit_dir() {
         UsrLib,
         UsrLibAndLib32,
         Lib64LinksToLib,
+        Lib32LinksToLib64,
     }
     use Prep::*;
     // (name, image, prepare the rootfs, the 32-bit dir). An image with only /usr/lib keeps its
@@ -880,6 +883,12 @@ fn compat32_libraries_in_the_images_32_bit_dir() {
             Lib64LinksToLib,
             "/usr/lib32",
         ),
+        (
+            "/usr/lib32 links to lib64: absent",
+            Image::Busybox,
+            Lib32LinksToLib64,
+            "/usr/lib",
+        ),
     ];
     let v = h.host.driver_version();
     for (name, image, prep, dir) in cases {
@@ -899,6 +908,11 @@ fn compat32_libraries_in_the_images_32_bit_dir() {
             Lib64LinksToLib => {
                 std::fs::create_dir_all(usr.join("lib")).unwrap();
                 std::os::unix::fs::symlink("lib", usr.join("lib64")).unwrap();
+            }
+            Lib32LinksToLib64 => {
+                std::fs::create_dir_all(usr.join("lib")).unwrap();
+                std::fs::create_dir_all(usr.join("lib64")).unwrap();
+                std::os::unix::fs::symlink("lib64", usr.join("lib32")).unwrap();
             }
         }
         b.hook(&h.config)
@@ -955,6 +969,45 @@ fn compat32_libraries_in_the_images_32_bit_dir() {
             "case {name}: the 64-bit build stays: {listing}"
         );
     }
+}
+
+/// compat32 in an image whose every usual 32-bit dir is its 64-bit dir (`/usr/lib32` and
+/// `/usr/lib` link to `lib64`): the 32-bit builds go to the multiarch dir
+/// `/usr/lib/i386-linux-gnu` (a directory of their own), none over a 64-bit build.
+#[test]
+fn compat32_never_over_the_64_bit_dir() {
+    let h = host();
+    let v = h.host.driver_version();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    let usr = b.rootfs().join("usr");
+    std::fs::create_dir_all(usr.join("lib64")).unwrap();
+    std::os::unix::fs::symlink("lib64", usr.join("lib32")).unwrap();
+    std::os::unix::fs::symlink("lib64", usr.join("lib")).unwrap();
+    b.hook(&h.config)
+        .env("NVIDIA_VISIBLE_DEVICES=0")
+        .env("NVIDIA_DRIVER_CAPABILITIES=graphics,compat32,utility");
+    let target = format!("/usr/lib64/libnvidia-ml.so.{v}");
+    let out = b.run(&format!("grep -c ' {target} ' /proc/mounts; true"));
+    let text = out_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "1",
+        "one mount at {target}: {text}"
+    );
+    let listing = cache_listing(&b.rootfs());
+    assert!(
+        listing.contains("libnvidia-ml.so.1 (libc6,x86-64) =>"),
+        "the 64-bit build: {listing}"
+    );
+    assert!(
+        listing.contains("libnvidia-ml.so.1 (libc6) => /usr/lib/i386-linux-gnu/"),
+        "the 32-bit build in a directory of its own: {listing}"
+    );
+    assert!(
+        usr.join("lib64/i386-linux-gnu").is_dir(),
+        "created under the link"
+    );
 }
 
 /// graphics and display: the selected GPU's own `/dev/dri` card and render nodes (found through

@@ -402,3 +402,83 @@ fn a_killed_installer_is_undone_by_the_next_one() {
     );
     assert!(!dir.join("install").exists(), "{log}");
 }
+
+#[test]
+fn a_planted_state_file_touches_nothing_outside_the_installers_own_paths() {
+    // The state file is read at start and its paths undone: a stale one from another node, a
+    // restored backup or a shared hostPath must not turn into root deletes and writes. Only
+    // the paths this run would write itself are undone, never through a symlink; the rest is
+    // ignored, and the log says so.
+    bundle::require_root();
+    let (dir, host) = bundle::scratch_host("nvct-installer-state-", 1);
+    let source = source_tree(&dir);
+    let daemon_json = dir.join("daemon.json");
+    let original = b"{\n  \"log-level\": \"warn\"\n}\n".to_vec();
+    std::fs::write(&daemon_json, &original).unwrap();
+    // Host files outside the install: a stand-in for /etc/passwd (named in `files`), one for a
+    // config (named in `edits`, its current bytes as `after`), an empty directory (in `dirs`).
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(outside.join("empty")).unwrap();
+    let passwd = outside.join("passwd");
+    std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    let config = outside.join("sshd_config");
+    std::fs::write(&config, "PermitRootLogin no\n").unwrap();
+    // A symlink under the install dir pointing out: <install>/libexec -> outside/libexec,
+    // which holds a file at the name of a toolkit worker.
+    let install = dir.join("install");
+    std::fs::create_dir_all(&install).unwrap();
+    std::fs::create_dir_all(outside.join("libexec/nvct")).unwrap();
+    let worker = outside.join("libexec/nvct/nvidia-ctk");
+    std::fs::write(&worker, "a host file\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("libexec"), install.join("libexec")).unwrap();
+    let through_link = install.join("libexec/nvct/nvidia-ctk");
+    let state = serde_json::json!({
+        "dirs": [outside.join("empty")],
+        "files": [&passwd, &through_link],
+        "edits": [{
+            "path": &config,
+            "before": b"PermitRootLogin yes\n".to_vec(),
+            "after": std::fs::read(&config).unwrap(),
+        }],
+        "log": [],
+    });
+    std::fs::write(
+        install.join(".nvct-installer-state.json"),
+        serde_json::to_vec(&state).unwrap(),
+    )
+    .unwrap();
+    let before = |p: &Path| std::fs::read(p).unwrap();
+    let (passwd_before, config_before, worker_before) =
+        (before(&passwd), before(&config), before(&worker));
+
+    let mut args = common_args(&dir, &host, &source);
+    args.extend([
+        "--runtime=docker".to_string(),
+        format!("--config={}", daemon_json.display()),
+        "--restart-mode=none".to_string(),
+    ]);
+    let installer = Installer::start(&dir, &args);
+    let text = installer.text();
+    for (path, why) in [
+        (&passwd, "not a toolkit file this installer writes"),
+        (&through_link, "reached through a symlink"),
+        (&config, "not the engine config, drop-in or CDI spec"),
+        (
+            &outside.join("empty"),
+            "not a directory above a file this installer writes",
+        ),
+    ] {
+        assert!(
+            text.contains(&format!("ignored {}", path.display())) && text.contains(why),
+            "the log names {} ({why}):\n{text}",
+            path.display()
+        );
+    }
+    let (ok, log) = installer.stop();
+    assert!(ok, "{log}");
+    assert_eq!(before(&passwd), passwd_before, "{log}");
+    assert_eq!(before(&config), config_before, "{log}");
+    assert_eq!(before(&worker), worker_before, "{log}");
+    assert!(outside.join("empty").is_dir(), "{log}");
+    assert_eq!(before(&daemon_json), original, "{log}");
+}

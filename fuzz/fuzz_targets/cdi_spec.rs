@@ -1,55 +1,5 @@
-//! CDI spec files (YAML or JSON) as `nvidia-ctk cdi validate/list` and the shim's `cdi` mode
-//! read them: `cdi::validate::validate_text` (= `spec::parse_value` + `validate::schema` +
-//! typed decode + `validate::semantic`), `cdi::QualifiedName::new`, `cdi::inject::resolve`,
-//! `spec_edit::apply` (via `shim::inject`).
-//! Properties (panic otherwise): no panic and no memory blow-up (YAML aliases); a valid spec
-//! encodes to JSON and to YAML that decode to the same spec (what `nvidia-ctk cdi generate`
-//! writes must be readable); every device of a valid spec has a valid qualified name that
-//! `inject::resolve` finds; injecting a valid spec into a valid config.json yields a valid
-//! OCI spec.
+//! libFuzzer entry of `nvct_fuzz::targets::cdi_spec` (the body and its properties are there, so
+//! that the same function also runs on stable as a replay test: `fuzz/tests/replay.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use nvct::cdi::{self, validate, Format, QualifiedName, Spec};
-use nvct::shim;
-use std::path::{Path, PathBuf};
-
-const CONFIG_JSON: &str = r#"{"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"cwd":"/","args":["sh"],"env":["PATH=/bin"]},"root":{"path":"rootfs"},"linux":{}}"#;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    // schema alone is what `cdi list` uses; it must not panic on any document.
-    if let Ok(doc) = cdi::spec::parse_value(text) {
-        let _ = validate::schema(&doc);
-    }
-    let Ok(spec) = validate::validate_text(text) else { return };
-
-    for format in [Format::Json, Format::Yaml] {
-        let encoded = spec.encode(format).unwrap_or_else(|e| panic!("valid spec does not encode: {e}"));
-        let doc = cdi::spec::parse_value(&encoded).unwrap_or_else(|e| panic!("{format:?} output does not parse: {e}\n{encoded}"));
-        let problems = validate::schema(&doc);
-        assert!(problems.is_empty(), "{format:?} output fails the schema: {problems:?}\n{encoded}");
-        let back: Spec = serde_json::from_value(doc).unwrap_or_else(|e| panic!("{format:?} output does not decode: {e}\n{encoded}"));
-        assert_eq!(back, spec, "{format:?} round trip changed the spec\n{encoded}");
-    }
-
-    let names: Vec<QualifiedName> = spec
-        .devices
-        .iter()
-        .map(|d| QualifiedName::new(&spec.kind, &d.name).unwrap_or_else(|e| panic!("valid spec, invalid device name {:?}: {e}", d.name)))
-        .collect();
-    let specs = vec![cdi::resolve::SpecFile { path: PathBuf::from("/etc/cdi/fuzz.yaml"), priority: 0, spec: spec.clone() }];
-    let resolved = cdi::inject::resolve(&names, &specs, "/etc/cdi")
-        .unwrap_or_else(|e| panic!("valid spec, its own devices do not resolve: {e}"));
-    let edits: Vec<&cdi::ContainerEdits> = resolved.iter().map(|e| e.edits).collect();
-
-    let path = Path::new("/bundle/config.json");
-    let mut doc: serde_json::Value = serde_json::from_str(CONFIG_JSON).unwrap();
-    debug_assert!(serde_json::from_str::<oci_spec::runtime::Spec>(CONFIG_JSON).is_ok());
-    if shim::inject(&mut doc, &edits, path).is_ok() {
-        let out = serde_json::to_string(&doc).unwrap();
-        if let Err(e) = serde_json::from_str::<oci_spec::runtime::Spec>(&out) {
-            panic!("injecting a valid CDI spec made an invalid config.json: {e}\n{out}");
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvct_fuzz::targets::cdi_spec::run(data));

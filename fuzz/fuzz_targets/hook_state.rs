@@ -1,17 +1,5 @@
-//! The OCI hook state on stdin: `oci::HookState::parse` and the capped `HookState::read`.
-//! Property: no panic; an accepted state has 0 < pid <= i32::MAX and a non-empty bundle, and
-//! `read` agrees with `parse`.
+//! libFuzzer entry of `nvct_fuzz::targets::hook_state` (the body and its properties are there, so
+//! that the same function also runs on stable as a replay test: `fuzz/tests/replay.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use nvct::oci::HookState;
-
-fuzz_target!(|data: &[u8]| {
-    let parsed = HookState::parse(data);
-    if let Ok(s) = &parsed {
-        assert!(s.pid > 0 && s.pid <= i32::MAX as u32, "{s:?}");
-        assert!(!s.bundle.as_os_str().is_empty(), "{s:?}");
-    }
-    let read = HookState::read(data);
-    assert_eq!(read.as_ref().ok(), parsed.as_ref().ok());
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvct_fuzz::targets::hook_state::run(data));

@@ -1,39 +1,5 @@
-//! `/etc/ld.so.cache` bytes (new, compat and old formats): `ldcache::parse`.
-//! Property: no panic; decoded strings contain no NUL byte and their total stays within the
-//! parser's documented bound (4 × file size + 1 MiB), so a crafted file cannot blow up memory;
-//! every entry is backed by a table slot inside the file. Writer against reader: what
-//! `ldcache::write` makes of the entries parses back to the same entries (as a multiset), and
-//! writing those again gives the same bytes (the order is a fixed point).
+//! libFuzzer entry of `nvct_fuzz::targets::ldcache` (the body and its properties are there, so
+//! that the same function also runs on stable as a replay test: `fuzz/tests/replay.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    match nvct::ldcache::parse(data) {
-        Ok(entries) => {
-            let mut total = 0usize;
-            for e in &entries {
-                assert!(!e.soname.contains('\0'), "{e:?}");
-                assert!(!e.path.as_os_str().as_encoded_bytes().contains(&0), "{e:?}");
-                total += e.soname.len() + e.path.as_os_str().len();
-            }
-            assert!(total <= data.len() * 4 + (1 << 20), "{total} bytes decoded from {}", data.len());
-            // Old entries are 12 bytes, new ones 24: the table itself must be in the file.
-            assert!(entries.len() * 12 <= data.len(), "{} entries from {} bytes", entries.len(), data.len());
-            if let Ok(bytes) = nvct::ldcache::write(&entries) {
-                let back = nvct::ldcache::parse(&bytes).expect("our own cache parses");
-                let key = |e: &nvct::ldcache::Entry| (e.soname.clone(), e.path.clone(), e.flags);
-                let (mut a, mut b): (Vec<_>, Vec<_>) =
-                    (entries.iter().map(key).collect(), back.iter().map(key).collect());
-                a.sort();
-                b.sort();
-                assert_eq!(a, b, "write then parse keeps every entry");
-                assert_eq!(nvct::ldcache::write(&back).unwrap(), bytes, "the order is stable");
-            }
-        }
-        Err(e) => {
-            assert!(e.format_error().is_some(), "parse() only fails on the format: {e}");
-            let _ = e.to_string();
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvct_fuzz::targets::ldcache::run(data));

@@ -1,44 +1,5 @@
-//! The whole request of a container: `request::resolve` over an environment (one `KEY=VALUE`
-//! per input line), volume-mount device requests and privilege, under toolkit configs that
-//! accept or refuse them; a resolved request then goes through `plan::plan` (which evaluates
-//! its NVIDIA_REQUIRE_* expressions and checks its ids) on a fixed simulated host.
-//! Property: no panic; an unprivileged container never gets MIG config/monitor devices.
+//! libFuzzer entry of `nvct_fuzz::targets::request_env` (the body and its properties are there, so
+//! that the same function also runs on stable as a replay test: `fuzz/tests/replay.rs`).
 #![no_main]
 
-#[path = "common.rs"]
-mod common;
-
-use libfuzzer_sys::fuzz_target;
-use nvct::config::Config;
-use nvct::plan::{self, Layout};
-use nvct::request::{self, ContainerView};
-use std::path::PathBuf;
-
-fuzz_target!(|data: &[u8]| {
-    let Some((flags, text)) = common::flags_and_text(data) else { return };
-    let mut env = Vec::new();
-    let mut mounts = Vec::new();
-    for line in text.lines() {
-        // `@src dst` lines are mounts (e.g. `@/dev/null /var/run/nvidia-container-devices/0`).
-        match line.strip_prefix('@').and_then(|m| m.split_once(' ')) {
-            Some((src, dst)) => mounts.push((PathBuf::from(src), PathBuf::from(dst))),
-            None => env.push(line.to_string()),
-        }
-    }
-    let view = ContainerView { env, mounts, privileged: flags & 1 != 0 };
-    let mut config = Config::default();
-    config.accept_nvidia_visible_devices_envvar_when_unprivileged = flags & 2 != 0;
-    config.accept_nvidia_visible_devices_as_volume_mounts = flags & 4 != 0;
-    config.disable_require = flags & 8 != 0;
-    if flags & 16 != 0 {
-        config.supported_driver_capabilities = "utility,compute".into();
-    }
-    let Ok(resolved) = request::resolve(&view, &config) else { return };
-    let Some(req) = resolved.request else { return };
-    if !view.privileged {
-        assert!(req.mig_config.is_none() && req.mig_monitor.is_none(), "MIG devices for an unprivileged container");
-    }
-    let inv = common::inventory("550.54.15", Some("12.4"));
-    let lib_dir = (flags & 32 != 0).then(|| PathBuf::from("/usr/lib64"));
-    let _ = plan::plan(&req, &inv, &Layout { lib_dir });
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvct_fuzz::targets::request_env::run(data));

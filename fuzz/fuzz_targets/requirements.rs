@@ -1,33 +1,5 @@
-//! NVIDIA_REQUIRE_* expressions: `plan::plan` with a request that only carries requirements
-//! (the planner's `check_requirement` / `parse_term` / `compare_versions`), against a host
-//! whose driver and CUDA versions also come from the input (hostile or odd NVML strings).
-//! Input: `driver\ncuda\nexpr...`. Property: no panic; an expression whose every term is
-//! `cuda>=0` or `driver>=0` is always met.
+//! libFuzzer entry of `nvct_fuzz::targets::requirements` (the body and its properties are there, so
+//! that the same function also runs on stable as a replay test: `fuzz/tests/replay.rs`).
 #![no_main]
 
-#[path = "common.rs"]
-mod common;
-
-use libfuzzer_sys::fuzz_target;
-use nvct::plan::{self, Layout, PlanError};
-use nvct::request::{Devices, Request};
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let mut lines = text.splitn(3, '\n');
-    let (driver, cuda, rest) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""), lines.next().unwrap_or(""));
-    let cuda = (!cuda.is_empty()).then_some(cuda);
-    let inv = common::inventory(driver, cuda);
-    let requirements: Vec<String> = rest.lines().map(str::to_string).collect();
-    let req = Request { requirements, ..request_none() };
-    let _ = plan::plan(&req, &inv, &Layout { lib_dir: None });
-
-    // Trivially true requirements are met whatever the host reports.
-    let req = Request { requirements: vec!["driver>=0,cuda>=0".into()], ..request_none() };
-    let got = plan::plan(&req, &inv, &Layout { lib_dir: None });
-    assert!(!matches!(got, Err(PlanError::Unsatisfied { .. } | PlanError::BadRequirement(_))), "{got:?}");
-});
-
-fn request_none() -> Request {
-    Request { devices: Devices::None, capabilities: Default::default(), requirements: vec![], mig_config: None, mig_monitor: None, imex_channels: None, cuda_compat: false }
-}
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvct_fuzz::targets::requirements::run(data));

@@ -1,19 +1,5 @@
-//! The toolkit's own `config.toml`: `config::Config::parse` (serde + `Config::validate`).
-//! Property: no panic; an accepted config serializes back to TOML that parses to the same
-//! config (what `nvidia-ctk config` prints must be readable by the hook).
+//! libFuzzer entry of `nvct_fuzz::targets::toolkit_config` (the body and its properties are there, so
+//! that the same function also runs on stable as a replay test: `fuzz/tests/replay.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use nvct::config::Config;
-use std::path::Path;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let path = Path::new("/etc/nvidia-container-runtime/config.toml");
-    let Ok(config) = Config::parse(text, path) else { return };
-    let printed = toml::to_string(&config).expect("a parsed config serializes");
-    match Config::parse(&printed, path) {
-        Ok(again) => assert_eq!(again, config, "printed config reads back differently:\n{printed}"),
-        Err(e) => panic!("printed config does not parse: {e}\n{printed}"),
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvct_fuzz::targets::toolkit_config::run(data));

@@ -8,9 +8,11 @@
 //! The host ldconfig (run isolated, `ldconfig.rs`) is the fallback wherever the result could
 //! differ from what it would write: CUDA forward compatibility is on (the image's compat
 //! libraries must go first), the image's cache cannot be read or uses glibc-hwcaps entries,
-//! the image has no cache but an `ld.so.conf` of its own, a library has no readable soname, or
-//! the soname's path holds something else than a link. [`Refreshed`] says which one ran and
-//! why, for the log. One difference from ldconfig remains by design: libraries the image
+//! the image has no cache but an `ld.so.conf` of its own, a library has no readable soname,
+//! the soname's path holds something else than a link, or the image's cache is beyond the
+//! bounds of a real one (`IMAGE_CACHE_MAX` bytes, `ldcache::IMAGE_LIMITS` entries and string
+//! bytes: a crafted cache of a few MiB could otherwise decode to millions of entries).
+//! [`Refreshed`] says which one ran and why, for the log. One difference from ldconfig remains by design: libraries the image
 //! added after its own last ldconfig run (a stale cache) stay missing from the cache.
 
 use super::ldconfig::{self, LdconfigError};
@@ -27,6 +29,11 @@ use std::path::{Path, PathBuf};
 
 const CACHE_DIR: &str = "/etc";
 const CACHE_NAME: &str = "ld.so.cache";
+/// Largest image cache the native writer reads (real distribution caches are under 1 MiB);
+/// a larger one, or one beyond [`ldcache::IMAGE_LIMITS`], goes to the host ldconfig, which
+/// does not read the old cache at all. Together they bound the hook's memory and time on
+/// image data to a few tens of MiB and milliseconds.
+const IMAGE_CACHE_MAX: u64 = 4 << 20;
 
 /// Which writer made the container's cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,14 +257,29 @@ fn image_entries(root: &Rootfs) -> Result<Vec<Entry>, String> {
         return Ok(vec![]);
     }
     let file = open_regular(root, &path)?;
-    let mut bytes = Vec::new();
-    file.take(ldcache::MAX_CACHE_SIZE + 1)
+    let too_large = || {
+        format!(
+            "the image's {} is larger than the native writer's {IMAGE_CACHE_MAX}-byte bound",
+            path.display()
+        )
+    };
+    // A regular file's size is known before reading; the read is bounded all the same.
+    let size = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
+    if size > IMAGE_CACHE_MAX {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(IMAGE_CACHE_MAX + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 > ldcache::MAX_CACHE_SIZE {
-        return Err(format!("the image's {} is too large", path.display()));
+    if bytes.len() as u64 > IMAGE_CACHE_MAX {
+        return Err(too_large());
     }
-    ldcache::parse(&bytes).map_err(|e| format!("the image's {}: {e}", path.display()))
+    ldcache::parse_within(&bytes, ldcache::IMAGE_LIMITS)
+        .map_err(|e| format!("the image's {}: {e}", path.display()))
 }
 
 fn read_shared_object(root: &Rootfs, lib: &Path) -> Result<elf::SharedObject, String> {

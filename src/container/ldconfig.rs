@@ -15,7 +15,9 @@
 //! is killed ([`TIMEOUT`]): a FIFO anywhere in the image's ld.so.conf tree blocks `open()`
 //! forever, and then the container is refused instead of hanging. `ldconfig` follows symlinks
 //! inside the rootfs, which the image controls, so the rootfs must *be* its `/` (`ldconfig -r
-//! ROOT` from the host would follow them on the host).
+//! ROOT` from the host would follow them on the host). Its scratch file `/etc/ld.so.cache~`,
+//! which it opens with `O_CREAT|O_TRUNC`, is unlinked through the rootfs gate first, so an
+//! image's hardlink there to a host file loses only its name.
 //!
 //! Must not: look the binary up by a path after entering the container, or inherit any
 //! environment.
@@ -31,6 +33,10 @@ use std::time::Duration;
 /// The host ldconfig when none is configured (`update-ldcache --ldconfig-path`, and the
 /// default `@/sbin/ldconfig` of the toolkit config).
 pub const DEFAULT_LDCONFIG: &str = "/sbin/ldconfig";
+
+/// The temporary name glibc's ldconfig writes the cache to before renaming it (`-i` keeps it
+/// from writing an aux cache, whose `aux-cache~` would be the same shape).
+const SCRATCH_NAME: &str = "ld.so.cache~";
 
 /// How long the host ldconfig may run on one container (it takes milliseconds on real images).
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
@@ -124,6 +130,10 @@ pub(crate) fn run_isolated(
     dirs: &[PathBuf],
 ) -> Result<(), LdconfigError> {
     root.mkdir_all(Path::new("/etc"))?;
+    // ldconfig writes its new cache to `/etc/ld.so.cache~` with O_CREAT|O_TRUNC (O_NOFOLLOW
+    // only): an image's hardlink there to a host file (a plain-directory rootfs on the host's
+    // file system) would have that file truncated and written. The name goes first.
+    root.remove_file(Path::new("/etc"), SCRATCH_NAME)?;
     let mut argv = vec![CString::from(c"ldconfig"), CString::from(c"-i")];
     for d in dirs {
         argv.push(

@@ -31,6 +31,10 @@ pub mod symlinks;
 /// (here: one with the 64-bit multiarch dir; upstream looks for `/etc/debian_version`) gets
 /// `/usr/lib/i386-linux-gnu`; any other gets `/usr/lib32` if it has one, else `/usr/lib` if
 /// that is a directory other than the 64-bit one (RHEL, Fedora), else `/usr/lib32` (created).
+/// A 32-bit dir that resolves to the 64-bit one (`/usr/lib32 -> lib64`) counts as absent;
+/// where the last choice is that one too (or some other object of the image), the multiarch
+/// dir `/usr/lib/i386-linux-gnu` is used if it is free or distinct, else there is none and
+/// the 32-bit libraries are not injected (never over the 64-bit builds of the same names).
 /// And whether the image has its own `libGLX_indirect.so.0` there (which it then keeps).
 pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
     use std::path::{Path, PathBuf};
@@ -41,18 +45,28 @@ pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> c
         .cloned()
         .unwrap_or_else(|| "/usr/lib64".into())
         .into();
-    let lib32_dir = arch.multiarch32_dir().map(|multiarch32| {
-        if lib_dir == Path::new(&dirs[0]) {
-            PathBuf::from(multiarch32)
-        } else if root.is_dir(Path::new("/usr/lib32")) {
-            PathBuf::from("/usr/lib32")
-        } else if root.is_dir(Path::new("/usr/lib"))
-            && !same_dir(root, &lib_dir, Path::new("/usr/lib"))
-        {
-            PathBuf::from("/usr/lib")
+    // A directory other than the 64-bit one (a link `/usr/lib32 -> lib64` is that one).
+    let distinct = |p: &Path| root.is_dir(p) && !same_dir(root, &lib_dir, p);
+    // Nothing at all there (not even a dangling link): created as a directory of its own.
+    let free = |p: &Path| {
+        matches!(root.resolve(p, libc::O_PATH | libc::O_NOFOLLOW),
+            Err(rootfs::RootfsError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOENT))
+    };
+    let lib32_dir = arch.multiarch32_dir().and_then(|multiarch32| {
+        let dir = if lib_dir == Path::new(&dirs[0]) {
+            Path::new(multiarch32)
+        } else if distinct(Path::new("/usr/lib32")) {
+            Path::new("/usr/lib32")
+        } else if distinct(Path::new("/usr/lib")) {
+            Path::new("/usr/lib")
         } else {
-            PathBuf::from("/usr/lib32")
-        }
+            Path::new("/usr/lib32")
+        };
+        // The 32-bit builds never go over the 64-bit ones: else the multiarch dir, else none.
+        [dir, Path::new(multiarch32)]
+            .into_iter()
+            .find(|d| distinct(d) || free(d))
+            .map(Path::to_path_buf)
     });
     // Anything at the path (Mesa's link, or a file) is the image's own.
     let glx_indirect = root

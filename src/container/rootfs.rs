@@ -372,6 +372,25 @@ impl Rootfs {
             }),
         }
     }
+
+    /// Removes the directory entry `dir/name` (a container path) if there is one: `dir` is
+    /// resolved (created) through the gate, and `name` unlinked relative to it. Nothing at
+    /// `name` is opened or followed: an image's symlink or hardlink (to a host file) loses
+    /// only its name. A directory there is refused. For names another program then opens with
+    /// `O_CREAT|O_TRUNC` (ldconfig's `ld.so.cache~`).
+    pub(crate) fn remove_file(&self, dir: &Path, name: &str) -> Result<(), RootfsError> {
+        let path = dir.join(name);
+        let dir = self.mkdir_all(dir)?;
+        match sys::unlinkat(dir.as_fd(), Path::new(name)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Err(RootfsError::BadTarget {
+                path,
+                what: "a directory",
+            }),
+            Err(source) => Err(RootfsError::Io { path, source }),
+        }
+    }
 }
 
 /// TEST-ONLY check-then-use race (cargo feature `fault-injection`, never in a default build).

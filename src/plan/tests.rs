@@ -673,8 +673,8 @@ fn imex_channel_cases() {
             Ok(vec![imex("channel1")]),
         ),
         (
-            "all",
-            Some(ImexChannels::All),
+            "two",
+            Some(ImexChannels::List(vec![0, 1])),
             Ok(vec![imex("channel0"), imex("channel1")]),
         ),
         (
@@ -838,6 +838,11 @@ fn compat32_cases() {
         lib32_dir: Some("/usr/lib".into()),
         glx_indirect: false,
     };
+    let no_lib32 = Layout {
+        lib_dir: Some("/usr/lib64".into()),
+        lib32_dir: None,
+        glx_indirect: false,
+    };
     use Capability::*;
     // (case, capabilities, layout, the 32-bit libraries the container gets (container paths),
     // ldcache_dirs): the whole plan is the plan without compat32 plus exactly these.
@@ -889,6 +894,13 @@ fn compat32_cases() {
             &debian,
             vec![],
             vec!["/usr/lib/x86_64-linux-gnu"],
+        ),
+        (
+            "an image whose every 32-bit dir is its 64-bit one: none",
+            vec![Compute, Utility, Compat32],
+            &no_lib32,
+            vec![],
+            vec!["/usr/lib64"],
         ),
     ];
     for (name, caps, layout, libs32, dirs) in cases {

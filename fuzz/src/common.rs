@@ -1,5 +1,4 @@
 //! Shared by several targets: a fixed simulated host (the planner's inputs) and small helpers.
-#![allow(dead_code)]
 
 use nvct::discover::Inventory;
 use nvct::fixtures::{inventory_in, node};
@@ -18,7 +17,8 @@ pub fn inventory(driver_version: &str, cuda_version: Option<&str>) -> Inventory 
         node("/dev/nvidia-modeset", 195, 254),
     ]);
     inv.nodes.sort();
-    inv.mig_minors.extend([("config".into(), 1), ("monitor".into(), 2)]);
+    inv.mig_minors
+        .extend([("config".into(), 1), ("monitor".into(), 2)]);
     inv
 }
 
@@ -47,13 +47,24 @@ pub fn drop_in(flags: u8, path: &str) -> Option<&Path> {
 
 /// The content of every change (a removal has none).
 pub fn contents(out: &nvct::runtime_config::Outcome) -> Vec<(&Path, &str)> {
-    out.changes.iter().filter_map(|c| Some((c.path.as_path(), c.content.as_deref()?))).collect()
+    out.changes
+        .iter()
+        .filter_map(|c| Some((c.path.as_path(), c.content.as_deref()?)))
+        .collect()
 }
 
 /// Panics unless `text` is TOML (what the engine will have to read).
 pub fn assert_toml(what: &str, path: &Path, text: &str) -> toml_edit::DocumentMut {
     if let Err(e) = toml::from_str::<toml::Table>(text) {
-        panic!("{what}: {} is not TOML any more: {e}\n{text}", path.display());
+        panic!(
+            "{what}: {} is not TOML any more: {e}\n{text}",
+            path.display()
+        );
     }
-    text.parse().unwrap_or_else(|e| panic!("{what}: {} is not TOML for toml_edit: {e}\n{text}", path.display()))
+    text.parse().unwrap_or_else(|e| {
+        panic!(
+            "{what}: {} is not TOML for toml_edit: {e}\n{text}",
+            path.display()
+        )
+    })
 }

@@ -1,0 +1,16 @@
+//! The OCI hook state on stdin: `oci::HookState::parse` and the capped `HookState::read`.
+//! Property: no panic; an accepted state has 0 < pid <= i32::MAX and a non-empty bundle, and
+//! `read` agrees with `parse`.
+
+use nvct::oci::HookState;
+
+/// One input (see the module doc for what is checked); panics on a failed property.
+pub fn run(data: &[u8]) {
+    let parsed = HookState::parse(data);
+    if let Ok(s) = &parsed {
+        assert!(s.pid > 0 && s.pid <= i32::MAX as u32, "{s:?}");
+        assert!(!s.bundle.as_os_str().is_empty(), "{s:?}");
+    }
+    let read = HookState::read(data);
+    assert_eq!(read.as_ref().ok(), parsed.as_ref().ok());
+}
