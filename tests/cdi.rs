@@ -719,7 +719,8 @@ fn environment_variables_cases() {
             [path, "create-symlinks"],
             [path, "disable-device-node-modification"],
             [path, "enable-cuda-compat"],
-            [path, "update-ldcache"]
+            [path, "update-ldcache"],
+            [path, "update-application-profile"]
         ])
     };
     let lib = "/usr/lib/x86_64-linux-gnu";
@@ -730,7 +731,9 @@ fn environment_variables_cases() {
             "--ldconfig-path",
             ldconfig,
             "--folder",
-            lib
+            lib,
+            "--folder",
+            format!("{lib}/vdpau")
         ])
     };
     let node = |root: &str| json!(format!("{root}/dev/nvidia0"));
@@ -820,7 +823,8 @@ fn environment_variables_cases() {
             hooks,
             json!([
                 [HOOK, "disable-device-node-modification"],
-                [HOOK, "update-ldcache"]
+                [HOOK, "update-ldcache"],
+                [HOOK, "update-application-profile"]
             ]),
         ),
         (
@@ -840,7 +844,8 @@ fn environment_variables_cases() {
             json!([
                 [HOOK, "disable-device-node-modification"],
                 [HOOK, "enable-cuda-compat"],
-                [HOOK, "update-ldcache"]
+                [HOOK, "update-ldcache"],
+                [HOOK, "update-application-profile"]
             ]),
         ),
         (
@@ -954,7 +959,10 @@ fn environment_variables_cases() {
             proc.clone(),
         ]
     };
-    let (from_env, from_flag) = (unique("env-out").with_extension("json"), unique("flag-out"));
+    let (from_env, from_flag) = (
+        unique("env-out").with_extension("json"),
+        unique("flag-out").with_extension("yaml"),
+    );
     let env = [("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", s(&from_env))];
     let (ok, stdout, _, text) = generate_with_env(&env, &base());
     assert!(
