@@ -285,15 +285,18 @@ fn in_container(
     Ok((!notes.is_empty()).then(|| notes.join("; ")))
 }
 
-/// A note for the log when GPUs were left out of the application profile's mask.
+/// A note for the log when the application profile was skipped (a host volume) or GPUs were
+/// left out of its mask.
 pub fn app_profile_note(w: &app_profile::Written) -> Option<String> {
-    (!w.dropped.is_empty()).then(|| {
+    let dropped = (!w.dropped.is_empty()).then(|| {
         format!(
             "GPU minors {:?} are above 63, which the EGL application profile's mask cannot hold: \
              left out of it",
             w.dropped
         )
-    })
+    });
+    let notes: Vec<String> = w.skipped.iter().cloned().chain(dropped).collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {

@@ -115,8 +115,9 @@ pub struct Plan {
     /// of the driver's 64-bit libraries (libcuda's), `:`-joined; `None` when none is mounted.
     pub libcuda_dir: Option<String>,
     /// Whether the driver application profile that restricts EGL and Vulkan to the
-    /// container's GPUs is written (graphics or display): after the ld cache, from the
-    /// `/dev/nvidiaN` nodes the container then has (`container::app_profile`).
+    /// container's GPUs is written (any capability, as upstream's specs always carry it):
+    /// after the ld cache, from the `/dev/nvidiaN` nodes the container then has
+    /// (`container::app_profile`).
     pub app_profile: bool,
     /// Notes for the log (requirements not evaluated, optional nodes missing, …).
     pub notes: Vec<String>,
@@ -416,7 +417,8 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         cuda_compat,
         ldcache_dirs,
         libcuda_dir,
-        app_profile: gfx,
+        // As upstream's specs, whose common edits always carry the hook: any capability.
+        app_profile: !caps.is_empty(),
         notes,
     })
 }

@@ -899,8 +899,8 @@ fn gbm_and_glx_indirect_in_both_paths() {
 }
 
 /// Not an attack: what upstream's current specs add, through the two-path harness, in a
-/// Debian-like image (libraries in /usr/lib/x86_64-linux-gnu in both paths). graphics gets the
-/// driver application profile whose `EGLVisibleDGPUDevices` mask has the bit of each GPU minor
+/// Debian-like image (libraries in /usr/lib/x86_64-linux-gnu in both paths). Any capability
+/// (graphics here, and compute alone) gets the driver application profile whose `EGLVisibleDGPUDevices` mask has the bit of each GPU minor
 /// the container has (GPU 1 alone: 0x2; both: 0x3), read-only, in
 /// /etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf; video the VDPAU backend in
 /// `vdpau/` next to the libraries, read-only. A spec (jit-cdi) also sets
@@ -953,6 +953,48 @@ fn application_profile_vdpau_and_libcuda_dir_in_both_paths() {
                 "want {libcuda:?}: {context}"
             );
         }
+        // compute alone: the same profile (upstream's specs always carry the hook).
+        let mut b = Bundle::new(&h.dir, Image::Glibc);
+        b.env("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+        request_devices(h, &mut b, path, &work, "1", "");
+        let out = b.run("true");
+        let context = format!("{path:?}, compute: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let got = std::fs::read_to_string(b.rootfs().join(profile)).unwrap_or_default();
+        assert!(
+            got.contains("[\"EGLVisibleDGPUDevices\",0x2]"),
+            "the profile with compute: {got:?}: {context}"
+        );
+    }
+}
+
+/// A host directory bound at `/etc/nvidia` (a pod's volume): the application profile is not
+/// created there (the host's directory stays as it was), and the container starts without it,
+/// in both paths.
+#[test]
+fn application_profile_skips_a_host_volume_at_etc_nvidia() {
+    let h = host();
+    let work = h.dir.join("app-profile-volume");
+    std::fs::create_dir_all(&work).unwrap();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let vol = canary(&work, &format!("etc-nvidia-{path:?}"));
+        let before = snapshot(&vol);
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "destination": "/etc/nvidia", "type": "bind", "source": vol, "options": ["rbind", "rw"],
+            }));
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run("echo RAN");
+        let context = format!("path {path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success() && out_has(&out, "RAN"), "{context}");
+        assert_eq!(
+            snapshot(&vol),
+            before,
+            "the profile was written into the host volume: {context}"
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 //! each (minors 0 to 63; others are dropped with a note), written as the `EGLVisibleDGPUDevices`
 //! setting of a profile every application matches, in
 //! `/etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf` (mode 0444). Without such
-//! a device nothing is written. The prestart hook and the CDI hook both call [`write`] after the
+//! a device nothing is written; nor where that directory is on a host volume (noted). The prestart hook and the CDI hook both call [`write`] after the
 //! device nodes are in place, so both read the same `/dev`.
 //!
 //! Must not: write through anything in the image (the file goes through
@@ -42,6 +42,10 @@ pub struct Written {
     pub mask: Option<u64>,
     /// Minors of `/dev/nvidiaN` nodes that do not fit the 64-bit mask (left out).
     pub dropped: Vec<u32>,
+    /// Why nothing was written although the container has GPUs: the profile's directory is
+    /// on a host volume (a pod's volume at `/etc/nvidia`), where nothing is created; the
+    /// container works without the profile.
+    pub skipped: Option<String>,
 }
 
 /// Whether a `/dev` entry name is a GPU node's: `nvidia` followed by digits only.
@@ -107,8 +111,13 @@ pub fn gpu_minors(root: &Rootfs) -> Result<Vec<u32>, AppProfileError> {
 /// Writes the profile for the GPUs in the container's `/dev` (see the module doc).
 pub fn write(root: &Rootfs) -> Result<Written, AppProfileError> {
     let (mask, dropped) = mask(&gpu_minors(root)?);
+    let mut written = Written {
+        mask,
+        dropped,
+        skipped: None,
+    };
     let Some(m) = mask else {
-        return Ok(Written { mask, dropped });
+        return Ok(written);
     };
     let path = Path::new(PROFILE_DIR).join(PROFILE_FILE);
     match root.replace_file(
@@ -117,7 +126,11 @@ pub fn write(root: &Rootfs) -> Result<Written, AppProfileError> {
         profile(m).as_bytes(),
         0o444,
     ) {
-        Ok(()) => Ok(Written { mask, dropped }),
+        Ok(()) => Ok(written),
+        Err(e @ RootfsError::HostVolume { .. }) => {
+            written.skipped = Some(format!("skipped the EGL application profile: {e}"));
+            Ok(written)
+        }
         Err(RootfsError::BadTarget { path: p, what }) if p == path => {
             Err(AppProfileError::Target { path, what })
         }

@@ -85,7 +85,7 @@ fn gpus_0_and_2_with_utility_and_compute() {
         cuda_compat: Some("550.54.15".into()),
         ldcache_dirs: vec!["/usr/lib64".into()],
         libcuda_dir: Some("/usr/lib64".into()),
-        app_profile: false,
+        app_profile: true,
         proc_mask: Some(ProcMask {
             files: vec![
                 ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
@@ -133,7 +133,7 @@ fn none_gives_driver_files_and_control_node_only() {
         cuda_compat: None,
         ldcache_dirs: vec!["/usr/lib64".into()],
         libcuda_dir: Some("/usr/lib64".into()),
-        app_profile: false,
+        app_profile: true,
         proc_mask: Some(ProcMask {
             files: vec![
                 ("params".into(), "ModifyDeviceFiles: 0\n".into()),
@@ -543,7 +543,7 @@ fn each_library_layout_whole_plan() {
             cuda_compat: Some("550.54.15".into()),
             ldcache_dirs: vec![image_dir.into()],
             libcuda_dir: Some(image_dir.into()),
-            app_profile: false,
+            app_profile: true,
             proc_mask: Some(ProcMask {
                 files: vec![
                     ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
@@ -1282,7 +1282,7 @@ fn proc_mask_keeps_the_mig_devices_own_capability_files() {
 }
 
 /// The VDPAU backend keeps its `vdpau/` subdirectory, `NVIDIA_CTK_LIBCUDA_DIR` names the
-/// library directory (not `vdpau/`), and graphics or display asks for the application profile.
+/// library directory (not `vdpau/`), and any capability asks for the application profile.
 #[test]
 fn vdpau_libcuda_dir_and_app_profile_cases() {
     let lib = "/usr/lib/x86_64-linux-gnu";
@@ -1308,7 +1308,7 @@ fn vdpau_libcuda_dir_and_app_profile_cases() {
             layout(),
             Some(vdpau("/usr/lib64")),
             Some("/usr/lib64"),
-            false,
+            true,
         ),
         (
             "video, unknown layout (a spec): the driver root's path",
@@ -1316,14 +1316,22 @@ fn vdpau_libcuda_dir_and_app_profile_cases() {
             Layout::UNKNOWN,
             Some(vdpau(lib)),
             Some(lib),
-            false,
+            true,
         ),
         (
-            "compute: no vdpau, no profile",
+            "compute: no vdpau, the profile",
             &[Capability::Compute],
             layout(),
             None,
             Some("/usr/lib64"),
+            true,
+        ),
+        (
+            "no capability: nothing",
+            &[],
+            layout(),
+            None,
+            None,
             false,
         ),
         (

@@ -411,6 +411,7 @@ fn hook_option_cases() {
                     "--folder",
                     "/usr/lib/x86_64-linux-gnu",
                 ],
+                vec!["nvidia-cdi-hook", "update-application-profile"],
             ],
         ),
     ];
