@@ -9,8 +9,8 @@
 //! the image's library layout *there* (what the container will see, volumes included), plan
 //! again with it, and give each Plan field to its `container/` primitive: mounts onto
 //! gate-resolved fds (move_mount: no path is walked twice), symlinks, the `/proc` mask, forward
-//! compatibility, the ld cache, the application profile. Everything mounted lives in the container's mount namespace
-//! only: a failure leaves nothing on the host.
+//! compatibility, the ld cache, the application profile. Everything mounted lives in the
+//! container's mount namespace only: a failure leaves nothing on the host.
 
 use crate::container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
 use crate::container::{

@@ -940,7 +940,9 @@ fn application_profile_vdpau_and_libcuda_dir_in_both_paths() {
             assert_eq!(mode, 0o444, "the profile's mode: {context}");
             let mount = format!(" {lib}/vdpau/libvdpau_nvidia.so.{v} ");
             assert!(
-                stdout.lines().any(|l| l.contains(&mount) && l.contains(" ro,")),
+                stdout
+                    .lines()
+                    .any(|l| l.contains(&mount) && l.contains(" ro,")),
                 "the VDPAU backend mounted read-only: {context}"
             );
             assert!(stdout.contains("VDPAU-RO"), "{context}");

@@ -797,7 +797,11 @@ fn update_application_profile_cases() {
         match want {
             Ok(Some(mask)) => {
                 assert!(out.status.success(), "case {name}: {text}");
-                assert_eq!(got, format!("STARTED\n{}", profile(mask)), "case {name}: {text}");
+                assert_eq!(
+                    got,
+                    format!("STARTED\n{}", profile(mask)),
+                    "case {name}: {text}"
+                );
                 let file = b.rootfs().join(DIR).join("10-container.conf");
                 let meta = std::fs::symlink_metadata(&file).unwrap();
                 assert!(meta.is_file(), "case {name}: a regular file");

@@ -1326,14 +1326,7 @@ fn vdpau_libcuda_dir_and_app_profile_cases() {
             Some("/usr/lib64"),
             true,
         ),
-        (
-            "no capability: nothing",
-            &[],
-            layout(),
-            None,
-            None,
-            false,
-        ),
+        ("no capability: nothing", &[], layout(), None, None, false),
         (
             "graphics: the profile",
             &[Capability::Graphics],

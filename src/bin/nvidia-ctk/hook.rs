@@ -226,9 +226,8 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
             .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
     }
     if e.app_profile {
-        let written = nvct::container::app_profile::write(&root).with_context(|| {
-            format!("update-application-profile for container {}", c.state.id)
-        })?;
+        let written = nvct::container::app_profile::write(&root)
+            .with_context(|| format!("update-application-profile for container {}", c.state.id))?;
         if let Some(note) = nvct::apply::app_profile_note(&written) {
             eprintln!("warning: {note}");
         }
