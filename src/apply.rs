@@ -9,11 +9,13 @@
 //! the image's library layout *there* (what the container will see, volumes included), plan
 //! again with it, and give each Plan field to its `container/` primitive: mounts onto
 //! gate-resolved fds (move_mount: no path is walked twice), symlinks, the `/proc` mask, forward
-//! compatibility, the ld cache. Everything mounted lives in the container's mount namespace
-//! only: a failure leaves nothing on the host.
+//! compatibility, the ld cache, the application profile. Everything mounted lives in the
+//! container's mount namespace only: a failure leaves nothing on the host.
 
 use crate::container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
-use crate::container::{self, cgroup, ld_cache, ldconfig, ldso_conf, proc_mask, symlinks};
+use crate::container::{
+    self, app_profile, cgroup, ld_cache, ldconfig, ldso_conf, proc_mask, symlinks,
+};
 use crate::discover::Inventory;
 use crate::model::{Arch, FileKind};
 use crate::plan::{self, Plan};
@@ -306,25 +308,42 @@ fn in_container(
         ldso_conf::enable_cuda_compat(&root, version, Path::new(ldso_conf::CUDA_COMPAT_DIR))
             .map_err(|e| format!("CUDA forward compatibility: {e}"))?;
     }
-    let Some(ldconfig) = ldconfig else {
-        return Ok((!notes.is_empty()).then(|| notes.join("; ")));
-    };
-    let libs: Vec<PathBuf> = plan
-        .mounts
-        .iter()
-        .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
-        .map(|m| m.container_path.clone())
-        .collect();
-    let refreshed = ld_cache::refresh(
-        &root,
-        ldconfig.as_fd(),
-        &plan.ldcache_dirs,
-        &libs,
-        target.native_ldcache,
-    )
-    .map_err(|e| e.to_string())?;
-    notes.push(refreshed.to_string());
-    Ok(Some(notes.join("; ")))
+    if let Some(ldconfig) = ldconfig {
+        let libs: Vec<PathBuf> = plan
+            .mounts
+            .iter()
+            .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
+            .map(|m| m.container_path.clone())
+            .collect();
+        let refreshed = ld_cache::refresh(
+            &root,
+            ldconfig.as_fd(),
+            &plan.ldcache_dirs,
+            &libs,
+            target.native_ldcache,
+        )
+        .map_err(|e| e.to_string())?;
+        notes.push(refreshed.to_string());
+    }
+    if plan.app_profile {
+        let written = app_profile::write(&root).map_err(|e| e.to_string())?;
+        notes.extend(app_profile_note(&written));
+    }
+    Ok((!notes.is_empty()).then(|| notes.join("; ")))
+}
+
+/// A note for the log when the application profile was skipped (a host volume) or GPUs were
+/// left out of its mask.
+pub fn app_profile_note(w: &app_profile::Written) -> Option<String> {
+    let dropped = (!w.dropped.is_empty()).then(|| {
+        format!(
+            "GPU minors {:?} are above 63, which the EGL application profile's mask cannot hold: \
+             left out of it",
+            w.dropped
+        )
+    });
+    let notes: Vec<String> = w.skipped.iter().cloned().chain(dropped).collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {

@@ -171,6 +171,7 @@ pub(crate) fn stat_node(root: &DriverRoot, path: &str) -> Result<Option<DeviceNo
         host_path,
         major: libc::major(rdev),
         minor: libc::minor(rdev),
+        mode: meta.mode() & 0o7777,
     }))
 }
 

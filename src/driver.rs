@@ -175,8 +175,28 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
             dirs.push(d);
         }
     }
-    scan(root, &dirs, version, FileKind::Library)
+    let mut found = scan(root, &dirs, version, FileKind::Library);
+    // The driver keeps its VDPAU backend in `vdpau/` next to its other libraries (upstream
+    // searches `<dir of libcuda>/vdpau`), where no ld cache names it.
+    let mut vdpau_dirs: Vec<PathBuf> = Vec::new();
+    for dir in found.iter().filter_map(|f| f.driver_path.parent()) {
+        let dir = dir.join(VDPAU_DIR);
+        if !vdpau_dirs.contains(&dir) {
+            vdpau_dirs.push(dir);
+        }
+    }
+    for f in scan(root, &vdpau_dirs, version, FileKind::Library) {
+        if f.name == "libvdpau_nvidia" && !found.iter().any(|g| g.name == f.name) {
+            found.push(f);
+        }
+    }
+    found.sort();
+    found
 }
+
+/// The directory (next to the driver's libraries) that holds `libvdpau_nvidia.so.<version>`;
+/// the container gets it at the same place next to its library directory.
+pub(crate) const VDPAU_DIR: &str = "vdpau";
 
 /// The driver's 32-bit libraries (compat32): files named `<family>.so.<version>` in the dirs
 /// the root's ld cache names for the families' i386 entries (flags `0x0003`), as upstream

@@ -31,6 +31,7 @@ pub fn node(path: &str, major: u32, minor: u32) -> DeviceNode {
         host_path: Path::new("/host").join(&path[1..]),
         major,
         minor,
+        mode: 0o666,
     }
 }
 

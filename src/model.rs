@@ -350,6 +350,9 @@ pub struct DeviceNode {
     pub host_path: PathBuf,
     pub major: u32,
     pub minor: u32,
+    /// The host node's permission bits (`st_mode` without the file type, e.g. `0o666`): a CDI
+    /// spec's `fileMode`, as upstream's.
+    pub mode: u32,
 }
 
 // ---- driver files

@@ -113,6 +113,14 @@ pub struct Plan {
     pub cuda_compat: Option<String>,
     /// Directories the container's ld cache is refreshed with (after `cuda_compat`).
     pub ldcache_dirs: Vec<PathBuf>,
+    /// `NVIDIA_CTK_LIBCUDA_DIR` (a CDI spec's env, as upstream's): the container directories
+    /// of the driver's 64-bit libraries (libcuda's), `:`-joined; `None` when none is mounted.
+    pub libcuda_dir: Option<String>,
+    /// Whether the driver application profile that restricts EGL and Vulkan to the
+    /// container's GPUs is written (any capability, as upstream's specs always carry it):
+    /// after the ld cache, from the `/dev/nvidiaN` nodes the container then has
+    /// (`container::app_profile`).
+    pub app_profile: bool,
     /// Notes for the log (requirements not evaluated, optional nodes missing, …).
     pub notes: Vec<String>,
 }
@@ -281,6 +289,10 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             .unwrap_or_default();
         let container_path = match f.kind {
             FileKind::Library if families.contains(f.name.as_str()) => match &layout.lib_dir {
+                // The VDPAU backend keeps its `vdpau/` subdirectory, where libvdpau looks.
+                Some(dir) if in_vdpau_dir(&f.driver_path) => {
+                    dir.join(driver::VDPAU_DIR).join(file_name)
+                }
                 Some(dir) => dir.join(file_name),
                 None => f.driver_path.clone(),
             },
@@ -380,6 +392,18 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     let cuda_compat =
         (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
             .then(|| inv.driver_version.clone());
+    let libcuda_dirs: BTreeSet<&Path> = mounts
+        .iter()
+        .filter(|m| m.kind == FileKind::Library && !in_vdpau_dir(&m.container_path))
+        .filter_map(|m| m.container_path.parent())
+        .collect();
+    let libcuda_dir = (!libcuda_dirs.is_empty()).then(|| {
+        libcuda_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":")
+    });
     Ok(Plan {
         device_nodes,
         mounts,
@@ -388,8 +412,18 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         proc_mask,
         cuda_compat,
         ldcache_dirs,
+        libcuda_dir,
+        // As upstream's specs, whose common edits always carry the hook: any capability.
+        app_profile: !caps.is_empty(),
         notes,
     })
+}
+
+/// Whether a library is the driver's `vdpau/` backend directory.
+fn in_vdpau_dir(path: &Path) -> bool {
+    path.parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == driver::VDPAU_DIR)
 }
 
 /// The GPUs (and MIG devices) a request names, in request order, each once.

@@ -898,6 +898,108 @@ fn gbm_and_glx_indirect_in_both_paths() {
     }
 }
 
+/// Not an attack: what upstream's current specs add, through the two-path harness, in a
+/// Debian-like image (libraries in /usr/lib/x86_64-linux-gnu in both paths). Any capability
+/// (graphics here, and compute alone) gets the driver application profile whose `EGLVisibleDGPUDevices` mask has the bit of each GPU minor
+/// the container has (GPU 1 alone: 0x2; both: 0x3), read-only, in
+/// /etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf; video the VDPAU backend in
+/// `vdpau/` next to the libraries, read-only. A spec (jit-cdi) also sets
+/// `NVIDIA_CTK_LIBCUDA_DIR` to the library directory; a prestart hook cannot change the
+/// environment of a process whose config the runtime has already read, so that path has none
+/// (as upstream's legacy path).
+#[test]
+fn application_profile_vdpau_and_libcuda_dir_in_both_paths() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = host();
+    let work = h.dir.join("app-profile");
+    std::fs::create_dir_all(&work).unwrap();
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let v = h.host.driver_version();
+    let profile = "etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf";
+    for path in [Path_::Hook, Path_::JitCdi] {
+        for (devices, mask) in [("1", "0x2"), ("0,1", "0x3")] {
+            let mut b = Bundle::new(&h.dir, Image::Glibc);
+            b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,video,utility");
+            request_devices(h, &mut b, path, &work, devices, "");
+            let out = b.run(&format!(
+                "echo LIBCUDA=$NVIDIA_CTK_LIBCUDA_DIR; grep ' {lib}/vdpau/' /proc/mounts; \
+                 echo x > {lib}/vdpau/libvdpau_nvidia.so.{v} 2>/dev/null || echo VDPAU-RO"
+            ));
+            let context = format!("{path:?}, devices {devices}: {}", bundle::out_text(&out));
+            assert!(out.status.success(), "{context}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let want = format!(
+                "{{\"profiles\":[{{\"name\":\"_container_\",\"settings\":[\"EGLVisibleDGPUDevices\",{mask}]}}],\
+                 \"rules\":[{{\"pattern\":[],\"profile\":\"_container_\"}}]}}"
+            );
+            let file = b.rootfs().join(profile);
+            let got = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}: {context}", file.display()));
+            assert_eq!(got, want, "the profile: {context}");
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o444, "the profile's mode: {context}");
+            let mount = format!(" {lib}/vdpau/libvdpau_nvidia.so.{v} ");
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.contains(&mount) && l.contains(" ro,")),
+                "the VDPAU backend mounted read-only: {context}"
+            );
+            assert!(stdout.contains("VDPAU-RO"), "{context}");
+            let libcuda = match path {
+                Path_::Hook => "LIBCUDA=".to_string(),
+                Path_::JitCdi => format!("LIBCUDA={lib}"),
+            };
+            assert!(
+                stdout.lines().any(|l| l == libcuda),
+                "want {libcuda:?}: {context}"
+            );
+        }
+        // compute alone: the same profile (upstream's specs always carry the hook).
+        let mut b = Bundle::new(&h.dir, Image::Glibc);
+        b.env("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+        request_devices(h, &mut b, path, &work, "1", "");
+        let out = b.run("true");
+        let context = format!("{path:?}, compute: {}", bundle::out_text(&out));
+        assert!(out.status.success(), "{context}");
+        let got = std::fs::read_to_string(b.rootfs().join(profile)).unwrap_or_default();
+        assert!(
+            got.contains("[\"EGLVisibleDGPUDevices\",0x2]"),
+            "the profile with compute: {got:?}: {context}"
+        );
+    }
+}
+
+/// A host directory bound at `/etc/nvidia` (a pod's volume): the application profile is not
+/// created there (the host's directory stays as it was), and the container starts without it,
+/// in both paths.
+#[test]
+fn application_profile_skips_a_host_volume_at_etc_nvidia() {
+    let h = host();
+    let work = h.dir.join("app-profile-volume");
+    std::fs::create_dir_all(&work).unwrap();
+    for path in [Path_::Hook, Path_::JitCdi] {
+        let vol = canary(&work, &format!("etc-nvidia-{path:?}"));
+        let before = snapshot(&vol);
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "destination": "/etc/nvidia", "type": "bind", "source": vol, "options": ["rbind", "rw"],
+            }));
+        request_gpu(h, &mut b, path, &work);
+        let out = b.run("echo RAN");
+        let context = format!("path {path:?}: {}", bundle::out_text(&out));
+        assert!(out.status.success() && out_has(&out, "RAN"), "{context}");
+        assert_eq!(
+            snapshot(&vol),
+            before,
+            "the profile was written into the host volume: {context}"
+        );
+    }
+}
+
 /// Not an attack: IMEX channels through the two-path harness. The requested channel is in
 /// the container and allowed by its device rules (ENXIO from a host without the driver, not
 /// EPERM); the other is not there.

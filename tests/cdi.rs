@@ -168,8 +168,9 @@ fn generated_specs_pass_our_validator_and_cdi_validate() {
                 errors.is_empty(),
                 "{gpus} GPUs, mig {mig}, {format}: {errors:#?}\n{text}"
             );
-            let migs = if mig { 2 } else { 0 };
-            let want_devices = 3 * (gpus as usize + migs) + 1;
+            // A GPU in MIG mode (GPU 0 of the MIG host, with 2 MIG devices) is not a device.
+            let (whole, migs) = if mig { (gpus - 1, 2) } else { (gpus, 0) };
+            let want_devices = 3 * (whole as usize + migs) + 1;
             assert_eq!(
                 doc["devices"].as_array().unwrap().len(),
                 want_devices,
@@ -213,7 +214,13 @@ fn two_gpu_host_names_and_shared_edits() {
     assert_eq!(doc["cdiVersion"], "0.5.0");
     assert_eq!(doc["kind"], "nvidia.com/gpu");
     let dev = h.dev_root().join("dev").display().to_string();
-    let node = |name: &str, major: u32, minor: u32| json!({"path": format!("/dev/{name}"), "hostPath": format!("{dev}/{name}"), "type": "c", "major": major, "minor": minor, "permissions": "rw"});
+    // As upstream's: cgroup access with mknod, and the host node's mode.
+    let node = |name: &str, major: u32, minor: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let host_path = format!("{dev}/{name}");
+        let mode = std::fs::metadata(&host_path).unwrap().permissions().mode() & 0o7777;
+        json!({"path": format!("/dev/{name}"), "hostPath": host_path, "type": "c", "major": major, "minor": minor, "permissions": "rwm", "fileMode": mode})
+    };
     // Each GPU's own nodes: /dev/nvidiaN and its DRM card and render nodes (as upstream's),
     // with a create-symlinks hook for their /dev/dri/by-path links.
     let links = |indices: &[u32]| {
@@ -247,7 +254,13 @@ fn two_gpu_host_names_and_shared_edits() {
     );
 
     let edits = &doc["containerEdits"];
-    assert_eq!(edits["env"], json!(["NVIDIA_VISIBLE_DEVICES=void"]));
+    assert_eq!(
+        edits["env"],
+        json!([
+            "NVIDIA_CTK_LIBCUDA_DIR=/usr/lib/x86_64-linux-gnu",
+            "NVIDIA_VISIBLE_DEVICES=void"
+        ])
+    );
     assert_eq!(
         edits["deviceNodes"],
         json!([
@@ -262,15 +275,13 @@ fn two_gpu_host_names_and_shared_edits() {
         .iter()
         .map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}"))
         .collect();
-    // The daemons' sockets and the MPS dir (the fake host runs persistenced, as a real node).
-    want_targets.extend(
-        [
-            "/run/nvidia-fabricmanager/socket",
-            "/run/nvidia-persistenced/socket",
-            "/tmp/nvidia-mps",
-        ]
-        .map(String::from),
-    );
+    // The daemons' IPC sockets and the MPS pipe dir the fake host has (mounted noexec).
+    let ipc = [
+        "/run/nvidia-fabricmanager/socket",
+        "/run/nvidia-persistenced/socket",
+        "/tmp/nvidia-mps",
+    ];
+    want_targets.extend(ipc.map(String::from));
     want_targets.extend(
         [
             "nvidia-cuda-mps-control",
@@ -305,6 +316,8 @@ fn two_gpu_host_names_and_shared_edits() {
         .iter()
         .map(|l| format!("{lib}/{l}.so.550.54.15")),
     );
+    // The VDPAU backend in the driver's vdpau/ directory (video), as upstream's.
+    want_targets.push(format!("{lib}/vdpau/libvdpau_nvidia.so.550.54.15"));
     // The EGL external platforms, versioned apart from the driver (sorted in after cfg).
     let at = want_targets
         .iter()
@@ -338,11 +351,11 @@ fn two_gpu_host_names_and_shared_edits() {
             h.driver_root().join(&target[1..]).display().to_string(),
             "{m}"
         );
-        assert_eq!(
-            m["options"],
-            json!(["ro", "nosuid", "nodev", "bind"]),
-            "{m}"
-        );
+        let mut options = json!(["ro", "nosuid", "nodev", "bind"]);
+        if ipc.contains(&target) {
+            options.as_array_mut().unwrap().push(json!("noexec"));
+        }
+        assert_eq!(m["options"], options, "{m}");
     }
     let env = json!(["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]);
     let hook = |args: Value| json!({"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": args, "env": env});
@@ -367,7 +380,10 @@ fn two_gpu_host_names_and_shared_edits() {
             "550.54.15",
             "--update-ldcache",
             "--folder",
-            lib
+            lib,
+            "--folder",
+            format!("{lib}/vdpau"),
+            "--update-application-profile"
         ]))])
     );
     // With --separate-hooks, upstream's hooks, one per edit.
@@ -401,8 +417,11 @@ fn two_gpu_host_names_and_shared_edits() {
                 "nvidia-cdi-hook",
                 "update-ldcache",
                 "--folder",
-                lib
+                lib,
+                "--folder",
+                format!("{lib}/vdpau")
             ])),
+            hook(json!(["nvidia-cdi-hook", "update-application-profile"])),
         ])
     );
 }
@@ -424,7 +443,13 @@ fn flags_cases() {
         (
             "type-index",
             vec!["--device-name-strategy", "type-index"],
-            vec!["gpu0", "mig0:0", "mig0:1", "gpu1", "all"],
+            // GPU 0 is in MIG mode: only its MIG devices are devices, as upstream's.
+            vec!["mig0:0", "mig0:1", "gpu1", "all"],
+        ),
+        (
+            "a GPU in MIG mode named by --device-id is still given",
+            vec!["--device-name-strategy", "index", "--device-id", "0"],
+            vec!["0", "all"],
         ),
         (
             "one device id",
@@ -665,7 +690,8 @@ fn environment_variables_cases() {
             [path, "create-symlinks"],
             [path, "disable-device-node-modification"],
             [path, "enable-cuda-compat"],
-            [path, "update-ldcache"]
+            [path, "update-ldcache"],
+            [path, "update-application-profile"]
         ])
     };
     let lib = "/usr/lib/x86_64-linux-gnu";
@@ -676,7 +702,9 @@ fn environment_variables_cases() {
             "--ldconfig-path",
             ldconfig,
             "--folder",
-            lib
+            lib,
+            "--folder",
+            format!("{lib}/vdpau")
         ])
     };
     let node = |root: &str| json!(format!("{root}/dev/nvidia0"));
@@ -766,7 +794,8 @@ fn environment_variables_cases() {
             hooks,
             json!([
                 [HOOK, "disable-device-node-modification"],
-                [HOOK, "update-ldcache"]
+                [HOOK, "update-ldcache"],
+                [HOOK, "update-application-profile"]
             ]),
         ),
         (
@@ -786,7 +815,8 @@ fn environment_variables_cases() {
             json!([
                 [HOOK, "disable-device-node-modification"],
                 [HOOK, "enable-cuda-compat"],
-                [HOOK, "update-ldcache"]
+                [HOOK, "update-ldcache"],
+                [HOOK, "update-application-profile"]
             ]),
         ),
         (

@@ -830,3 +830,128 @@ fn crun_runs_the_prestart_hook() {
         );
     }
 }
+
+/// `update-application-profile` (and `apply-edits --update-application-profile`) under real
+/// runc: the `/dev/nvidiaN` nodes config.json gives the container (runc makes them before
+/// `createContainer` hooks run) set bits N of the `EGLVisibleDGPUDevices` mask in
+/// /etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf (mode 0444); other NVIDIA
+/// nodes count for nothing, and without a GPU node nothing is written. An image's link at the
+/// file is replaced, never written through; a directory link that points only at the host is
+/// refused (the container does not start).
+#[test]
+fn update_application_profile_cases() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = host();
+    const DIR: &str = "etc/nvidia/nvidia-application-profiles-rc.d";
+    type Setup = fn(&Path, &Path);
+    let none: Setup = |_, _| {};
+    let profile = |mask: &str| {
+        format!(
+            "{{\"profiles\":[{{\"name\":\"_container_\",\"settings\":[\"EGLVisibleDGPUDevices\",{mask}]}}],\
+             \"rules\":[{{\"pattern\":[],\"profile\":\"_container_\"}}]}}"
+        )
+    };
+    // (name, binary + args, the nodes config.json gives (path, minor), setup,
+    //  Ok(the mask written, if any) | Err(the refusal))
+    let separate: &[&str] = &["update-application-profile"];
+    let one: &[&str] = &["hook", "apply-edits", "--update-application-profile"];
+    type Want<'a> = Result<Option<&'a str>, &'a str>;
+    let cases: Vec<(&str, &str, &[&str], Vec<(&str, u32)>, Setup, Want)> = vec![
+        (
+            "GPU 1",
+            CDI_HOOK,
+            separate,
+            vec![("/dev/nvidia1", 1)],
+            none,
+            Ok(Some("0x2")),
+        ),
+        (
+            "GPUs 0 and 3, the control node counts for nothing",
+            CDI_HOOK,
+            separate,
+            vec![("/dev/nvidia0", 0), ("/dev/nvidia3", 3), ("/dev/nvidiactl", 255)],
+            none,
+            Ok(Some("0x9")),
+        ),
+        (
+            "through nvidia-ctk hook apply-edits",
+            CTK,
+            one,
+            vec![("/dev/nvidia1", 1)],
+            none,
+            Ok(Some("0x2")),
+        ),
+        (
+            "no GPU node: nothing written",
+            CDI_HOOK,
+            separate,
+            vec![("/dev/nvidiactl", 255)],
+            none,
+            Ok(None),
+        ),
+        (
+            "the image's profile is a link to a host file: replaced, not followed",
+            CDI_HOOK,
+            separate,
+            vec![("/dev/nvidia0", 0)],
+            |r, canary| {
+                std::fs::create_dir_all(r.join(DIR)).unwrap();
+                symlink(canary.join("target"), r.join(DIR).join("10-container.conf")).unwrap();
+            },
+            Ok(Some("0x1")),
+        ),
+        (
+            "the image's profile dir is a link to a host dir only: refused",
+            CDI_HOOK,
+            separate,
+            vec![("/dev/nvidia0", 0)],
+            |r, canary| {
+                std::fs::create_dir_all(r.join("etc/nvidia")).unwrap();
+                symlink(canary, r.join(DIR)).unwrap();
+            },
+            Err("/etc/nvidia/nvidia-application-profiles-rc.d is a symlink that points nowhere inside the container"),
+        ),
+    ];
+    for (name, binary, args, nodes, setup, want) in cases {
+        let canary = canary_dir(h, &name.replace(' ', "-").replace([',', ':', '\''], ""));
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        setup(&b.rootfs(), &canary);
+        let devices: Vec<serde_json::Value> = nodes
+            .iter()
+            .map(|(path, minor)| {
+                serde_json::json!({"path": path, "type": "c", "major": 195, "minor": minor})
+            })
+            .collect();
+        b.spec["linux"]["devices"] = serde_json::Value::Array(devices);
+        b.add_hook("createContainer", binary, args);
+        let out = b.run(&format!(
+            "echo STARTED; cat /{DIR}/10-container.conf 2>/dev/null; true"
+        ));
+        let text = out_text(&out);
+        let got = stdout(&out);
+        match want {
+            Ok(Some(mask)) => {
+                assert!(out.status.success(), "case {name}: {text}");
+                assert_eq!(
+                    got,
+                    format!("STARTED\n{}", profile(mask)),
+                    "case {name}: {text}"
+                );
+                let file = b.rootfs().join(DIR).join("10-container.conf");
+                let meta = std::fs::symlink_metadata(&file).unwrap();
+                assert!(meta.is_file(), "case {name}: a regular file");
+                assert_eq!(meta.permissions().mode() & 0o7777, 0o444, "case {name}");
+            }
+            Ok(None) => {
+                assert!(out.status.success(), "case {name}: {text}");
+                assert_eq!(got, "STARTED\n", "case {name}: {text}");
+            }
+            Err(needle) => {
+                assert!(!out.status.success(), "case {name}: must not start: {text}");
+                assert!(!got.contains("STARTED"), "case {name}: {text}");
+                assert!(text.contains(needle), "case {name}: {text}");
+            }
+        }
+        assert_empty(&canary, name);
+    }
+}

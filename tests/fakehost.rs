@@ -571,6 +571,11 @@ fn discovery_follows_each_library_layout() {
         assert!(libs.len() >= 10, "{name}: {libs:?}");
         let want_dir = Path::new("/").join(layout.lib_dir());
         for f in &libs {
+            // The VDPAU backend is in the driver's vdpau/ directory next to the others.
+            let want_dir = match f.name.as_str() {
+                "libvdpau_nvidia" => want_dir.join("vdpau"),
+                _ => want_dir.clone(),
+            };
             assert_eq!(
                 f.driver_path.parent(),
                 Some(want_dir.as_path()),
@@ -583,7 +588,12 @@ fn discovery_follows_each_library_layout() {
                 "{name}"
             );
         }
-        assert!(libs.iter().any(|f| f.name == "libcuda"), "{name}: {libs:?}");
+        for family in ["libcuda", "libvdpau_nvidia"] {
+            assert!(
+                libs.iter().any(|f| f.name == family),
+                "{name}: {family}: {libs:?}"
+            );
+        }
         // The 32-bit libraries: through the cache's i386 entries, in the layout's 32-bit dir;
         // none on aarch64.
         let libs32: Vec<(&str, &Path)> = inv

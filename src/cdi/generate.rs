@@ -23,6 +23,8 @@ pub(crate) const DEFAULT_PROC_ROOT: &str = "/proc";
 pub const DEFAULT_VENDOR: &str = "nvidia.com";
 pub const DEFAULT_CLASS: &str = "gpu";
 pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/nvidia-cdi-hook";
+/// The env a spec sets to the container directory of the driver's libraries (upstream's name).
+pub const LIBCUDA_DIR_ENV: &str = "NVIDIA_CTK_LIBCUDA_DIR";
 
 /// How a device is named in the spec (`--device-name-strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,14 +55,16 @@ pub enum HookKind {
     UpdateLdcache,
     DisableDeviceNodeModification,
     EnableCudaCompat,
+    UpdateApplicationProfile,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 4] = [
+    pub const ALL: [HookKind; 5] = [
         HookKind::CreateSymlinks,
         HookKind::UpdateLdcache,
         HookKind::DisableDeviceNodeModification,
         HookKind::EnableCudaCompat,
+        HookKind::UpdateApplicationProfile,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +73,7 @@ impl HookKind {
             HookKind::UpdateLdcache => "update-ldcache",
             HookKind::DisableDeviceNodeModification => "disable-device-node-modification",
             HookKind::EnableCudaCompat => "enable-cuda-compat",
+            HookKind::UpdateApplicationProfile => "update-application-profile",
         }
     }
 
@@ -95,11 +100,7 @@ impl HookKind {
 }
 
 /// Hook names upstream's `--disable-hook` takes that our specs never carry.
-pub const UPSTREAM_ONLY_HOOKS: &[&str] = &[
-    "chmod",
-    "create-soname-symlinks",
-    "update-application-profile",
-];
+pub const UPSTREAM_ONLY_HOOKS: &[&str] = &["chmod", "create-soname-symlinks"];
 
 /// Typed options of `cdi generate` (the CLI resolves its flags into this).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,7 +261,13 @@ fn targets<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<Target<'a>>,
         })
         .collect();
     match devices {
-        Devices::All => Ok(every),
+        // A GPU in MIG mode is not itself a device of the whole spec (upstream's lists only its
+        // MIG devices): a container given it would get the whole GPU past its partitions. A
+        // `--device-id` naming it still gets it, as upstream's.
+        Devices::All => Ok(every
+            .into_iter()
+            .filter(|t| t.mig.is_some() || !t.gpu.mig_enabled)
+            .collect()),
         Devices::None => Ok(vec![]),
         Devices::List(ids) => {
             for id in ids {
@@ -299,7 +306,9 @@ pub(crate) fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
         kind: Some("c".into()),
         major: Some(n.major.into()),
         minor: Some(n.minor.into()),
-        permissions: Some("rw".into()),
+        // As upstream's: the host node's mode, and cgroup access with mknod (`rwm`).
+        permissions: Some("rwm".into()),
+        file_mode: (n.mode != 0).then_some(n.mode),
         ..Default::default()
     }
 }
@@ -332,7 +341,9 @@ fn hook(opts: &Options, args: Vec<String>) -> Hook {
 /// prestart hook applies them: `symlinks` (create-symlinks), `proc_mask`
 /// (disable-device-node-modification: the hook computes the same mask from the host's proc
 /// root and the container's device nodes), `cuda_compat` (enable-cuda-compat, before the ld
-/// cache, which it feeds), `ldcache_dirs` (update-ldcache).
+/// cache, which it feeds), `ldcache_dirs` (update-ldcache), `app_profile`
+/// (update-application-profile, last as in upstream's specs: the hook finds the container's
+/// GPUs in its `/dev`).
 fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
     let enabled = |h: HookKind| !opts.disabled_hooks.contains(&h);
     let mut out: Vec<Hook> = link_hook(opts, &plan.symlinks).into_iter().collect();
@@ -367,6 +378,12 @@ fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
         }
         out.push(hook(opts, args));
     }
+    if enabled(HookKind::UpdateApplicationProfile) && plan.app_profile {
+        out.push(hook(
+            opts,
+            vec![HookKind::UpdateApplicationProfile.name().into()],
+        ));
+    }
     if opts.one_hook && out.len() > 1 {
         return vec![one_hook(opts, &out)];
     }
@@ -393,7 +410,7 @@ fn link_hook(opts: &Options, links: &[plan::Symlink]) -> Option<Hook> {
 pub const APPLY_EDITS: &str = "apply-edits";
 
 /// `hooks` as one `apply-edits` hook: each hook's flags after a `--<hook name>` marker, in the
-/// same order (links, /proc mask, forward compat, ld cache), so the one process does the same
+/// same order (links, /proc mask, forward compat, ld cache, application profile), so the one process does the same
 /// edits as the separate ones.
 fn one_hook(opts: &Options, hooks: &[Hook]) -> Hook {
     let mut args = vec![APPLY_EDITS.to_string()];
@@ -517,8 +534,16 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         });
     }
 
+    // As upstream's: where the driver's libraries are in the container, for tools that
+    // look for libcuda there.
+    let env = shared
+        .libcuda_dir
+        .iter()
+        .map(|dir| format!("{LIBCUDA_DIR_ENV}={dir}"))
+        .chain(["NVIDIA_VISIBLE_DEVICES=void".to_string()])
+        .collect();
     let container_edits = ContainerEdits {
-        env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
+        env,
         device_nodes: shared.device_nodes.iter().map(node).collect(),
         mounts: shared
             .mounts

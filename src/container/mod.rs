@@ -10,10 +10,12 @@
 //! | `proc_mask`    | [`proc_mask::mount`]               | `disable-device-node-modification`|
 //! | `cuda_compat`  | [`ldso_conf::enable_cuda_compat`]  | `enable-cuda-compat`              |
 //! | `ldcache_dirs` | [`ld_cache::refresh`] (native, else [`ldconfig`]) | `update-ldcache` |
+//! | `app_profile`  | [`app_profile::write`]             | `update-application-profile`      |
 //!
 //! Every path inside a container goes through [`rootfs`], the one gate. These functions run in
 //! the container's mount namespace; none of them executes anything from the image.
 
+pub mod app_profile;
 pub mod cgroup;
 pub mod ld_cache;
 pub mod ldconfig;

@@ -84,6 +84,8 @@ fn gpus_0_and_2_with_utility_and_compute() {
         }],
         cuda_compat: Some("550.54.15".into()),
         ldcache_dirs: vec!["/usr/lib64".into()],
+        libcuda_dir: Some("/usr/lib64".into()),
+        app_profile: true,
         proc_mask: Some(ProcMask {
             files: vec![
                 ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
@@ -130,6 +132,8 @@ fn none_gives_driver_files_and_control_node_only() {
         symlinks: vec![],
         cuda_compat: None,
         ldcache_dirs: vec!["/usr/lib64".into()],
+        libcuda_dir: Some("/usr/lib64".into()),
+        app_profile: true,
         proc_mask: Some(ProcMask {
             files: vec![
                 ("params".into(), "ModifyDeviceFiles: 0\n".into()),
@@ -538,6 +542,8 @@ fn each_library_layout_whole_plan() {
             }],
             cuda_compat: Some("550.54.15".into()),
             ldcache_dirs: vec![image_dir.into()],
+            libcuda_dir: Some(image_dir.into()),
+            app_profile: true,
             proc_mask: Some(ProcMask {
                 files: vec![
                     ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
@@ -1146,6 +1152,7 @@ fn gbm_and_glx_indirect_cases() {
         }
         want.mounts.sort();
         want.ldcache_dirs = vec![lib.into()];
+        want.libcuda_dir = Some(lib.into());
         want.symlinks.extend(links);
         want.symlinks.sort();
         assert_eq!(got, want, "case {name}");
@@ -1284,4 +1291,84 @@ fn proc_mask_keeps_the_mig_devices_own_capability_files() {
         .unwrap()
         .files
         .contains(&(ci.into(), "DeviceFileMinor: 22\n".into())));
+}
+
+/// The VDPAU backend keeps its `vdpau/` subdirectory, `NVIDIA_CTK_LIBCUDA_DIR` names the
+/// library directory (not `vdpau/`), and any capability asks for the application profile.
+#[test]
+fn vdpau_libcuda_dir_and_app_profile_cases() {
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let mut inv = inventory_in(lib);
+    inv.files.push(file(
+        FileKind::Library,
+        "libvdpau_nvidia",
+        &format!("{lib}/vdpau/libvdpau_nvidia.so.550.54.15"),
+    ));
+    let vdpau = |dir: &str| format!("{dir}/vdpau/libvdpau_nvidia.so.550.54.15");
+    type Case<'a> = (
+        &'a str,
+        &'a [Capability],
+        Layout,
+        Option<String>,
+        Option<&'a str>,
+        bool,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "video, image layout: vdpau/ under the image's lib dir",
+            &[Capability::Video],
+            layout(),
+            Some(vdpau("/usr/lib64")),
+            Some("/usr/lib64"),
+            true,
+        ),
+        (
+            "video, unknown layout (a spec): the driver root's path",
+            &[Capability::Video],
+            Layout::UNKNOWN,
+            Some(vdpau(lib)),
+            Some(lib),
+            true,
+        ),
+        (
+            "compute: no vdpau, the profile",
+            &[Capability::Compute],
+            layout(),
+            None,
+            Some("/usr/lib64"),
+            true,
+        ),
+        ("no capability: nothing", &[], layout(), None, None, false),
+        (
+            "graphics: the profile",
+            &[Capability::Graphics],
+            layout(),
+            None,
+            None,
+            true,
+        ),
+        (
+            "display: the profile",
+            &[Capability::Display, Capability::Utility],
+            layout(),
+            None,
+            Some("/usr/lib64"),
+            true,
+        ),
+    ];
+    for (name, caps, layout, want_vdpau, want_dir, want_profile) in cases {
+        let got = plan(&request(Devices::All, caps), &inv, &layout).unwrap();
+        let vdpau_mount = got
+            .mounts
+            .iter()
+            .find(|m| m.host_path.ends_with("vdpau/libvdpau_nvidia.so.550.54.15"))
+            .map(|m| m.container_path.display().to_string());
+        assert_eq!(vdpau_mount, want_vdpau, "case {name}: vdpau mount");
+        if let Some(path) = &want_vdpau {
+            let dir = Path::new(path).parent().unwrap().to_path_buf();
+            assert!(got.ldcache_dirs.contains(&dir), "case {name}: ld cache");
+        }
+        assert_eq!(got.libcuda_dir.as_deref(), want_dir, "case {name}: dir");
+        assert_eq!(got.app_profile, want_profile, "case {name}: profile");
+    }
 }

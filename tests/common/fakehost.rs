@@ -109,6 +109,10 @@ const STUB_LIBS: &[(&str, &str)] = &[
     ("libEGL_nvidia", "0"),
 ];
 
+/// The driver's VDPAU backend, in `vdpau/` under the lib dir as the driver installs it:
+/// (name, SONAME version), the file `vdpau/<name>.so.<driver version>`.
+pub const STUB_VDPAU_LIB: (&str, &str) = ("libvdpau_nvidia", "1");
+
 /// Stub libraries versioned apart from the driver: (name, file version, SONAME version), the
 /// file `<name>.so.<file version>` (the EGL external platforms).
 pub const STUB_OWN_VERSION_LIBS: &[(&str, &str, &str)] = &[
@@ -449,12 +453,20 @@ fn write_libraries(host: &FakeHost, fake_nvml: &Path) -> io::Result<()> {
     let own_version = STUB_OWN_VERSION_LIBS
         .iter()
         .map(|(name, file, soname)| (*name, file.to_string(), *soname));
+    let vdpau_dir = lib_dir.join("vdpau");
+    std::fs::create_dir_all(&vdpau_dir).map_err(context("cannot create directory", &vdpau_dir))?;
+    let (vdpau, vdpau_soname) = STUB_VDPAU_LIB;
     let stubs = STUB_LIBS
         .iter()
         .map(|(name, soname)| (*name, host.driver_version.clone(), *soname))
-        .chain(own_version);
-    for (name, file_version, soname_version) in stubs {
-        let output = lib_dir.join(format!("{name}.so.{file_version}"));
+        .chain(own_version)
+        .map(|stub| (&lib_dir, stub))
+        .chain([(
+            &vdpau_dir,
+            (vdpau, host.driver_version.clone(), vdpau_soname),
+        )]);
+    for (dir, (name, file_version, soname_version)) in stubs {
+        let output = dir.join(format!("{name}.so.{file_version}"));
         let soname = format!("{name}.so.{soname_version}");
         let source = if name == "libcuda" {
             format!("int cuDriverGetVersion(int *v) {{ if (!v) return 1; *v = {CUDA_VERSION}; return 0; }}\nint cuInit(unsigned flags) {{ (void)flags; return 0; }}\n")

@@ -62,9 +62,12 @@ pub enum HookCommand {
         #[arg(long, default_value = nvct::container::ldso_conf::CUDA_COMPAT_DIR)]
         cuda_compat_container_root: PathBuf,
     },
+    /// Write the driver application profile that restricts EGL and Vulkan to the container's
+    /// GPUs (EGLVisibleDGPUDevices, from the /dev/nvidiaN nodes in the container).
+    UpdateApplicationProfile,
     /// Ours: several hooks' work in one process (the hooks of jit-cdi specs), each hook's flags
     /// after its `--<hook name>`, done in the order symlinks, /proc mask, forward compat, ld
-    /// cache.
+    /// cache, application profile.
     ApplyEdits {
         #[arg(long)]
         create_symlinks: bool,
@@ -86,6 +89,8 @@ pub enum HookCommand {
         ldconfig_path: PathBuf,
         #[arg(long)]
         ldconfig_only: bool,
+        #[arg(long)]
+        update_application_profile: bool,
     },
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -102,6 +107,8 @@ struct Edits {
     cuda_compat: Option<(String, PathBuf)>,
     /// The folders, the host ldconfig, whether the cache may be written natively.
     ldcache: Option<(Vec<PathBuf>, PathBuf, bool)>,
+    /// Write the application profile.
+    app_profile: bool,
 }
 
 /// What the binary should print as its name in messages.
@@ -133,6 +140,10 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
                 .then_some((host_driver_version, dir)),
             ..Edits::default()
         },
+        HookCommand::UpdateApplicationProfile => Edits {
+            app_profile: true,
+            ..Edits::default()
+        },
         HookCommand::ApplyEdits {
             create_symlinks,
             links,
@@ -144,6 +155,7 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             folders,
             ldconfig_path,
             ldconfig_only,
+            update_application_profile,
         } => Edits {
             links: create_symlinks.then_some(links),
             mask: disable_device_node_modification.then_some(proc_root),
@@ -152,6 +164,7 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
                 (host_driver_version, dir)
             }),
             ldcache: update_ldcache.then_some((folders, ldconfig_path, !ldconfig_only)),
+            app_profile: update_application_profile,
         },
         HookCommand::Unknown(argv) => {
             let name = argv.first().map(String::as_str).unwrap_or_default();
@@ -168,7 +181,7 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
 }
 
 /// Makes `e` in the container of the state on stdin, in the prestart hook's order: links,
-/// /proc mask, forward compat, ld cache. Host inputs first, then the container is entered once.
+/// /proc mask, forward compat, ld cache, application profile. Host inputs first, then the container is entered once.
 fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
     let links = e
         .links
@@ -194,7 +207,12 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
         Some(proc_root) => cdi_hooks::masked_proc_driver(proc_root, &c),
         None => None,
     };
-    if e.links.is_none() && mask.is_none() && e.cuda_compat.is_none() && ldconfig.is_none() {
+    if e.links.is_none()
+        && mask.is_none()
+        && e.cuda_compat.is_none()
+        && ldconfig.is_none()
+        && !e.app_profile
+    {
         return Ok(());
     }
     let root = c.enter()?;
@@ -211,6 +229,13 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
         let fd = std::os::fd::AsFd::as_fd(ldconfig);
         cdi_hooks::update_ldcache(&root, &c, fd, folders, *native)
             .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
+    }
+    if e.app_profile {
+        let written = nvct::container::app_profile::write(&root)
+            .with_context(|| format!("update-application-profile for container {}", c.state.id))?;
+        if let Some(note) = nvct::apply::app_profile_note(&written) {
+            eprintln!("warning: {note}");
+        }
     }
     Ok(())
 }

@@ -71,7 +71,8 @@ fn node(path: &str, major: i64, minor: i64) -> DeviceNode {
         kind: Some("c".into()),
         major: Some(major),
         minor: Some(minor),
-        permissions: Some("rw".into()),
+        permissions: Some("rwm".into()),
+        file_mode: Some(0o666),
         ..Default::default()
     }
 }
@@ -138,7 +139,10 @@ fn two_gpus_default_options_whole_spec() {
             ),
         ],
         container_edits: ContainerEdits {
-            env: vec!["NVIDIA_VISIBLE_DEVICES=void".into()],
+            env: vec![
+                "NVIDIA_CTK_LIBCUDA_DIR=/usr/lib/x86_64-linux-gnu".into(),
+                "NVIDIA_VISIBLE_DEVICES=void".into(),
+            ],
             device_nodes: vec![
                 node("/dev/nvidia-modeset", 195, 254),
                 node("/dev/nvidia-uvm", 508, 0),
@@ -181,6 +185,7 @@ fn two_gpus_default_options_whole_spec() {
                     "--folder",
                     "/usr/lib/x86_64-linux-gnu",
                 ]),
+                hook(&["nvidia-cdi-hook", "update-application-profile"]),
             ],
         },
     };
@@ -205,18 +210,14 @@ fn naming_strategy_cases() {
             vec![Index, Index],
             vec!["0", "1", "all"],
         ),
-        ("mig index", true, vec![Index], vec!["0", "1", "1:0", "all"]),
-        (
-            "mig uuid",
-            true,
-            vec![Uuid],
-            vec!["GPU-0", "GPU-1", "MIG-1a", "all"],
-        ),
+        // A GPU in MIG mode is not itself a device, as in upstream's specs.
+        ("mig index", true, vec![Index], vec!["0", "1:0", "all"]),
+        ("mig uuid", true, vec![Uuid], vec!["GPU-0", "MIG-1a", "all"]),
         (
             "mig type-index",
             true,
             vec![TypeIndex, Index],
-            vec!["gpu0", "0", "gpu1", "1", "mig1:0", "1:0", "all"],
+            vec!["gpu0", "0", "mig1:0", "1:0", "all"],
         ),
     ];
     for (case, mig, strategies, want) in cases {
@@ -262,7 +263,10 @@ fn mig_device_gets_its_cap_nodes_and_all_has_the_union() {
             "/dev/nvidia1"
         ]
     );
-    assert_eq!(nodes("1"), ["/dev/nvidia1"]);
+    assert!(
+        !spec.devices.iter().any(|d| d.name == "1"),
+        "a GPU in MIG mode is not a device of the whole spec"
+    );
     assert_eq!(
         nodes("all"),
         [
@@ -323,6 +327,7 @@ fn hook_option_cases() {
                     "--folder",
                     "/usr/lib/x86_64-linux-gnu",
                 ],
+                vec!["nvidia-cdi-hook", "update-application-profile"],
             ],
         ),
         (
@@ -351,6 +356,7 @@ fn hook_option_cases() {
                     "--folder",
                     "/usr/lib/x86_64-linux-gnu",
                 ],
+                vec!["nvidia-cdi-hook", "update-application-profile"],
             ],
         ),
         (
@@ -375,7 +381,21 @@ fn hook_option_cases() {
                 "--update-ldcache",
                 "--folder",
                 "/usr/lib/x86_64-linux-gnu",
+                "--update-application-profile",
             ]],
+        ),
+        (
+            "application profile disabled",
+            Options {
+                disabled_hooks: BTreeSet::from([
+                    HookKind::CreateSymlinks,
+                    HookKind::EnableCudaCompat,
+                    HookKind::UpdateLdcache,
+                    HookKind::UpdateApplicationProfile,
+                ]),
+                ..separate()
+            },
+            vec![vec!["nvidia-cdi-hook", "disable-device-node-modification"]],
         ),
         (
             "no compute: no compat hook",
@@ -391,6 +411,7 @@ fn hook_option_cases() {
                     "--folder",
                     "/usr/lib/x86_64-linux-gnu",
                 ],
+                vec!["nvidia-cdi-hook", "update-application-profile"],
             ],
         ),
     ];
