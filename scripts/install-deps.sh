@@ -59,6 +59,7 @@ command -v objdump >/dev/null 2>&1 || need+=(binutils)
 command -v unshare >/dev/null 2>&1 && command -v mknod >/dev/null 2>&1 || need+=(util-linux coreutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -x /usr/bin/time ] || need+=(time)
+command -v g++ >/dev/null 2>&1 || need+=(g++) # fuzz/'s libFuzzer entries (libfuzzer-sys builds C++)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${need[*]}"

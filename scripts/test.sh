@@ -38,6 +38,15 @@ current="cargo fmt --check, clippy -D warnings"
 step "$current"
 cargo fmt --check
 cargo clippy --locked --all-targets --all-features -- -D warnings
+# fuzz/ (its own workspace) on stable: every target compiles, its libFuzzer entry included, and
+# replays its seeds, regressions and 2000 mutants as a test (docs/FUZZING.md).
+current="fuzz/: every target compiles and replays its seeds and mutants"
+step "$current"
+cargo check --locked --manifest-path fuzz/Cargo.toml --features libfuzzer --bins
+fuzz_rc=0
+cargo test --locked --manifest-path fuzz/Cargo.toml 2>&1 | tee "${TMPDIR:-/tmp}/nvct-fuzz.log" || fuzz_rc=$?
+count "${TMPDIR:-/tmp}/nvct-fuzz.log"
+[ "$fuzz_rc" -eq 0 ]
 # --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
 # it is never part of a default or release build.
 current="building the tools, the static hook binaries and the packages"
