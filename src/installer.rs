@@ -82,6 +82,12 @@ pub struct Options {
     pub config: PathBuf,
     /// containerd and CRI-O; docker has none.
     pub drop_in: Option<PathBuf>,
+    /// Where the engine on the host sees the drop-in when that is not `drop_in` (the GPU
+    /// Operator's `RUNTIME_DROP_IN_CONFIG_HOST_PATH`): containerd's `imports` names it.
+    pub drop_in_host_path: Option<PathBuf>,
+    /// Toolkit config keys set from upstream's `NVIDIA_CONTAINER_RUNTIME_*` variables
+    /// ([`upstream_config_sets`]), applied over the config each runtime mode gets.
+    pub config_sets: Vec<crate::config_edit::Assignment>,
     pub socket: PathBuf,
     pub restart: Restart,
     pub host_root: PathBuf,
@@ -228,8 +234,69 @@ fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
+/// Upstream's installer variables that set a key of the toolkit config it writes, and the key:
+/// (variable, config key). Values are typed as `nvidia-ctk config --set` types them (lists
+/// split on `:` and `,`, booleans in Go's forms).
+pub const CONFIG_VARIABLES: &[(&str, &str)] = &[
+    (
+        "NVIDIA_CONTAINER_RUNTIME_DEBUG",
+        "nvidia-container-runtime.debug",
+    ),
+    (
+        "NVIDIA_CONTAINER_RUNTIME_LOG_LEVEL",
+        "nvidia-container-runtime.log-level",
+    ),
+    (
+        "NVIDIA_CONTAINER_RUNTIME_RUNTIMES",
+        "nvidia-container-runtime.runtimes",
+    ),
+    (
+        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
+        "nvidia-container-runtime.modes.cdi.default-kind",
+    ),
+    (
+        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES",
+        "nvidia-container-runtime.modes.cdi.annotation-prefixes",
+    ),
+    (
+        "NVIDIA_CONTAINER_RUNTIME_HOOK_SKIP_MODE_DETECTION",
+        "nvidia-container-runtime-hook.skip-mode-detection",
+    ),
+    ("NVIDIA_CONTAINER_CLI_DEBUG", "nvidia-container-cli.debug"),
+];
+
+/// The config settings the variables of [`CONFIG_VARIABLES`] ask for (`lookup` reads the
+/// environment), each checked against the config's keys and types; an error names the
+/// variable.
+pub fn upstream_config_sets(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<crate::config_edit::Assignment>, String> {
+    let mut sets = Vec::new();
+    for (var, key) in CONFIG_VARIABLES {
+        let Some(value) = lookup(var) else { continue };
+        let a = crate::config_edit::Assignment {
+            key: key.to_string(),
+            value: Some(value.clone()),
+        };
+        crate::config_edit::edit("", Path::new(var), std::slice::from_ref(&a), ":")
+            .map_err(|e| format!("{var}={value:?} (config key {key}): {e}"))?;
+        sets.push(a);
+    }
+    Ok(sets)
+}
+
 /// The toolkit config of one runtime mode, as TOML.
 fn config_text(opts: &Options, mode: &str) -> String {
+    let text = base_config_text(opts, mode);
+    if opts.config_sets.is_empty() {
+        return text;
+    }
+    // The sets were checked by `upstream_config_sets`; one that still fails leaves the base.
+    crate::config_edit::edit(&text, Path::new("config.toml"), &opts.config_sets, ":")
+        .unwrap_or(text)
+}
+
+fn base_config_text(opts: &Options, mode: &str) -> String {
     let mut doc = toml_edit::DocumentMut::new();
     let toolkit = opts.toolkit_dir();
     let s = |p: &Path| toml_edit::value(p.display().to_string());
@@ -358,6 +425,7 @@ fn register(opts: &Options, done: &mut Installed) -> Result<(), InstallError> {
         runtime_path: toolkit.join(wrapper).display().to_string(),
         set_as_default: default && opts.set_as_default,
         cdi_enabled: opts.cdi_enabled,
+        drop_in_host_path: opts.drop_in_host_path.clone(),
     };
     let read = |p: &Path| fsutil::read_optional(p).map(Option::unwrap_or_default);
     let main_text = read(&opts.config)?;
@@ -788,6 +856,8 @@ mod tests {
             engine,
             config: "/etc/x".into(),
             drop_in: None,
+            drop_in_host_path: None,
+            config_sets: Vec::new(),
             socket: "/run/x.sock".into(),
             restart: Restart::Systemd,
             host_root: host_root.into(),

@@ -482,3 +482,112 @@ fn a_planted_state_file_touches_nothing_outside_the_installers_own_paths() {
     assert!(outside.join("empty").is_dir(), "{log}");
     assert_eq!(before(&daemon_json), original, "{log}");
 }
+
+/// The GPU Operator's layout: the pod sees the host's containerd config dir at one path and
+/// writes the drop-in through another (`RUNTIME_DROP_IN_CONFIG`), while the host's containerd
+/// reads `RUNTIME_DROP_IN_CONFIG_HOST_PATH`. `imports` names the host path, and a real
+/// containerd given only the host paths loads the runtimes (runc still the default). Upstream's
+/// `NVIDIA_CONTAINER_RUNTIME_*` config variables land in the toolkit config; a variable of
+/// upstream's shape that is not read here is named in the log.
+#[test]
+fn gpu_operator_layout_imports_the_host_path_and_takes_upstreams_config_variables() {
+    bundle::require_root();
+    let containerd = bundle::require("containerd");
+    let (dir, host) = bundle::scratch_host("nvct-installer-op-", 1);
+    let source = source_tree(&dir);
+    let host_etc = dir.join("host/etc/containerd");
+    std::fs::create_dir_all(host_etc.join("conf.d")).unwrap();
+    std::fs::write(host_etc.join("config.toml"), "version = 2\n").unwrap();
+    // The pod's mounts of the host's dirs, at the Operator's paths.
+    let pod = dir.join("pod/runtime");
+    std::fs::create_dir_all(&pod).unwrap();
+    std::os::unix::fs::symlink(&host_etc, pod.join("config-dir")).unwrap();
+    std::os::unix::fs::symlink(host_etc.join("conf.d"), pod.join("config-dir.d")).unwrap();
+    let host_drop_in = host_etc.join("conf.d/99-nvidia.toml");
+    let out = Command::new(INSTALLER)
+        .env("RUNTIME", "containerd")
+        .env("RUNTIME_CONFIG", pod.join("config-dir/config.toml"))
+        .env(
+            "RUNTIME_DROP_IN_CONFIG",
+            pod.join("config-dir.d/99-nvidia.toml"),
+        )
+        .env("RUNTIME_DROP_IN_CONFIG_HOST_PATH", &host_drop_in)
+        .env("RUNTIME_RESTART_MODE", "none")
+        .env(
+            "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
+            "example.com/gpu",
+        )
+        .env("NVIDIA_CONTAINER_RUNTIME_LOG_LEVEL", "debug")
+        .env("NVIDIA_CONTAINER_RUNTIME_NOT_A_SETTING", "x")
+        .env("NO_DAEMON", "true")
+        .args(common_args(&dir, &host, &source))
+        .output()
+        .unwrap();
+    let text = out_text(&out);
+    assert!(out.status.success(), "{text}");
+    let main = std::fs::read_to_string(host_etc.join("config.toml")).unwrap();
+    let imports = nvct::runtime_config::containerd::imports(nvct::runtime_config::Source {
+        path: Path::new("config.toml"),
+        text: &main,
+    })
+    .unwrap();
+    assert_eq!(
+        imports,
+        [format!("{}/*.toml", host_etc.join("conf.d").display())],
+        "imports names the host's path: {main}\n{text}"
+    );
+    assert!(host_drop_in.is_file(), "{text}");
+    let dump = Command::new(&containerd)
+        .arg("--config")
+        .arg(host_etc.join("config.toml"))
+        .args(["config", "dump"])
+        .output()
+        .unwrap();
+    let dump_text = String::from_utf8_lossy(&dump.stdout).to_string();
+    assert!(dump.status.success(), "{}", out_text(&dump));
+    for want in [
+        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]",
+        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia-cdi]",
+        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]",
+        "default_runtime_name = \"runc\"",
+    ] {
+        assert!(
+            dump_text.contains(want),
+            "containerd's dump lacks {want}:\n{dump_text}"
+        );
+    }
+    let config = std::fs::read_to_string(
+        dir.join("install/toolkit/.config/nvidia-container-runtime/config.toml"),
+    )
+    .unwrap();
+    let cfg = nvct::config::Config::parse(&config, Path::new("config.toml")).unwrap();
+    assert_eq!(
+        cfg.runtime.modes.cdi.default_kind, "example.com/gpu",
+        "{config}"
+    );
+    assert!(
+        text.contains("NVIDIA_CONTAINER_RUNTIME_NOT_A_SETTING is set but not acted on"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("NVIDIA_CONTAINER_RUNTIME_LOG_LEVEL is set but"),
+        "{text}"
+    );
+
+    // A value the config cannot take is refused naming the variable; nothing is installed.
+    let out = Command::new(INSTALLER)
+        .env("RUNTIME", "containerd")
+        .env("RUNTIME_CONFIG", dir.join("other.toml"))
+        .env("NVIDIA_CONTAINER_RUNTIME_HOOK_SKIP_MODE_DETECTION", "maybe")
+        .env("NO_DAEMON", "true")
+        .args(common_args(&dir.join("refused"), &host, &source))
+        .output()
+        .unwrap();
+    let text = out_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("NVIDIA_CONTAINER_RUNTIME_HOOK_SKIP_MODE_DETECTION"),
+        "{text}"
+    );
+    assert!(!dir.join("refused/install").exists(), "{text}");
+}

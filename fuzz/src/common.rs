@@ -37,6 +37,7 @@ pub fn options(flags: u8) -> nvct::runtime_config::Options {
         runtime_path: "/usr/bin/nvidia-container-runtime".into(),
         set_as_default: flags & 1 != 0,
         cdi_enabled: flags & 2 != 0,
+        drop_in_host_path: None,
     }
 }
 

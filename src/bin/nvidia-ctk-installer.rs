@@ -58,6 +58,11 @@ struct Cli {
     /// The drop-in file (containerd, CRI-O; default per engine).
     #[arg(long, env = "RUNTIME_DROP_IN_CONFIG")]
     drop_in_config: Option<PathBuf>,
+    /// containerd: the drop-in's path as the host's containerd sees it, when this pod writes it
+    /// elsewhere (the GPU Operator mounts the host's conf.d at another path): the config's
+    /// `imports` names this one.
+    #[arg(long, env = "RUNTIME_DROP_IN_CONFIG_HOST_PATH")]
+    drop_in_config_host_path: Option<PathBuf>,
     /// The engine's socket (for --restart-mode=signal).
     #[arg(long, env = "RUNTIME_SOCKET")]
     socket: Option<PathBuf>,
@@ -148,6 +153,50 @@ fn apply_env_aliases() {
     }
 }
 
+/// Prefixes of upstream's installer variables: one of these we do not act on is named in the
+/// log, never ignored without a word.
+const UPSTREAM_PREFIXES: &[&str] = &[
+    "NVIDIA_CONTAINER_RUNTIME_",
+    "NVIDIA_CONTAINER_CLI_",
+    "NVIDIA_CONTAINER_TOOLKIT_",
+    "NVIDIA_TOOLKIT_",
+    "NVIDIA_RUNTIME_",
+    "CONTAINERD_",
+    "CRIO_",
+    "RUNTIME_",
+    "TOOLKIT_",
+    "CDI_",
+];
+
+/// The variables in `names` that look like upstream's (a prefix above) and that this
+/// installer does not read: its flags' variables, their aliases and the config variables
+/// count as read.
+fn unread_variables(names: impl Iterator<Item = String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let mut known: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect();
+    known.extend(
+        ENV_ALIASES
+            .iter()
+            .flat_map(|(_, a)| a.iter().map(|s| s.to_string())),
+    );
+    known.extend(
+        installer::CONFIG_VARIABLES
+            .iter()
+            .map(|(v, _)| v.to_string()),
+    );
+    let mut out: Vec<String> = names
+        .filter(|n| UPSTREAM_PREFIXES.iter().any(|p| n.starts_with(p)))
+        .filter(|n| !known.contains(n))
+        .collect();
+    out.sort();
+    out
+}
+
 fn log(msg: &str) {
     eprintln!("nvidia-ctk-installer: {msg}");
 }
@@ -207,7 +256,18 @@ fn resolve(cli: &Cli) -> Result<Options, String> {
     let abs = |p: &Path, flag: &str| {
         std::path::absolute(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
     };
+    if cli.drop_in_config_host_path.is_some() && engine != Engine::Containerd {
+        return Err(
+            "--drop-in-config-host-path (RUNTIME_DROP_IN_CONFIG_HOST_PATH): only containerd imports a drop-in by path; leave it out".into(),
+        );
+    }
+    let config_sets = installer::upstream_config_sets(|k| std::env::var(k).ok())?;
     Ok(Options {
+        drop_in_host_path: cli
+            .drop_in_config_host_path
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty()),
+        config_sets,
         install_dir: abs(&cli.toolkit_install_dir, "--toolkit-install-dir")?,
         source_root,
         engine,
@@ -298,6 +358,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for var in unread_variables(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok())) {
+        log(&format!(
+            "warning: {var} is set but not acted on here (an upstream setting this installer does not have; docs/COMPAT.md)"
+        ));
+    }
     let _pid = match lock_pid_file(&cli.pid_file) {
         Ok(f) => f,
         Err(e) => {

@@ -421,8 +421,9 @@ pub fn configure(
     if m.is_empty() {
         m.insert("version", value(v.number()));
     }
-    let glob = import_glob(drop_in);
-    let drop_in_str = drop_in.display().to_string();
+    let seen_at = opts.drop_in_host_path.as_deref().unwrap_or(drop_in);
+    let glob = import_glob(seen_at);
+    let drop_in_str = seen_at.display().to_string();
     let imports = m.entry("imports").or_insert_with(|| value(Array::new()));
     let arr = imports.as_array_mut().ok_or_else(|| Error::NotATable {
         path: main.path.to_path_buf(),

@@ -62,6 +62,11 @@ pub struct Options {
     pub set_as_default: bool,
     /// Turn the engine's CDI support on.
     pub cdi_enabled: bool,
+    /// containerd: where the engine sees the drop-in, when that is not where it is written (the
+    /// installer in a pod writes `/runtime/config-dir.d/99-nvidia.toml`, the host's containerd
+    /// reads `/etc/containerd/conf.d/`: upstream's `RUNTIME_DROP_IN_CONFIG_HOST_PATH`). The
+    /// main file's `imports` names this path's directory.
+    pub drop_in_host_path: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -70,6 +75,7 @@ impl Default for Options {
             runtime_name: DEFAULT_RUNTIME_NAME.to_string(),
             runtime_path: DEFAULT_RUNTIME_PATH.to_string(),
             set_as_default: false,
+            drop_in_host_path: None,
             cdi_enabled: false,
         }
     }

@@ -337,6 +337,7 @@ fn resolve(common: CommonArgs, write: Option<WriteArgs>) -> Result<Resolved> {
             runtime_path,
             set_as_default: w.set_as_default.unwrap_or(false),
             cdi_enabled: w.cdi_enabled.unwrap_or(false),
+            drop_in_host_path: None,
         },
     })
 }
