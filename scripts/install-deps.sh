@@ -3,7 +3,7 @@
 # runc, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
 # headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
 # no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
-# systemd (systemd-analyze verify of the units), and with pip the Python packages of
+# systemd (systemd-analyze verify of the units), qemu and mmdebstrap (the real-host phase's VM), and with pip the Python packages of
 # scripts/validate-k8s.sh and tests/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
@@ -55,6 +55,10 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
 command -v objdump >/dev/null 2>&1 || need+=(binutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# The real-host phase (scripts/realhost/): qemu boots its Debian 12 guest, which mmdebstrap
+# builds from this machine's apt sources (mkfs.ext4, from e2fsprogs above, makes its disk).
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${need[*]}"
