@@ -71,6 +71,10 @@ expect_gpu0() {
 setup_fake_host() {
   must rm -rf "$fake"
   must "$share/bin/examples/fake_host" --gpus 8 "$fake"
+  # The nodes also at the guest's /dev, as on a real node: rootless crun bind-mounts a device
+  # from the host path the spec's container path names (the OCI spec has no host path).
+  must cp -an "$fake/driver/dev/." /dev/
+  must ls -l /dev/nvidia0 /dev/nvidiactl
 }
 install_deb() {
   local deb
@@ -178,7 +182,15 @@ podman_crun_rootless() { podman_rootless; }
 podman_crun_rootless_keep_id() { podman_rootless --userns=keep-id; }
 
 # --- (3) docker --gpus, before and after `systemctl daemon-reload`.
+# The README's node step for docker: register the runtime, restart docker (dockerd also looks
+# for nvidia-container-runtime-hook, the `--gpus` driver, only when it starts).
 docker_setup() {
+  if [ ! -e /run/nvct-docker-configured ]; then
+    must nvidia-ctk runtime configure --runtime=docker
+    must cat /etc/docker/daemon.json
+    must systemctl restart docker
+    touch /run/nvct-docker-configured
+  fi
   must wait_for 60 docker info
   docker image inspect nvct-busybox:1 >/dev/null 2>&1 || must docker import /var/lib/nvct-rootfs.tar nvct-busybox:1
 }
@@ -190,6 +202,8 @@ docker_gpus() {
 }
 docker_gpus_after_daemon_reload() {
   docker_setup
+  # The /dev/char links upstream and doctor advise for the systemd cgroup driver.
+  must nvidia-ctk system create-dev-char-symlinks --create-all
   docker rm -f nvct-reload >/dev/null 2>&1
   must docker run -d --name nvct-reload --network none --gpus device=0 nvct-busybox:1 sleep 3600
   local o
@@ -205,24 +219,22 @@ docker_gpus_after_daemon_reload() {
 }
 
 # --- (5) doctor on the configured node: its verdict must agree with what the checks above
-# found (a broken CRI plugin is a failure, exit 2; the daemon-reload exposure a warning at least).
+# found: a `fail` line naming containerd when the CRI plugin does not load (and none when it
+# does), a `warn` or `fail` line naming daemon-reload when it takes docker's GPUs away.
 doctor() {
   local rc=0 o
   echo "+ nvidia-ctk doctor"
   o=$(nvidia-ctk doctor 2>&1) || rc=$?
   echo "$o"
   echo "(exit $rc)"
-  nvidia-ctk doctor --format json 2>&1 | head -c 20000
-  echo
   [ "$rc" -le 2 ] || fail "doctor exited $rc (0, 1 or 2 expected)"
   if grep -qP '^containerd/cri\tFAIL' "$out/results.tsv"; then
-    [ "$rc" -eq 2 ] || fail "the CRI plugin does not load after runtime configure, and doctor exits $rc, not 2 (fail)"
+    grep -qE '^fail .*containerd' <<<"$o" || fail "the CRI plugin does not load after runtime configure, and doctor has no fail line naming containerd"
+  else
+    ! grep -qE '^fail .*containerd' <<<"$o" || fail "the CRI plugin loads, and doctor fails containerd"
   fi
   if grep -qP '^docker/gpus-after-daemon-reload\tFAIL' "$out/results.tsv"; then
-    [ "$rc" -ge 1 ] || fail "daemon-reload takes docker --gpus containers' GPUs away, and doctor exits 0 (a warning expected)"
-  fi
-  if ! grep -qP '\tFAIL\t' "$out/results.tsv"; then
-    [ "$rc" -eq 0 ] || fail "every check passed, and doctor exits $rc"
+    grep -qE '^(warn|fail) .*daemon-reload' <<<"$o" || fail "daemon-reload takes docker --gpus containers' GPUs away, and doctor has no warn or fail line naming daemon-reload"
   fi
 }
 
