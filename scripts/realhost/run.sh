@@ -56,6 +56,10 @@ image=$("$here/build-image.sh") || die "the guest image could not be built (buil
 image_s=$((SECONDS - t0))
 
 # The share: what the guest reads, and its out/.
+# OUT_DIR is replaced: refuse a directory that is not empty and not an earlier run's.
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -e "$out/status" ] && [ ! -d "$out/share" ]; then
+  die "$out is not empty and holds no earlier run (no status file): name an empty or new OUT_DIR"
+fi
 rm -rf --one-file-system "$out"
 share=$out/share
 mkdir -p "$share/bin/examples" "$share/deb" "$share/guest" "$share/out"

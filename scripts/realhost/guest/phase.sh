@@ -154,11 +154,16 @@ podman_root() {
   echo "+ podman run --runtime $runtime --device nvidia.com/gpu=0"
   local o
   o=$(podman run --rm --runtime "$runtime" --network none --device nvidia.com/gpu=0 \
-    --rootfs "$dir" sh -c "$probe" 2>&1) || fail "podman: $o"
+    --rootfs "$dir" sh -c "$probe" 2>&1) || { hook_journal; fail "podman: $o"; }
   expect_gpu0 "$o"
 }
 podman_crun_root() { podman_root crun; }
 podman_runc_root() { podman_root runc; }
+# crun throws hook stderr away: what the journal has of the hooks' last minute.
+hook_journal() {
+  echo "--- journal (hooks, last minute)"
+  journalctl -b --no-pager --since=-60s 2>&1 | grep -iE 'nvidia|hook|crun|conmon' | tail -n 30
+}
 as_user() {
   local uid
   uid=$(id -u "$user")
@@ -175,7 +180,7 @@ podman_rootless() {
   echo "+ (as $user) podman run --runtime crun ${extra[*]} --device nvidia.com/gpu=0"
   local o
   o=$(as_user podman run --rm --runtime crun "${extra[@]}" --network none --device nvidia.com/gpu=0 \
-    --rootfs "$dir" sh -c "$probe" 2>&1) || fail "podman: $o"
+    --rootfs "$dir" sh -c "$probe" 2>&1) || { hook_journal; fail "podman: $o"; }
   expect_gpu0 "$o"
 }
 podman_crun_rootless() { podman_rootless; }
