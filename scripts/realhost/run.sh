@@ -58,7 +58,8 @@ image_s=$((SECONDS - t0))
 # The share: what the guest reads, and its out/.
 # OUT_DIR is replaced: refuse a directory that is not empty and not an earlier run's.
 if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -e "$out/status" ] && [ ! -d "$out/share" ]; then
-  die "$out is not empty and holds no earlier run (no status file): name an empty or new OUT_DIR"
+  echo "realhost: $out is not empty and holds no earlier run (no status file): name an empty or new OUT_DIR" >&2
+  exit 1
 fi
 rm -rf --one-file-system "$out"
 share=$out/share
