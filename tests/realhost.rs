@@ -68,7 +68,8 @@ fn repo() -> PathBuf {
 }
 
 fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()))
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()))
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -82,14 +83,20 @@ fn parse_results(text: &str) -> Result<BTreeMap<String, (bool, String)>, String>
     for (n, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split('\t').collect();
         let [name, verdict, secs] = fields[..] else {
-            return Err(format!("line {}: 3 tab-separated fields expected: {line:?}", n + 1));
+            return Err(format!(
+                "line {}: 3 tab-separated fields expected: {line:?}",
+                n + 1
+            ));
         };
         let passed = match verdict {
             "PASS" => true,
             "FAIL" => false,
             _ => return Err(format!("line {}: PASS or FAIL expected: {line:?}", n + 1)),
         };
-        if map.insert(name.to_string(), (passed, secs.to_string())).is_some() {
+        if map
+            .insert(name.to_string(), (passed, secs.to_string()))
+            .is_some()
+        {
             return Err(format!("line {}: case {name} twice", n + 1));
         }
     }
@@ -138,11 +145,16 @@ fn real_node() {
     );
     let results = parse_results(&read(&out.join("results.tsv")))
         .unwrap_or_else(|e| panic!("{}: {e}", out.join("results.tsv").display()));
-    eprintln!("real-host phase ({}):", read(&out.join("timing")).replace('\n', " ").trim());
+    eprintln!(
+        "real-host phase ({}):",
+        read(&out.join("timing")).replace('\n', " ").trim()
+    );
 
     let mut failures = Vec::new();
     for (name, expect) in CASES {
-        let log = out.join("cases").join(format!("{}.log", name.replace('/', "_")));
+        let log = out
+            .join("cases")
+            .join(format!("{}.log", name.replace('/', "_")));
         let Some((passed, secs)) = results.get(*name) else {
             failures.push(format!("case {name}: did not run (not in results.tsv)"));
             continue;
@@ -169,7 +181,9 @@ fn real_node() {
     }
     for name in results.keys() {
         if !CASES.iter().any(|(case, _)| case == name) {
-            failures.push(format!("case {name}: in results.tsv but not in tests/realhost.rs's CASES: add it"));
+            failures.push(format!(
+                "case {name}: in results.tsv but not in tests/realhost.rs's CASES: add it"
+            ));
         }
     }
     assert!(

@@ -207,8 +207,13 @@ docker_gpus() {
 }
 docker_gpus_after_daemon_reload() {
   docker_setup
-  # The /dev/char links upstream and doctor advise for the systemd cgroup driver.
-  must nvidia-ctk system create-dev-char-symlinks --create-all
+  # The /dev/char links upstream and doctor advise for the systemd cgroup driver: in the
+  # guest's /dev (where systemd resolves them; the fake nodes are copied there) and under the
+  # fake driver root (where doctor, configured with that root, looks); on a real node whose
+  # driver root is / the two are one.
+  must nvidia-ctk system create-dev-char-symlinks --create-all --proc-root "$fake/proc"
+  must nvidia-ctk system create-dev-char-symlinks --create-all --proc-root "$fake/proc" --dev-root "$fake/driver"
+  must ls -l /dev/char/195:0
   docker rm -f nvct-reload >/dev/null 2>&1
   must docker run -d --name nvct-reload --network none --gpus device=0 nvct-busybox:1 sleep 3600
   local o
