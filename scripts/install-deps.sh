@@ -4,7 +4,7 @@
 # headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
 # no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
 # systemd (systemd-analyze verify of the units), GNU time (tests/attacks.rs measures the hook's peak
-# memory with it), and with pip the Python packages of
+# memory with it), qemu and mmdebstrap (the real-host phase's VM), and with pip the Python packages of
 # scripts/validate-k8s.sh and tests/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
@@ -60,6 +60,10 @@ command -v unshare >/dev/null 2>&1 && command -v mknod >/dev/null 2>&1 || need+=
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -x /usr/bin/time ] || need+=(time)
 command -v g++ >/dev/null 2>&1 || need+=(g++) # fuzz/'s libFuzzer entries (libfuzzer-sys builds C++)
+# The real-host phase (scripts/realhost/): qemu boots its Debian 12 guest, which mmdebstrap
+# builds from this machine's apt sources (mkfs.ext4, from e2fsprogs above, makes its disk).
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${need[*]}"

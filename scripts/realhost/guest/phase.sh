@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# The real-host phase's checks, run inside the Debian 12 guest at boot by nvct-realhost.service
+# (scripts/realhost/run.sh boots the VM; tests/realhost.rs asserts on what this writes).
+#
+# Reads the 9p share at /mnt/nvct: bin/ (this build's tools, bin/examples/fake_host and the
+# fake NVML next to it), deb/ (the .deb of scripts/package.sh). Writes /mnt/nvct/out:
+#   results.tsv    one line per check: NAME<TAB>PASS|FAIL<TAB>SECONDS
+#   cases/NAME.log each check's commands and output (NAME with / turned into _)
+#   timing         boot_s (the guest's uptime when this started), checks_s
+#   journal.txt    the guest's journal of this boot, at the end
+#   finished       written last: its absence means the phase did not run to the end
+# The unit powers the VM off when this exits, whatever the checks said.
+set -uo pipefail
+share=/mnt/nvct
+out=$share/out
+mkdir -p "$out/cases"
+: >"$out/results.tsv"
+echo "boot_s $(cut -d' ' -f1 /proc/uptime)" >"$out/timing"
+start=$(date +%s)
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+fake=/var/lib/nvct-fake
+rootfs_dir=/var/lib/nvct-rootfs
+user=nvctuser
+
+say() { echo "phase: $*"; }
+# Inside a check: run a command shown in the log; a failure ends the check.
+must() {
+  echo "+ $*"
+  "$@" || fail "exit $?: $*"
+}
+fail() {
+  echo "CHECK FAILED: $*"
+  exit 1
+}
+# check NAME FUNCTION: runs FUNCTION in a subshell (a `fail` ends only it), its output in
+# cases/NAME.log, and one result line.
+check() {
+  local name=$1 fn=$2 rc=0 t0=$SECONDS
+  say "check $name"
+  (set +e; "$fn") >"$out/cases/${name//\//_}.log" 2>&1 </dev/null || rc=$?
+  local verdict=PASS
+  [ "$rc" -eq 0 ] || verdict=FAIL
+  printf '%s\t%s\t%s\n' "$name" "$verdict" "$((SECONDS - t0))" >>"$out/results.tsv"
+  say "$name: $verdict"
+}
+# Waits up to $1 seconds for a command to succeed.
+wait_for() {
+  local secs=$1
+  shift
+  for _ in $(seq "$secs"); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  "$@"
+}
+# The container script: lists /dev, opens /dev/nvidia0 (a fake node: the open fails with
+# ENXIO, "No such device or address", when the device cgroup allows it, EPERM when not), and
+# says whether the driver's libcuda is in the container and in its ld cache.
+probe='ls /dev; echo ---; cat /dev/nvidia0; ls /usr/lib/x86_64-linux-gnu/libcuda.so.1 && echo LIBCUDA; grep -q libcuda.so.1 /etc/ld.so.cache && echo CACHED; true'
+# The probe's output says the container got GPU 0 and may open it.
+expect_gpu0() {
+  echo "$1"
+  grep -qx 'nvidia0' <<<"$(sed -n '1,/^---$/p' <<<"$1")" || fail "/dev/nvidia0 is not in the container"
+  grep -q "can't open '/dev/nvidia0': No such device or address" <<<"$1" ||
+    fail "the container cannot open /dev/nvidia0 (ENXIO expected from the fake node: the device cgroup refused it, or the node is missing)"
+  grep -qx LIBCUDA <<<"$1" || fail "libcuda.so.1 is not in the container"
+}
+
+# --- setup: the fake GPU host (on the local disk: mknod), the toolkit installed and pointed
+# at it, a busybox rootfs and image. A failed setup is a check of its own.
+setup_fake_host() {
+  must rm -rf "$fake"
+  must "$share/bin/examples/fake_host" --gpus 8 "$fake"
+  # The nodes also at the guest's /dev, as on a real node: rootless crun bind-mounts a device
+  # from the host path the spec's container path names (the OCI spec has no host path).
+  must cp -an "$fake/driver/dev/." /dev/
+  must ls -l /dev/nvidia0 /dev/nvidiactl
+}
+install_deb() {
+  local deb
+  deb=$(ls "$share"/deb/*.deb) || fail "no .deb in $share/deb"
+  must dpkg -i "$deb"
+  for unit in nvidia-cdi-refresh.service nvidia-cdi-refresh.path; do
+    must test -f "/usr/lib/systemd/system/$unit"
+    must systemctl cat "$unit"
+  done
+  # The operator's step (the package enables nothing today); harmless once it does.
+  must systemctl enable --now nvidia-cdi-refresh.path
+  must systemctl is-active nvidia-cdi-refresh.path
+  must systemctl is-enabled nvidia-cdi-refresh.path
+}
+point_config_at_fake_host() {
+  local cfg=/etc/nvidia-container-runtime/config.toml
+  must test -f "$cfg"
+  must nvidia-ctk config --config-file "$cfg" --in-place \
+    --set "nvidia-container-cli.root=$fake/driver" --set "nvidia-container-cli.proc-root=$fake/proc"
+  must grep -A3 '^\[nvidia-container-cli\]' "$cfg"
+}
+make_rootfs() {
+  must rm -rf "$rootfs_dir"
+  mkdir -p "$rootfs_dir"/{bin,etc,dev,proc,sys,tmp,usr/lib/x86_64-linux-gnu}
+  must cp /bin/busybox "$rootfs_dir/bin/busybox"
+  for applet in sh ls cat echo grep sed head sleep true; do
+    ln -s busybox "$rootfs_dir/bin/$applet"
+  done
+  must tar -C "$rootfs_dir" -cf /var/lib/nvct-rootfs.tar .
+}
+# A fresh copy of the rootfs (podman --rootfs runs it in place; the CDI hooks write into it),
+# owned by $2 when given.
+fresh_rootfs() {
+  local dir=$1
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  tar -C "$dir" -xf /var/lib/nvct-rootfs.tar
+  [ -z "${2:-}" ] || chown -R "$2" "$dir"
+}
+generate_spec() {
+  must mkdir -p /etc/cdi
+  must nvidia-ctk cdi generate --driver-root "$fake/driver" --dev-root "$fake/driver" \
+    --proc-root "$fake/proc" --output /etc/cdi/nvidia.yaml
+  must nvidia-ctk cdi list
+}
+
+# --- (1) containerd: `runtime configure` on Debian's stock config keeps the CRI plugin.
+containerd_cri() {
+  local cfg=/etc/containerd/config.toml
+  echo "--- Debian's stock $cfg"
+  cat "$cfg" || echo "(none)"
+  must nvidia-ctk runtime configure --runtime=containerd
+  for f in /etc/containerd/conf.d/*.toml; do
+    [ -f "$f" ] && { echo "--- $f"; cat "$f"; }
+  done
+  must systemctl restart containerd
+  must wait_for 30 ctr version
+  echo "+ ctr plugins ls"
+  local plugins
+  plugins=$(ctr plugins ls 2>&1)
+  echo "$plugins"
+  grep -E '^io\.containerd\.grpc\.v1[[:space:]]+cri[[:space:]]' <<<"$plugins" | grep -qw ok ||
+    { journalctl -u containerd -b --no-pager | tail -20; fail "the CRI plugin (io.containerd.grpc.v1 cri) did not load"; }
+  echo "+ containerd config dump"
+  local dump
+  dump=$(containerd config dump 2>&1) || fail "containerd config dump: $dump"
+  echo "$dump" | sed -n '/io.containerd.grpc.v1.cri".containerd\]/,/^  \[plugins."io.containerd.grpc.v1.cri".image/p'
+  grep -qE '^\s*default_runtime_name = "runc"' <<<"$dump" || fail "runc is not the default runtime"
+  grep -qF '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]' <<<"$dump" || fail "the runc runtime is gone"
+  grep -qF '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' <<<"$dump" || fail "no nvidia runtime"
+}
+
+# --- (2) podman with CDI: root under crun and runc, rootless under crun (also keep-id).
+podman_root() {
+  local runtime=$1 dir=/var/lib/nvct-podman-$1
+  fresh_rootfs "$dir"
+  echo "+ podman run --runtime $runtime --device nvidia.com/gpu=0"
+  local o
+  o=$(podman run --rm --runtime "$runtime" --network none --device nvidia.com/gpu=0 \
+    --rootfs "$dir" sh -c "$probe" 2>&1) || { hook_journal; fail "podman: $o"; }
+  expect_gpu0 "$o"
+}
+podman_crun_root() { podman_root crun; }
+podman_runc_root() { podman_root runc; }
+# crun throws hook stderr away: what the journal has of the hooks' last minute.
+hook_journal() {
+  echo "--- journal (hooks, last minute)"
+  journalctl -b --no-pager --since=-60s 2>&1 | grep -iE 'nvidia|hook|crun|conmon' | tail -n 30
+}
+as_user() {
+  local uid
+  uid=$(id -u "$user")
+  runuser -u "$user" -- env HOME="/home/$user" XDG_RUNTIME_DIR="/run/user/$uid" \
+    DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" "$@"
+}
+podman_rootless() {
+  local extra=("$@") dir
+  dir=/home/$user/rootfs-$RANDOM
+  grep -q "^$user:" /etc/subuid || must usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "$user"
+  must loginctl enable-linger "$user"
+  must wait_for 30 test -S "/run/user/$(id -u "$user")/bus"
+  fresh_rootfs "$dir" "$user:$user"
+  echo "+ (as $user) podman run --runtime crun ${extra[*]} --device nvidia.com/gpu=0"
+  local o
+  o=$(as_user podman run --rm --runtime crun "${extra[@]}" --network none --device nvidia.com/gpu=0 \
+    --rootfs "$dir" sh -c "$probe" 2>&1) || { hook_journal; fail "podman: $o"; }
+  expect_gpu0 "$o"
+}
+podman_crun_rootless() { podman_rootless; }
+podman_crun_rootless_keep_id() { podman_rootless --userns=keep-id; }
+
+# --- (3) docker --gpus, before and after `systemctl daemon-reload`.
+# The README's node step for docker: register the runtime, restart docker (dockerd also looks
+# for nvidia-container-runtime-hook, the `--gpus` driver, only when it starts).
+docker_setup() {
+  if [ ! -e /run/nvct-docker-configured ]; then
+    must nvidia-ctk runtime configure --runtime=docker
+    must cat /etc/docker/daemon.json
+    must systemctl restart docker
+    touch /run/nvct-docker-configured
+  fi
+  must wait_for 60 docker info
+  docker image inspect nvct-busybox:1 >/dev/null 2>&1 || must docker import /var/lib/nvct-rootfs.tar nvct-busybox:1
+}
+docker_gpus() {
+  docker_setup
+  local o
+  o=$(docker run --rm --network none --gpus device=0 nvct-busybox:1 sh -c "$probe" 2>&1) || fail "docker run: $o"
+  expect_gpu0 "$o"
+}
+docker_gpus_after_daemon_reload() {
+  docker_setup
+  # The /dev/char links upstream and doctor advise for the systemd cgroup driver: in the
+  # guest's /dev (where systemd resolves them; the fake nodes are copied there) and under the
+  # fake driver root (where doctor, configured with that root, looks); on a real node whose
+  # driver root is / the two are one.
+  must nvidia-ctk system create-dev-char-symlinks --create-all --proc-root "$fake/proc"
+  must nvidia-ctk system create-dev-char-symlinks --create-all --proc-root "$fake/proc" --dev-root "$fake/driver"
+  must ls -l /dev/char/195:0
+  docker rm -f nvct-reload >/dev/null 2>&1
+  must docker run -d --name nvct-reload --network none --gpus device=0 nvct-busybox:1 sleep 3600
+  local o
+  o=$(docker exec nvct-reload sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  must systemctl daemon-reload
+  sleep 2
+  o=$(docker exec nvct-reload sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  docker rm -f nvct-reload >/dev/null 2>&1
+  expect_gpu0 "$o"
+}
+
+# --- (5) doctor on the configured node: its verdict must agree with what the checks above
+# found: a `fail` line naming containerd when the CRI plugin does not load (and none when it
+# does), a `warn` or `fail` line naming daemon-reload when it takes docker's GPUs away.
+doctor() {
+  local rc=0 o
+  echo "+ nvidia-ctk doctor"
+  o=$(nvidia-ctk doctor 2>&1) || rc=$?
+  echo "$o"
+  echo "(exit $rc)"
+  [ "$rc" -le 2 ] || fail "doctor exited $rc (0, 1 or 2 expected)"
+  if grep -qP '^containerd/cri\tFAIL' "$out/results.tsv"; then
+    grep -qE '^fail .*containerd' <<<"$o" || fail "the CRI plugin does not load after runtime configure, and doctor has no fail line naming containerd"
+  else
+    ! grep -qE '^fail .*containerd' <<<"$o" || fail "the CRI plugin loads, and doctor fails containerd"
+  fi
+  if grep -qP '^docker/gpus-after-daemon-reload\tFAIL' "$out/results.tsv"; then
+    grep -qE '^(warn|fail) .*daemon-reload' <<<"$o" || fail "daemon-reload takes docker --gpus containers' GPUs away, and doctor has no warn or fail line naming daemon-reload"
+  fi
+}
+
+# --- (4) dpkg -r stops and disables the refresh units; --purge leaves no wants link.
+deb_remove() {
+  must systemctl is-active nvidia-cdi-refresh.path
+  must dpkg -r nvidia-container-toolkit
+  echo "+ systemctl status nvidia-cdi-refresh.path"
+  systemctl status --no-pager nvidia-cdi-refresh.path 2>&1
+  ! systemctl is-active nvidia-cdi-refresh.path || fail "nvidia-cdi-refresh.path still active after dpkg -r"
+  [ "$(systemctl is-enabled nvidia-cdi-refresh.path 2>/dev/null)" != enabled ] || fail "nvidia-cdi-refresh.path still enabled after dpkg -r"
+}
+deb_purge() {
+  must dpkg --purge nvidia-container-toolkit
+  local links
+  links=$(find /etc/systemd/system -name 'nvidia-cdi-refresh*' 2>/dev/null)
+  echo "links after purge: ${links:-none}"
+  [ -z "$links" ] || fail "dpkg --purge left: $links"
+}
+
+say "started at uptime $(cut -d' ' -f1 /proc/uptime)s"
+check setup/fake-host setup_fake_host
+check deb/install-units install_deb
+if ! grep -qP '^deb/install-units\tPASS' "$out/results.tsv"; then
+  # Later checks need the tools: this build's, from the share.
+  say "the .deb did not install: the later checks use the share's binaries in /usr/local/bin"
+  for b in nvidia-ctk nvidia-container-runtime nvidia-container-runtime-hook nvidia-cdi-hook; do
+    install -m 0755 "$share/bin/$b" /usr/local/bin/
+  done
+  mkdir -p /etc/nvidia-container-runtime
+  [ -f /etc/nvidia-container-runtime/config.toml ] || nvidia-ctk config default >/etc/nvidia-container-runtime/config.toml
+fi
+check setup/config point_config_at_fake_host
+check setup/rootfs make_rootfs
+check setup/cdi-spec generate_spec
+check containerd/cri containerd_cri
+check podman/crun-cdi-root podman_crun_root
+check podman/runc-cdi-root podman_runc_root
+check podman/crun-cdi-rootless podman_crun_rootless
+check podman/crun-cdi-rootless-keep-id podman_crun_rootless_keep_id
+check docker/gpus docker_gpus
+check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
+check doctor/configured-node doctor
+check deb/remove-stops-units deb_remove
+check deb/purge-leaves-no-links deb_purge
+
+echo "checks_s $(($(date +%s) - start))" >>"$out/timing"
+journalctl -b --no-pager >"$out/journal.txt" 2>&1
+sync
+echo done >"$out/finished"
+sync
+say "finished"
