@@ -677,7 +677,14 @@ fn write_daemon_ipc(host: &FakeHost) -> io::Result<()> {
         let parent = path.parent().expect("socket path has a parent");
         std::fs::create_dir_all(parent).map_err(context("cannot create directory", parent))?;
         // The listener is dropped at once; the socket file stays, as a crashed daemon's would.
-        std::os::unix::net::UnixListener::bind(&path).map_err(context("cannot bind", &path))?;
+        // Bound through the parent's fd (`/proc/self/fd/N/socket`): a deep scratch dir makes the
+        // full path longer than a socket address may be (108 bytes).
+        let dir = std::fs::File::open(parent).map_err(context("cannot open", parent))?;
+        let name = path.file_name().expect("socket path has a name");
+        let short = Path::new("/proc/self/fd")
+            .join(std::os::fd::AsRawFd::as_raw_fd(&dir).to_string())
+            .join(name);
+        std::os::unix::net::UnixListener::bind(&short).map_err(context("cannot bind", &path))?;
     }
     let mps = host.driver_root().join("tmp/nvidia-mps");
     std::fs::create_dir_all(&mps).map_err(context("cannot create directory", &mps))
