@@ -104,4 +104,7 @@ container_tests=(--test hook --test attacks --test race --test cdi_hooks --test 
 for host in v2 ubuntu; do
   phase "$host" "the container tests again on the simulated ${host} host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"
 done
+# The real-host phase: a Debian 12 VM under qemu (systemd, cgroup v2, crun, the engines, the
+# .deb and its units; scripts/realhost/, docs/REALHOST.md). Its image is built once and cached.
+phase realhost "the real-host phase (a Debian 12 VM under qemu)" cargo test --locked --all-features --test realhost -- --ignored "$@"
 rmdir "$suite_tmp"

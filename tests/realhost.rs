@@ -16,52 +16,27 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What a case is expected to do on this branch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expect {
-    Pass,
-    /// A known, recorded failure (the reason names the open issue item): it must still fail;
-    /// once it passes, move it to `Pass`.
-    KnownFailure(&'static str),
-}
-
 /// Every case of guest/phase.sh, in its order.
-const CASES: &[(&str, Expect)] = &[
-    ("setup/fake-host", Expect::Pass),
-    ("deb/install-units", Expect::Pass),
-    ("setup/config", Expect::Pass),
-    ("setup/rootfs", Expect::Pass),
-    ("setup/cdi-spec", Expect::Pass),
+const CASES: &[&str] = &[
+    "setup/fake-host",
+    "deb/install-units",
+    "setup/config",
+    "setup/rootfs",
+    "setup/cdi-spec",
     // Issue 20 item 1: `runtime configure` on Debian's stock containerd config.
-    ("containerd/cri", Expect::Pass),
+    "containerd/cri",
     // Item 2: CDI hooks under crun; runc is the control.
-    ("podman/crun-cdi-root", Expect::Pass),
-    ("podman/runc-cdi-root", Expect::Pass),
-    ("podman/crun-cdi-rootless", Expect::Pass),
-    (
-        "podman/crun-cdi-rootless-keep-id",
-        Expect::KnownFailure(
-            "issue 20 item 6: crun 1.8 gives prestart hooks \"bundle\": \"/\" with --userns=keep-id, \
-             and the package's hooks.d hook fails reading /config.json",
-        ),
-    ),
-    ("docker/gpus", Expect::Pass),
-    (
-        "docker/gpus-after-daemon-reload",
-        Expect::KnownFailure(
-            "issue 20 item 5: systemctl daemon-reload takes the GPUs away from hook-only containers",
-        ),
-    ),
-    (
-        "doctor/configured-node",
-        Expect::KnownFailure(
-            "issue 20 item 5 (and item 1 while containerd/cri fails): doctor says ok with the \
-             daemon-reload exposure and with a containerd whose CRI plugin does not load",
-        ),
-    ),
+    "podman/crun-cdi-root",
+    "podman/runc-cdi-root",
+    "podman/crun-cdi-rootless",
+    "podman/crun-cdi-rootless-keep-id",
+    "docker/gpus",
+    // Item 5: the hook asks systemd to keep the rules of a container that is a scope.
+    "docker/gpus-after-daemon-reload",
+    "doctor/configured-node",
     // Item 4: the package's maintainer scripts.
-    ("deb/remove-stops-units", Expect::Pass),
-    ("deb/purge-leaves-no-links", Expect::Pass),
+    "deb/remove-stops-units",
+    "deb/purge-leaves-no-links",
 ];
 
 fn repo() -> PathBuf {
@@ -152,7 +127,7 @@ fn real_node() {
     );
 
     let mut failures = Vec::new();
-    for (name, expect) in CASES {
+    for name in CASES {
         let log = out
             .join("cases")
             .join(format!("{}.log", name.replace('/', "_")));
@@ -160,28 +135,20 @@ fn real_node() {
             failures.push(format!("case {name}: did not run (not in results.tsv)"));
             continue;
         };
-        let shown = match (expect, passed) {
-            (Expect::Pass, true) => "pass".to_string(),
-            (Expect::KnownFailure(why), false) => format!("known failure ({why})"),
-            (Expect::Pass, false) => {
-                failures.push(format!(
-                    "case {name}: FAILED\n--- {}\n{}",
-                    log.display(),
-                    tail(&read(&log), 60)
-                ));
-                "FAIL".to_string()
-            }
-            (Expect::KnownFailure(why), true) => {
-                failures.push(format!(
-                    "case {name}: passes now, but is listed as a known failure ({why}): make it Expect::Pass"
-                ));
-                "pass (listed as a known failure)".to_string()
-            }
+        let shown = if *passed {
+            "pass"
+        } else {
+            failures.push(format!(
+                "case {name}: FAILED\n--- {}\n{}",
+                log.display(),
+                tail(&read(&log), 60)
+            ));
+            "FAIL"
         };
         eprintln!("  {name:<36} {shown} ({secs}s)");
     }
     for name in results.keys() {
-        if !CASES.iter().any(|(case, _)| case == name) {
+        if !CASES.iter().any(|case| case == name) {
             failures.push(format!(
                 "case {name}: in results.tsv but not in tests/realhost.rs's CASES: add it"
             ));
