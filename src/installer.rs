@@ -193,13 +193,46 @@ fn create_dirs(dir: &Path, done: &mut Installed) -> Result<(), InstallError> {
     Ok(())
 }
 
-/// Writes a toolkit file (atomically, `mode`) and records it.
+/// The install dir is the installer's own: a symlink planted anywhere below it (a stale state,
+/// a shared hostPath) is removed as a link, never followed, so that no toolkit file is written
+/// (and later removed) outside it. Every component from `install_dir` down to `path`.
+fn unlink_planted_symlinks(
+    install_dir: &Path,
+    path: &Path,
+    done: &mut Installed,
+) -> Result<(), InstallError> {
+    let Ok(rel) = path.strip_prefix(install_dir) else {
+        return Ok(());
+    };
+    let mut p = install_dir.to_path_buf();
+    for c in rel.components() {
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p).unwrap_or_default();
+                std::fs::remove_file(&p).map_err(io(&p, "remove a planted symlink"))?;
+                done.log.push(format!(
+                    "removed the symlink {} (to {}): the install dir is the installer's own, nothing is written through a link",
+                    p.display(),
+                    target.display()
+                ));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// Writes a toolkit file (atomically, `mode`) under `install_dir` and records it.
 fn put_file(
+    install_dir: &Path,
     path: &Path,
     content: &[u8],
     mode: u32,
     done: &mut Installed,
 ) -> Result<(), InstallError> {
+    unlink_planted_symlinks(install_dir, path, done)?;
     if let Some(parent) = path.parent() {
         create_dirs(parent, done)?;
     }
@@ -372,11 +405,17 @@ fn install_steps(opts: &Options, done: &mut Installed) -> Result<(), InstallErro
         } else {
             toolkit.join(name)
         };
-        put_file(&dest, &bytes, 0o755, done)?;
+        put_file(&opts.install_dir, &dest, &bytes, 0o755, done)?;
         let worker = opts.source_root.join("libexec/nvct").join(name);
         if worker.is_file() {
             let bytes = std::fs::read(&worker).map_err(io(&worker, "read"))?;
-            put_file(&opts.libexec_dir().join(name), &bytes, 0o755, done)?;
+            put_file(
+                &opts.install_dir,
+                &opts.libexec_dir().join(name),
+                &bytes,
+                0o755,
+                done,
+            )?;
         }
     }
     done.log
@@ -388,13 +427,25 @@ fn install_steps(opts: &Options, done: &mut Installed) -> Result<(), InstallErro
         } else {
             format!("config-{mode}.toml")
         });
-        put_file(&config, config_text(opts, mode).as_bytes(), 0o644, done)?;
+        put_file(
+            &opts.install_dir,
+            &config,
+            config_text(opts, mode).as_bytes(),
+            0o644,
+            done,
+        )?;
         let script = format!(
             "#!/bin/sh\n# Written by nvidia-ctk-installer: the NVIDIA runtime with this install's config (mode {mode}).\nNVIDIA_CTK_CONFIG_FILE_PATH={} exec {} \"$@\"\n",
             shell_quote(&config),
             shell_quote(&real)
         );
-        put_file(&toolkit.join(wrapper), script.as_bytes(), 0o755, done)?;
+        put_file(
+            &opts.install_dir,
+            &toolkit.join(wrapper),
+            script.as_bytes(),
+            0o755,
+            done,
+        )?;
     }
     register(opts, done)?;
     if opts.create_device_nodes {
