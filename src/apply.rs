@@ -181,8 +181,7 @@ pub fn apply(
             Ok(()) => notes.extend(cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules)),
             Err(e) => {
                 let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
-                // SAFETY: geteuid has no preconditions.
-                let euid = unsafe { libc::geteuid() };
+                let euid = sys::euid();
                 notes.push(skip_when_rootless(e, is_rootless(euid, &uid_map))?);
             }
         }

@@ -335,6 +335,12 @@ pub(crate) fn no_new_privs() -> io::Result<()> {
 }
 
 /// setrlimit(resource, value) for both the soft and the hard limit.
+/// The effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 pub fn limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
     let rl = libc::rlimit {
         rlim_cur: value,

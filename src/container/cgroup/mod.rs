@@ -113,6 +113,10 @@ pub fn allow_devices(pid: u32, rules: &[CgroupRule]) -> Result<(), CgroupError> 
 /// After [`allow_devices`]: asks systemd to keep the rules when the container is a systemd
 /// scope ([`systemd::keep_rules`]); a line for the log, if there is anything to say.
 pub fn keep_with_systemd(pid: u32, rules: &[CgroupRule]) -> Option<String> {
+    // Off the hot path where systemd is not the init: one stat, no read.
+    if rules.is_empty() || !systemd::booted() {
+        return None;
+    }
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     systemd::keep_rules(&text, rules)
 }

@@ -64,13 +64,18 @@ pub fn set_property_args(unit: &str, rules: &[CgroupRule]) -> Vec<String> {
     args
 }
 
+/// Whether systemd is the init (`sd_booted()`'s test).
+pub fn booted() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
 /// Where systemd's `systemctl` is on a host.
 const SYSTEMCTL: [&str; 2] = ["/usr/bin/systemctl", "/bin/systemctl"];
 
 /// Asks systemd to keep `rules` in the container's scope (see the module doc). `proc_cgroup` is
 /// the text of `/proc/<pid>/cgroup`. Returns a line for the log: what was done, or why not.
 pub fn keep_rules(proc_cgroup: &str, rules: &[CgroupRule]) -> Option<String> {
-    if rules.is_empty() || !Path::new("/run/systemd/system").is_dir() {
+    if rules.is_empty() || !booted() {
         return None;
     }
     let unit = unit_of(proc_cgroup)?;
