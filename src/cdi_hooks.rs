@@ -23,20 +23,18 @@
 //! Must not: execute anything from the container, mount anything from the image, or follow a
 //! container symlink to the host.
 
-use crate::container::ld_cache::{self, RefreshError, Refreshed};
-use crate::container::ldconfig::LdconfigError;
-use crate::container::ldso_conf::LdsoConfError;
-use crate::container::proc_mask;
-use crate::container::rootfs::{is_clean_absolute, HostMounts, Rootfs, RootfsError};
-use crate::container::symlinks::{self, SymlinkError};
-use crate::devices;
-use crate::discover;
+use crate::container::edits::{self, Edits};
+use crate::container::ldconfig::{self, LdconfigError};
+use crate::container::rootfs::{HostMounts, Rootfs, RootfsError};
+use crate::host::devices;
+use crate::host::discover;
+use crate::host::root::DriverRoot;
+use crate::model::ProcMask;
 use crate::oci::{self, HookState, OciError};
-use crate::plan::{self, ProcMask, Symlink};
-use crate::root::DriverRoot;
+use crate::plan;
 use crate::sys;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -48,18 +46,13 @@ pub enum HookError {
     Rootfs(#[from] RootfsError),
     #[error(transparent)]
     Ldconfig(#[from] LdconfigError),
-    #[error(transparent)]
-    LdCache(#[from] RefreshError),
-    #[error("--link {0:?} is not TARGET::LINK with an absolute, clean LINK (e.g. libcuda.so.1::/usr/lib64/libcuda.so)")]
-    BadLink(String),
-    #[error(transparent)]
-    Symlink(#[from] SymlinkError),
-    #[error(transparent)]
-    Conf(#[from] LdsoConfError),
+    #[error("container {id}: {source}")]
+    Edit {
+        id: String,
+        source: edits::ApplyError,
+    },
     #[error("cannot enter the container's mount namespace {path}: {source}")]
     Namespace { path: PathBuf, source: io::Error },
-    #[error("cannot mask /proc/driver/nvidia in the container: {0}")]
-    Mask(String),
 }
 
 /// The container a hook was called for.
@@ -147,39 +140,59 @@ impl Container {
     }
 }
 
-/// One `--link TARGET::LINK`: the symlink LINK (a container path) with contents TARGET.
-pub fn parse_link(arg: &str) -> Result<Symlink, HookError> {
-    let bad = || HookError::BadLink(arg.to_string());
-    let (target, link) = arg.split_once("::").ok_or_else(bad)?;
-    let link = Path::new(link);
-    if target.is_empty()
-        || target.contains('\0')
-        || !is_clean_absolute(link)
-        || link.parent().is_none()
+/// Makes `e` in the container of the OCI state read from `state`: host inputs first (the
+/// host ldconfig, the `/proc` mask from the host's procfs), then the container is entered
+/// once and [`edits::apply`] makes every edit in the one order.
+pub fn run(e: &Edits, state: impl Read) -> Result<edits::Notes, HookError> {
+    let ldconfig = e
+        .ldcache
+        .as_ref()
+        .map(|l| ldconfig::open_host(edits::ldconfig_path(l)))
+        .transpose()?;
+    let c = Container::from_state(state)?;
+    // Nothing to mask (no driver files on this host): nothing to do for this edit.
+    let mask = e
+        .mask
+        .as_ref()
+        .and_then(|proc_root| masked_proc_driver(proc_root, &c));
+    let symlinks = e.links.as_deref().unwrap_or_default();
+    if e.links.is_none()
+        && mask.is_none()
+        && e.cuda_compat.is_none()
+        && e.ldcache.is_none()
+        && !e.app_profile
     {
-        return Err(bad());
+        return Ok(edits::Notes::default());
     }
-    Ok(Symlink {
-        target: target.into(),
-        link: link.to_path_buf(),
+    let root = c.enter()?;
+    let ldcache = match (&ldconfig, &e.ldcache) {
+        (Some(fd), Some(l)) => Some(edits::LdWork {
+            ldconfig: fd.as_fd(),
+            folders: &l.folders,
+            libs: injected_libraries(&c, &l.folders),
+            native: l.native,
+        }),
+        _ => None,
+    };
+    let work = edits::Work {
+        symlinks,
+        proc_mask: mask.as_ref(),
+        cuda_compat: e
+            .cuda_compat
+            .as_ref()
+            .map(|cc| (cc.host_driver_version.as_str(), cc.dir.as_path())),
+        ldcache,
+        app_profile: e.app_profile,
+    };
+    edits::apply(&root, &work).map_err(|source| HookError::Edit {
+        id: c.state.id.clone(),
+        source,
     })
 }
 
-/// `create-symlinks`: the plan's `symlinks` ([`symlinks::create`]).
-pub fn create_symlinks(root: &Rootfs, links: &[Symlink]) -> Result<(), HookError> {
-    Ok(symlinks::create(root, links)?)
-}
-
-/// `update-ldcache`: the plan's `ldcache_dirs` ([`ld_cache::refresh`]). The injected
-/// libraries are the mounts of config.json in `folders` whose names say `.so`.
-pub fn update_ldcache(
-    root: &Rootfs,
-    container: &Container,
-    ldconfig: BorrowedFd,
-    folders: &[PathBuf],
-    native: bool,
-) -> Result<Refreshed, HookError> {
-    let libs: Vec<PathBuf> = container
+/// The libraries a spec injected: config.json's mounts in `folders` whose names say `.so`.
+fn injected_libraries(container: &Container, folders: &[PathBuf]) -> Vec<PathBuf> {
+    container
         .mounts
         .iter()
         .filter(|m| m.parent().is_some_and(|p| folders.iter().any(|f| f == p)))
@@ -188,8 +201,7 @@ pub fn update_ldcache(
                 .is_some_and(|n| n.as_bytes().windows(3).any(|w| w == b".so"))
         })
         .cloned()
-        .collect();
-    Ok(ld_cache::refresh(root, ldconfig, folders, &libs, native)?)
+        .collect()
 }
 
 /// The plan's `proc_mask` for this container, computed on the host as the planner does
@@ -223,47 +235,4 @@ pub fn masked_proc_driver(proc_root: &Path, container: &Container) -> Option<Pro
         .map(|g| g.bus_id.as_str())
         .collect();
     Some(plan::proc_mask(&pd, &bus_ids, &caps))
-}
-
-/// `disable-device-node-modification`: mounts the mask ([`proc_mask::mount`]), as the
-/// prestart hook does.
-pub fn disable_device_node_modification(root: &Rootfs, mask: &ProcMask) -> Result<(), HookError> {
-    proc_mask::mount(root, mask).map_err(HookError::Mask)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn link_cases() {
-        let cases: &[(&str, &str, Option<(&str, &str)>)] = &[
-            (
-                "relative target",
-                "libcuda.so.1::/usr/lib64/libcuda.so",
-                Some(("libcuda.so.1", "/usr/lib64/libcuda.so")),
-            ),
-            (
-                "absolute target",
-                "/usr/lib/x::/usr/lib/y",
-                Some(("/usr/lib/x", "/usr/lib/y")),
-            ),
-            ("target with ::", "a::b::/c", None),
-            ("no separator", "/usr/lib/x", None),
-            ("relative link", "x::usr/lib/y", None),
-            ("dotdot link", "x::/usr/../etc/y", None),
-            ("dot link", "x::/usr/lib/.", None),
-            ("trailing slash", "x::/usr/lib/", None),
-            ("root link", "x::/", None),
-            ("empty target", "::/usr/lib/y", None),
-        ];
-        for (name, arg, want) in cases {
-            let got = parse_link(arg).ok();
-            let want = want.map(|(t, l)| Symlink {
-                target: t.into(),
-                link: l.into(),
-            });
-            assert_eq!(got, want, "case {name}");
-        }
-    }
 }

@@ -393,8 +393,8 @@ impl Config {
     }
 
     /// The driver root, device root and procfs root together (the host's architecture).
-    pub fn driver(&self) -> crate::root::DriverRoot {
-        crate::root::DriverRoot::new(self.driver_root(), self.dev_root(), self.proc_root())
+    pub fn driver(&self) -> crate::host::root::DriverRoot {
+        crate::host::root::DriverRoot::new(self.driver_root(), self.dev_root(), self.proc_root())
     }
 
     /// Where the driver's procfs files are read from, `/proc` when unset.

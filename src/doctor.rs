@@ -13,10 +13,12 @@
 use crate::cdi::{self, list};
 use crate::config::{Config, Mode};
 use crate::container::cgroup::{self, Hierarchy};
+use crate::host::root::DriverRoot;
+use crate::host::{devices, discover, driver, labels, nvml};
 use crate::model::{Capability, FileKind, Inventory};
-use crate::root::DriverRoot;
+use crate::out::shim;
 use crate::runtime_config::{self, Registration, Source};
-use crate::{devices, discover, driver, labels, ldcache, nvml, shim, system};
+use crate::{ldcache, system};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -627,7 +629,7 @@ fn libraries_check(inv: &Inventory, cache_path: &Path, cache: Option<&[ldcache::
     let mut detail = Vec::new();
     let mut problems = Vec::new();
     for cap in Capability::ALL {
-        let families = driver::libraries_for(cap);
+        let families = crate::model::tables::libraries_for(cap);
         if families.is_empty() {
             continue;
         }

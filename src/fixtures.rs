@@ -5,7 +5,7 @@
 use crate::model::{
     Capability, DeviceNode, Devices, DriverFile, FileKind, Gpu, Inventory, MigDevice, ProcDriver,
 };
-use crate::request::Request;
+use crate::plan::request::Request;
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -10,9 +10,10 @@
 //! lossless transforms as `nvidia-ctk runtime configure`); writes are atomic.
 
 use crate::fsutil::{self, WriteOptions};
-use crate::root::DriverRoot;
+use crate::host::discover;
+use crate::host::root::DriverRoot;
 use crate::runtime_config::{self, containerd, crio, docker, Engine, Options as RtOptions, Source};
-use crate::{cdi, discover, system};
+use crate::{cdi, system};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -27,6 +27,7 @@
 //! [`MAX_STRING_LEN`] bytes, sonames must be UTF-8, and the total output is bounded by a
 //! small multiple of the input size. Nothing here panics.
 
+use crate::model::Arch;
 use serde::Serialize;
 use std::ffi::OsStr;
 use std::io::Read;
@@ -114,6 +115,24 @@ pub(crate) fn is_i386(flags: i32) -> bool {
 /// Whether `flags` mark a 64-bit AArch64 glibc library (`0x0a03`).
 pub(crate) fn is_aarch64(flags: i32) -> bool {
     flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && flags & FLAG_ARCH_MASK == FLAG_AARCH64_LIB64
+}
+
+/// Whether an entry with `flags` is a 64-bit glibc library of `arch` (x86-64 `0x0303`,
+/// AArch64 `0x0a03`).
+pub(crate) fn matches_arch(arch: Arch, flags: i32) -> bool {
+    match arch {
+        Arch::X86_64 => is_x86_64(flags),
+        Arch::Aarch64 => is_aarch64(flags),
+    }
+}
+
+/// Whether an entry with `flags` is a 32-bit library of `arch`'s compat32 ABI (i386 `0x0003`
+/// on x86-64; none on AArch64, whose driver has no 32-bit libraries).
+pub(crate) fn matches_arch32(arch: Arch, flags: i32) -> bool {
+    match arch {
+        Arch::X86_64 => is_i386(flags),
+        Arch::Aarch64 => false,
+    }
 }
 
 /// What is wrong with a cache's bytes. Offsets are from the start of the file.

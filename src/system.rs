@@ -7,8 +7,8 @@
 //! Pure parts (what should exist) are separate from the two writers, which only ever create
 //! what is missing under the configured device root (a trusted host path, never a container's).
 
+use crate::host::root::DriverRoot;
 use crate::model::{DeviceNode, Gpu};
-use crate::root::DriverRoot;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -295,7 +295,7 @@ pub fn present_nodes(root: &DriverRoot) -> Vec<(PathBuf, u32, u32)> {
     for (dir, prefix) in [
         ("/dev", "nvidia"),
         ("/dev/nvidia-caps", "nvidia-cap"),
-        (crate::devices::IMEX_CHANNEL_DIR, "channel"),
+        (crate::host::devices::IMEX_CHANNEL_DIR, "channel"),
     ] {
         let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) else {
             continue;

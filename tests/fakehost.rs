@@ -1,5 +1,5 @@
 //! Tests of the fake GPU host (`tests/common/fakehost.rs`), the fake NVML
-//! (`examples/fake_nvml.rs`) and NVML discovery (`nvct::nvml`) against it.
+//! (`examples/fake_nvml.rs`) and NVML discovery (`nvct::host::nvml`) against it.
 //!
 //! Needs root, gcc and /sbin/ldconfig, and `cargo build --examples` first; a missing piece fails
 //! the test with a message saying so, never skips it.
@@ -10,7 +10,7 @@ use common::fakehost::{
     FakeHost, CUDA_VERSION, LIB32_DIR, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
     NVIDIA_UVM_MAJOR, STUB_LIBS32,
 };
-use nvct::nvml::{discover_gpus, NvmlHost};
+use nvct::host::nvml::{discover_gpus, NvmlHost};
 use nvml_wrapper::Nvml;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -536,7 +536,7 @@ fn discovery_follows_each_library_layout() {
     // flags say aarch64 on the Grace layout), and the same driver root read for the other
     // architecture finds none of them (so the flags and dirs really decide).
     use common::fakehost::LibLayout;
-    use nvct::driver::FileKind;
+    use nvct::host::driver::FileKind;
     use nvct::model::Arch;
     let cases = [
         (
@@ -559,10 +559,13 @@ fn discovery_follows_each_library_layout() {
             .layout(layout)
             .build(dir.path())
             .unwrap();
-        let mut root =
-            nvct::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+        let mut root = nvct::host::root::DriverRoot::new(
+            host.driver_root(),
+            host.dev_root(),
+            host.proc_root(),
+        );
         root.arch = arch;
-        let inv = nvct::discover::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let inv = nvct::host::discover::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
         let libs: Vec<_> = inv
             .files
             .iter()
@@ -620,7 +623,7 @@ fn discovery_follows_each_library_layout() {
         if layout != LibLayout::Rhel {
             root.arch = other;
             let cache = nvct::ldcache::read(&host.driver_root().join("etc/ld.so.cache")).unwrap();
-            let libs = nvct::driver::libraries(&root, host.driver_version(), &cache);
+            let libs = nvct::host::driver::libraries(&root, host.driver_version(), &cache);
             assert!(libs.is_empty(), "{name}: read as {other:?}: {libs:?}");
         }
     }
@@ -630,9 +633,10 @@ fn discovery_follows_each_library_layout() {
 fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
     // The toolkit reads sysfs at <proc root>/../sys: the fake host's DIR/sys.
     let (_dir, host) = build(2, false);
-    let root = nvct::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+    let root =
+        nvct::host::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
     assert_eq!(root.sys_path("/"), host.sys_root());
-    let inv = nvct::discover::discover(&root).unwrap();
+    let inv = nvct::host::discover::discover(&root).unwrap();
     for gpu in host.gpus() {
         let (card, render) = FakeHost::drm_names(gpu.index);
         let drm = inv

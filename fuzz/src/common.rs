@@ -1,6 +1,6 @@
 //! Shared by several targets: a fixed simulated host (the planner's inputs) and small helpers.
 
-use nvct::discover::Inventory;
+use nvct::host::discover::Inventory;
 use nvct::fixtures::{inventory_in, node};
 use std::path::Path;
 

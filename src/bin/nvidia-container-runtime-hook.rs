@@ -4,13 +4,13 @@
 //! `[-config FILE] [-debug] [-version] prestart|poststart|poststop`.
 
 use anyhow::{Context, Result};
-use nvct::apply::{self, ContainerTarget};
 use nvct::config::{self, Config};
-use nvct::discover;
+use nvct::host::discover;
 use nvct::log::Logger;
 use nvct::oci::{self, HookState, OciError};
+use nvct::out::prestart::{self as apply, ContainerTarget};
+use nvct::plan::request::{self, ContainerView};
 use nvct::plan::{self, Layout};
-use nvct::request::{self, ContainerView};
 use nvct::syslog;
 use std::io::ErrorKind;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! `nvidia-container-runtime`: the runc-compatible shim. Every command but `create` is exec'd
 //! unchanged on the low-level runtime (config `nvidia-container-runtime.runtimes`). On `create`
 //! of a container that asks for a GPU, `<bundle>/config.json` gains our prestart hook (legacy
-//! mode) or the CDI edits of the requested devices (`cdi`, `jit-cdi`; see `nvct::shim`) in
+//! mode) or the CDI edits of the requested devices (`cdi`, `jit-cdi`; see `nvct::out::shim`) in
 //! one atomic write before the runtime is exec'd; on any error it is left untouched. Never
 //! writes to stdout except through the runtime; logs go through [`nvct::log::Logger`] (config `debug` file and runc's `--log`).
 //!
@@ -10,11 +10,11 @@
 
 use anyhow::{Context, Result};
 use nvct::config::{self, Config};
-use nvct::discover;
 use nvct::fsutil::{self, Step, WriteOptions};
+use nvct::host::discover;
 use nvct::log::{Format, Logger};
 use nvct::oci;
-use nvct::shim;
+use nvct::out::shim;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
@@ -125,7 +125,7 @@ fn create(
                     .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
                 match planned {
                     Ok(plan) => {
-                        nvct::spec_edit::allow_devices(&mut spec, &plan.cgroup_rules, &path)?;
+                        nvct::out::spec_edit::allow_devices(&mut spec, &plan.cgroup_rules, &path)?;
                         done += &format!(" and {} device rules", plan.cgroup_rules.len());
                     }
                     Err(e) => log.warning(&format!(
@@ -225,15 +225,15 @@ fn create(
 /// What jit-cdi injects besides the named devices.
 #[derive(Clone, Copy)]
 struct Extras<'a> {
-    imex: Option<&'a nvct::request::ImexChannels>,
-    sets: &'a std::collections::BTreeSet<nvct::request::OptIn>,
+    imex: Option<&'a nvct::plan::request::ImexChannels>,
+    sets: &'a std::collections::BTreeSet<nvct::plan::request::OptIn>,
     /// MIG capabilities (`config`, `monitor`) of a privileged container.
     mig_caps: &'a [&'static str],
 }
 
 impl Extras<'_> {
     fn none() -> Extras<'static> {
-        static NO_SETS: std::collections::BTreeSet<nvct::request::OptIn> =
+        static NO_SETS: std::collections::BTreeSet<nvct::plan::request::OptIn> =
             std::collections::BTreeSet::new();
         Extras {
             imex: None,

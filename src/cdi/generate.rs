@@ -8,23 +8,21 @@
 //! random order.
 
 use super::name::{self, NameError};
-use super::spec::{ContainerEdits, Device, DeviceNode, Hook, Mount, Spec};
+use super::spec::{ContainerEdits, Device, DeviceNode, Spec};
 use super::version;
-use crate::discover::{Gpu, Inventory, MigDevice};
-use crate::driver::FileKind;
+use crate::model::{Gpu, Inventory, MigDevice};
+use crate::plan::request::{Capability, DeviceId, Devices, Request};
 use crate::plan::{self, FileMount, Layout, PlanError};
-use crate::request::{Capability, DeviceId, Devices, Request};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The host's procfs, which the CDI hook reads unless told otherwise.
-pub(crate) const DEFAULT_PROC_ROOT: &str = "/proc";
+pub use crate::container::edits::{HookKind, APPLY_EDITS, DEFAULT_PROC_ROOT, UPSTREAM_ONLY_HOOKS};
+pub use crate::out::cdi_edits::LIBCUDA_DIR_ENV;
+use crate::out::cdi_edits::{self, link_hook, mount, node, HookOptions};
 
 pub const DEFAULT_VENDOR: &str = "nvidia.com";
 pub const DEFAULT_CLASS: &str = "gpu";
 pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/nvidia-cdi-hook";
-/// The env a spec sets to the container directory of the driver's libraries (upstream's name).
-pub const LIBCUDA_DIR_ENV: &str = "NVIDIA_CTK_LIBCUDA_DIR";
 
 /// How a device is named in the spec (`--device-name-strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,60 +45,6 @@ impl NameStrategy {
         }
     }
 }
-
-/// The hooks a spec can carry (`--disable-hook` names; the nvidia-cdi-hook subcommands).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum HookKind {
-    CreateSymlinks,
-    UpdateLdcache,
-    DisableDeviceNodeModification,
-    EnableCudaCompat,
-    UpdateApplicationProfile,
-}
-
-impl HookKind {
-    pub const ALL: [HookKind; 5] = [
-        HookKind::CreateSymlinks,
-        HookKind::UpdateLdcache,
-        HookKind::DisableDeviceNodeModification,
-        HookKind::EnableCudaCompat,
-        HookKind::UpdateApplicationProfile,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            HookKind::CreateSymlinks => "create-symlinks",
-            HookKind::UpdateLdcache => "update-ldcache",
-            HookKind::DisableDeviceNodeModification => "disable-device-node-modification",
-            HookKind::EnableCudaCompat => "enable-cuda-compat",
-            HookKind::UpdateApplicationProfile => "update-application-profile",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<HookKind> {
-        HookKind::ALL.into_iter().find(|h| h.name() == s)
-    }
-
-    /// The hooks a `--disable-hook` list (or `modes.jit-cdi.nvcdi-disable-hooks`) names:
-    /// hook names, `all`, and upstream's hooks our specs never carry (nothing to leave out).
-    /// `Err` names the first unknown one.
-    pub fn parse_disabled<'a>(
-        names: impl IntoIterator<Item = &'a str>,
-    ) -> Result<BTreeSet<HookKind>, String> {
-        let mut out = BTreeSet::new();
-        for h in names {
-            if h == "all" {
-                out.extend(HookKind::ALL);
-            } else if !UPSTREAM_ONLY_HOOKS.contains(&h) {
-                out.insert(HookKind::parse(h).ok_or_else(|| h.to_string())?);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Hook names upstream's `--disable-hook` takes that our specs never carry.
-pub const UPSTREAM_ONLY_HOOKS: &[&str] = &["chmod", "create-soname-symlinks"];
 
 /// Typed options of `cdi generate` (the CLI resolves its flags into this).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +85,7 @@ pub enum SpecMode {
     ImexChannels,
     /// An opt-in set as its one device `all` (kind `nvidia.com/<set>`), as upstream's gated
     /// modes (`--mode gds`, `mofed`, `gdrcopy`, `nvswitch`).
-    OptIn(crate::optin::OptIn),
+    OptIn(crate::model::optin::OptIn),
     /// For management containers (monitoring agents, DCGM), as upstream's `--mode management`
     /// (kind `management.nvidia.com/gpu`): the GPU spec's common edits, and one device `all`
     /// with every NVIDIA device node (not the GDS, NVSwitch or NVLink ones).
@@ -153,6 +97,19 @@ pub const MANAGEMENT_VENDOR: &str = "management.nvidia.com";
 
 /// The class of upstream's IMEX channel specs (`nvidia.com/imex-channel=N`).
 pub const IMEX_CLASS: &str = "imex-channel";
+
+impl Options {
+    /// How the spec's hooks are written.
+    pub fn hook_options(&self) -> HookOptions {
+        HookOptions {
+            hook_path: self.hook_path.clone(),
+            ldconfig_path: self.ldconfig_path.clone(),
+            proc_root: self.proc_root.clone(),
+            disabled: self.disabled_hooks.clone(),
+            one_hook: self.one_hook,
+        }
+    }
+}
 
 impl Default for Options {
     fn default() -> Self {
@@ -299,132 +256,6 @@ fn request(devices: Devices, capabilities: BTreeSet<Capability>, cuda_compat: bo
     }
 }
 
-pub(crate) fn node(n: &crate::devices::DeviceNode) -> DeviceNode {
-    DeviceNode {
-        path: n.path.display().to_string(),
-        host_path: Some(n.host_path.display().to_string()),
-        kind: Some("c".into()),
-        major: Some(n.major.into()),
-        minor: Some(n.minor.into()),
-        // As upstream's: the host node's mode, and cgroup access with mknod (`rwm`).
-        permissions: Some("rwm".into()),
-        file_mode: (n.mode != 0).then_some(n.mode),
-        ..Default::default()
-    }
-}
-
-fn mount(m: &FileMount) -> Mount {
-    let mut options: Vec<String> = ["ro", "nosuid", "nodev", "bind"].map(String::from).into();
-    if m.kind == FileKind::Ipc {
-        options.push("noexec".into());
-    }
-    Mount {
-        host_path: m.host_path.display().to_string(),
-        container_path: m.container_path.display().to_string(),
-        options,
-        kind: None,
-    }
-}
-
-fn hook(opts: &Options, args: Vec<String>) -> Hook {
-    Hook {
-        hook_name: "createContainer".into(),
-        path: opts.hook_path.clone(),
-        args: std::iter::once("nvidia-cdi-hook".to_string())
-            .chain(args)
-            .collect(),
-        env: vec![crate::model::HOOK_PATH_ENV.into()],
-    }
-}
-
-/// The spec-level hooks, each the serialisation of one [`plan::Plan`] field, in the order the
-/// prestart hook applies them: `symlinks` (create-symlinks), `proc_mask`
-/// (disable-device-node-modification: the hook computes the same mask from the host's proc
-/// root and the container's device nodes), `cuda_compat` (enable-cuda-compat, before the ld
-/// cache, which it feeds), `ldcache_dirs` (update-ldcache), `app_profile`
-/// (update-application-profile, last as in upstream's specs: the hook finds the container's
-/// GPUs in its `/dev`).
-fn hooks(opts: &Options, plan: &plan::Plan) -> Vec<Hook> {
-    let enabled = |h: HookKind| !opts.disabled_hooks.contains(&h);
-    let mut out: Vec<Hook> = link_hook(opts, &plan.symlinks).into_iter().collect();
-    if enabled(HookKind::DisableDeviceNodeModification) && plan.proc_mask.is_some() {
-        let mut args = vec![HookKind::DisableDeviceNodeModification.name().to_string()];
-        if opts.proc_root != Path::new(DEFAULT_PROC_ROOT) {
-            args.extend(["--proc-root".into(), opts.proc_root.display().to_string()]);
-        }
-        out.push(hook(opts, args));
-    }
-    if let Some(version) = plan
-        .cuda_compat
-        .as_ref()
-        .filter(|_| enabled(HookKind::EnableCudaCompat))
-    {
-        out.push(hook(
-            opts,
-            vec![
-                HookKind::EnableCudaCompat.name().into(),
-                "--host-driver-version".into(),
-                version.clone(),
-            ],
-        ));
-    }
-    if enabled(HookKind::UpdateLdcache) && !plan.ldcache_dirs.is_empty() {
-        let mut args = vec![HookKind::UpdateLdcache.name().to_string()];
-        if let Some(ldconfig) = &opts.ldconfig_path {
-            args.extend(["--ldconfig-path".into(), ldconfig.clone()]);
-        }
-        for dir in &plan.ldcache_dirs {
-            args.extend(["--folder".into(), dir.display().to_string()]);
-        }
-        out.push(hook(opts, args));
-    }
-    if enabled(HookKind::UpdateApplicationProfile) && plan.app_profile {
-        out.push(hook(
-            opts,
-            vec![HookKind::UpdateApplicationProfile.name().into()],
-        ));
-    }
-    if opts.one_hook && out.len() > 1 {
-        return vec![one_hook(opts, &out)];
-    }
-    out
-}
-
-/// The `create-symlinks` hook of `links` (the spec's library links, or a device's own DRM
-/// `/dev/dri/by-path` links), if there are any and the hook is not disabled.
-fn link_hook(opts: &Options, links: &[plan::Symlink]) -> Option<Hook> {
-    if links.is_empty() || opts.disabled_hooks.contains(&HookKind::CreateSymlinks) {
-        return None;
-    }
-    let mut args = vec![HookKind::CreateSymlinks.name().to_string()];
-    for l in links {
-        args.extend([
-            "--link".into(),
-            format!("{}::{}", l.target.display(), l.link.display()),
-        ]);
-    }
-    Some(hook(opts, args))
-}
-
-/// The name of the hook that does the work of several ([`Options::one_hook`]).
-pub const APPLY_EDITS: &str = "apply-edits";
-
-/// `hooks` as one `apply-edits` hook: each hook's flags after a `--<hook name>` marker, in the
-/// same order (links, /proc mask, forward compat, ld cache, application profile), so the one process does the same
-/// edits as the separate ones.
-fn one_hook(opts: &Options, hooks: &[Hook]) -> Hook {
-    let mut args = vec![APPLY_EDITS.to_string()];
-    for h in hooks {
-        // args[0] is the program name, args[1] the hook's name.
-        let mut rest = h.args.iter().skip(1);
-        if let Some(name) = rest.next() {
-            args.push(format!("--{name}"));
-        }
-        args.extend(rest.cloned());
-    }
-    hook(opts, args)
-}
-
 /// The spec for `inv`. Fails on a bad kind or name, an unknown `--device-id`, or a plan error
 /// (e.g. a GPU whose `/dev/nvidiaN` is missing), naming the device.
 pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
@@ -454,10 +285,10 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
         &layout,
     )
     .map_err(GenerateError::SpecPlan)?;
-    let shared_nodes: Vec<&crate::devices::DeviceNode> = shared.device_nodes.iter().collect();
+    let shared_nodes: Vec<&crate::model::DeviceNode> = shared.device_nodes.iter().collect();
 
     let mut devices = Vec::new();
-    let mut all_nodes: Vec<crate::devices::DeviceNode> = Vec::new();
+    let mut all_nodes: Vec<crate::model::DeviceNode> = Vec::new();
     let mut all_links: Vec<plan::Symlink> = Vec::new();
     // A GPU's DRM nodes (and their /dev/dri/by-path links) are its own, as upstream's specs
     // have them: planned per device with graphics when the spec is for graphics or display.
@@ -483,7 +314,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             device: id.to_string(),
             source,
         })?;
-        let own: Vec<crate::devices::DeviceNode> = p
+        let own: Vec<crate::model::DeviceNode> = p
             .device_nodes
             .into_iter()
             .filter(|n| !shared_nodes.contains(&n))
@@ -512,7 +343,9 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             })?;
             let container_edits = ContainerEdits {
                 device_nodes: own.iter().map(node).collect(),
-                hooks: link_hook(opts, &links).into_iter().collect(),
+                hooks: link_hook(&opts.hook_options(), &links)
+                    .into_iter()
+                    .collect(),
                 ..Default::default()
             };
             devices.push(Device {
@@ -528,31 +361,20 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             name: "all".into(),
             container_edits: ContainerEdits {
                 device_nodes: all_nodes.iter().map(node).collect(),
-                hooks: link_hook(opts, &all_links).into_iter().collect(),
+                hooks: link_hook(&opts.hook_options(), &all_links)
+                    .into_iter()
+                    .collect(),
                 ..Default::default()
             },
         });
     }
 
-    // As upstream's: where the driver's libraries are in the container, for tools that
-    // look for libcuda there.
-    let env = shared
-        .libcuda_dir
-        .iter()
-        .map(|dir| format!("{LIBCUDA_DIR_ENV}={dir}"))
-        .chain(["NVIDIA_VISIBLE_DEVICES=void".to_string()])
-        .collect();
-    let container_edits = ContainerEdits {
-        env,
-        device_nodes: shared.device_nodes.iter().map(node).collect(),
-        mounts: shared
-            .mounts
-            .iter()
-            .filter(|m| !(opts.no_ipc && m.kind == FileKind::Ipc))
-            .map(mount)
-            .collect(),
-        hooks: hooks(opts, &shared),
-    };
+    let container_edits = cdi_edits::container_edits(
+        &opts.hook_options(),
+        &shared,
+        &["NVIDIA_VISIBLE_DEVICES=void".to_string()],
+        opts.no_ipc,
+    );
     let mut spec = Spec {
         cdi_version: String::new(),
         kind,
@@ -586,7 +408,7 @@ fn management(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
         .filter(|n| {
             let name = n.path.file_name().and_then(|f| f.to_str()).unwrap_or("");
             let nvidia = n.path.starts_with("/dev/nvidia-caps")
-                || n.path.starts_with(crate::devices::IMEX_CHANNEL_DIR)
+                || n.path.starts_with(crate::model::tables::IMEX_CHANNEL_DIR)
                 || (n.path.parent() == Some(Path::new("/dev")) && name.starts_with("nvidia"));
             nvidia
                 && !blocked.iter().any(|b| name.starts_with(b))
@@ -606,8 +428,12 @@ fn management(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
 }
 
 /// The spec of an opt-in set: its device `all` with the set's nodes and files
-/// ([`crate::optin::select`]).
-fn opt_in(inv: &Inventory, set: crate::optin::OptIn, kind: String) -> Result<Spec, GenerateError> {
+/// ([`crate::host::optin::select`]).
+fn opt_in(
+    inv: &Inventory,
+    set: crate::model::optin::OptIn,
+    kind: String,
+) -> Result<Spec, GenerateError> {
     let container_edits = opt_in_edits(&[set].into(), inv);
     if container_edits.device_nodes.is_empty() {
         return Err(GenerateError::NoOptInNodes {
@@ -629,10 +455,13 @@ fn opt_in(inv: &Inventory, set: crate::optin::OptIn, kind: String) -> Result<Spe
 }
 
 /// The device nodes and files of the opt-in sets `sets` the host has
-/// ([`crate::optin::select`], as the planner gives them), as CDI edits: the spec of
+/// ([`crate::host::optin::select`], as the planner gives them), as CDI edits: the spec of
 /// `--mode gds` and the like, and what jit-cdi adds for `NVIDIA_GDS=enabled` and the like.
-pub fn opt_in_edits(sets: &BTreeSet<crate::optin::OptIn>, inv: &Inventory) -> ContainerEdits {
-    let (nodes, files, _) = crate::optin::select(sets, inv);
+pub fn opt_in_edits(
+    sets: &BTreeSet<crate::model::optin::OptIn>,
+    inv: &Inventory,
+) -> ContainerEdits {
+    let (nodes, files, _) = crate::plan::policy::opt_in_select(sets, inv);
     let mounts = files
         .into_iter()
         .map(|f| {
@@ -653,19 +482,19 @@ pub fn opt_in_edits(sets: &BTreeSet<crate::optin::OptIn>, inv: &Inventory) -> Co
 /// The IMEX channel spec: a device per channel node the host has (those `opts.devices` names,
 /// by channel number), and `all`.
 fn imex_channels(inv: &Inventory, opts: &Options, kind: String) -> Result<Spec, GenerateError> {
-    let channel = |n: &&crate::devices::DeviceNode| {
+    let channel = |n: &&crate::model::DeviceNode| {
         n.path
-            .strip_prefix(crate::devices::IMEX_CHANNEL_DIR)
+            .strip_prefix(crate::model::tables::IMEX_CHANNEL_DIR)
             .ok()
             .and_then(|p| p.to_str()?.strip_prefix("channel")?.parse::<u32>().ok())
     };
-    let mut found: Vec<(u32, &crate::devices::DeviceNode)> = inv
+    let mut found: Vec<(u32, &crate::model::DeviceNode)> = inv
         .nodes
         .iter()
         .filter_map(|n| channel(&n).map(|id| (id, n)))
         .collect();
     found.sort_by_key(|(id, _)| *id);
-    let wanted: Vec<(u32, &crate::devices::DeviceNode)> = match &opts.devices {
+    let wanted: Vec<(u32, &crate::model::DeviceNode)> = match &opts.devices {
         Devices::None | Devices::All => found,
         Devices::List(ids) => {
             let mut out = Vec::new();

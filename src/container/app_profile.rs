@@ -138,6 +138,20 @@ pub fn write(root: &Rootfs) -> Result<Written, AppProfileError> {
     }
 }
 
+/// A note for the log when the application profile was skipped (a host volume) or GPUs were
+/// left out of its mask.
+pub fn note(w: &Written) -> Option<String> {
+    let dropped = (!w.dropped.is_empty()).then(|| {
+        format!(
+            "GPU minors {:?} are above 63, which the EGL application profile's mask cannot hold: \
+             left out of it",
+            w.dropped
+        )
+    });
+    let notes: Vec<String> = w.skipped.iter().cloned().chain(dropped).collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@
 
 pub mod app_profile;
 pub mod cgroup;
+pub mod edits;
 pub mod ld_cache;
 pub mod ldconfig;
 pub mod ldso_conf;

@@ -660,7 +660,7 @@ fn config_files_per_capability() {
 
 #[test]
 fn imex_channel_cases() {
-    use crate::request::ImexChannels;
+    use crate::plan::request::ImexChannels;
     let mut inv = inventory();
     for ch in 0..2 {
         inv.nodes.push(crate::fixtures::node(
@@ -721,7 +721,7 @@ fn imex_channel_cases() {
 /// rules; GDS's files only with its nodes; a set the host lacks is a note, not a refusal.
 #[test]
 fn opt_in_sets() {
-    use crate::optin::OptIn;
+    use crate::host::optin::OptIn;
     let mut inv = inventory();
     let extra = [
         node("/dev/nvidia-fs0", 240, 0),

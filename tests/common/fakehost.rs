@@ -13,7 +13,7 @@
 
 #![allow(dead_code)]
 
-use nvct::discover::{Gpu, MigDevice};
+use nvct::host::discover::{Gpu, MigDevice};
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;

@@ -9,7 +9,7 @@
 //! OCI spec.
 
 use nvct::cdi::{self, validate, Format, QualifiedName, Spec};
-use nvct::shim;
+use nvct::out::shim;
 use std::path::{Path, PathBuf};
 
 const CONFIG_JSON: &str = r#"{"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"cwd":"/","args":["sh"],"env":["PATH=/bin"]},"root":{"path":"rootfs"},"linux":{}}"#;

@@ -11,7 +11,7 @@
 use nvct::cdi::{ContainerEdits, DeviceNode, Hook, Mount};
 use nvct::config::{Config, Mode, RuntimeConfig};
 use nvct::oci;
-use nvct::shim::{self, Action};
+use nvct::out::shim::{self, Action};
 use oci_spec::runtime::Spec;
 use serde_json::Value;
 use std::path::Path;

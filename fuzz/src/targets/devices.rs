@@ -4,7 +4,7 @@
 //! Property: no panic; what parses prints back to text that parses to the same value.
 
 use nvct::cdi::QualifiedName;
-use nvct::request::{self, DeviceId, Devices};
+use nvct::plan::request::{self, DeviceId, Devices};
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {

@@ -7,7 +7,7 @@
 use crate::common;
 
 use nvct::plan::{self, Layout, PlanError};
-use nvct::request::{Devices, Request};
+use nvct::plan::request::{Devices, Request};
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {

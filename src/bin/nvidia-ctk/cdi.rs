@@ -10,8 +10,8 @@ use clap::{Args, Subcommand};
 use nvct::cdi::generate::SpecMode;
 use nvct::cdi::{self, list, validate, Format, HookKind, NameStrategy, Options};
 use nvct::fsutil::{self, WriteOptions};
-use nvct::request::{DeviceId, Devices};
-use nvct::root::DriverRoot;
+use nvct::host::root::DriverRoot;
+use nvct::plan::request::{DeviceId, Devices};
 
 use crate::Verbosity;
 
@@ -266,7 +266,7 @@ fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
         "" | "auto" | "nvml" => SpecMode::Gpus,
         "imex" => SpecMode::ImexChannels,
         "management" => SpecMode::Management,
-        m => match nvct::optin::OptIn::parse(m) {
+        m => match nvct::host::optin::OptIn::parse(m) {
             Some(set) => SpecMode::OptIn(set),
             None if ["csv", "wsl"].contains(&m) => bail!(
                 "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit \
@@ -429,7 +429,7 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
     if v.debug {
         eprintln!("nvidia-ctk: {}", g.describe());
     }
-    let inv = nvct::discover::discover(&g.root)?;
+    let inv = nvct::host::discover::discover(&g.root)?;
     if v.debug {
         for note in &inv.notes {
             eprintln!("nvidia-ctk: note: {note}");

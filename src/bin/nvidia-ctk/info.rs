@@ -8,8 +8,8 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use nvct::config::{Config, Mode};
 use nvct::model::{Capability, Devices, FileKind};
+use nvct::plan::request::Request;
 use nvct::plan::{self, Layout};
-use nvct::request::Request;
 use serde::Serialize;
 
 use crate::Verbosity;
@@ -84,7 +84,7 @@ pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
     let path = args.config.unwrap_or_else(|| crate::toolkit_config(None));
     let (config, warnings) = Config::load_checked(&path)?;
     let root = config.driver();
-    let inv = nvct::discover::discover(&root)?;
+    let inv = nvct::host::discover::discover(&root)?;
     let supported: Vec<&str> = config
         .supported_driver_capabilities
         .split(',')

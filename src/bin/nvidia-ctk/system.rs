@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvct::root::DriverRoot;
+use nvct::host::root::DriverRoot;
 use nvct::system::{self, Done};
 
 use crate::Verbosity;
@@ -208,7 +208,7 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
         let majors = system::read_majors(&root)?;
         let proc_devices = root.proc_path("devices");
         let mut wanted = system::control_nodes(&majors, &proc_devices)?;
-        let gpus = nvct::devices::gpus_from_proc(&root)?;
+        let gpus = nvct::host::devices::gpus_from_proc(&root)?;
         wanted.extend(system::gpu_nodes(&majors, &gpus, &proc_devices)?);
         if a.create_device_nodes {
             let control = system::control_nodes(&majors, &proc_devices)?;
@@ -232,8 +232,8 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
 fn label_node(a: LabelArgs, v: Verbosity) -> Result<()> {
     let path = a.config.unwrap_or_else(|| crate::toolkit_config(None));
     let config = nvct::config::Config::load(&path)?;
-    let inv = nvct::discover::discover(&config.driver())?;
-    let text = nvct::labels::feature_file(&nvct::labels::labels(&inv));
+    let inv = nvct::host::discover::discover(&config.driver())?;
+    let text = nvct::host::labels::feature_file(&nvct::host::labels::labels(&inv));
     if a.output == std::path::Path::new("-") {
         print!("{text}");
         return Ok(());

@@ -1,6 +1,8 @@
 //! Whole-value tests of the generator on inventory literals.
 
 use super::*;
+use crate::cdi::spec::{Hook, Mount};
+use crate::model::FileKind;
 use std::collections::BTreeMap;
 
 use crate::fixtures::{file, gpu, node as host_node};
@@ -56,7 +58,7 @@ fn inventory(mig: bool) -> Inventory {
         ],
         // The host has /proc/driver/nvidia: the plan masks it, so the spec carries
         // disable-device-node-modification.
-        proc_driver: Some(crate::discover::ProcDriver {
+        proc_driver: Some(crate::host::discover::ProcDriver {
             version: "NVRM version: x\n".into(),
             ..Default::default()
         }),

@@ -1,11 +1,12 @@
 //! Discovery glue: reads a host (through a [`DriverRoot`]) eagerly into one plain
 //! [`Inventory`] value. Read-only: nothing here mounts, writes or execs.
 
-use crate::devices::{self, DevicesError};
-use crate::driver;
+use crate::host::devices::{self, DevicesError};
+use crate::host::driver;
+use crate::host::nvml;
+use crate::host::root::DriverRoot;
+use crate::ldcache;
 pub use crate::model::{Gpu, Inventory, MigDevice, ProcDriver};
-use crate::root::DriverRoot;
-use crate::{ldcache, nvml};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -90,7 +91,7 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
     files.extend(driver::firmware(root, &driver_version));
     files.extend(driver::configs(root));
     files.extend(driver::ipc(root));
-    files.extend(crate::optin::files(root));
+    files.extend(crate::host::optin::files(root));
     // The capability files of each MIG device (the mask shows a container its own), and the
     // MIG config and monitor capabilities.
     let caps: Vec<String> = gpus

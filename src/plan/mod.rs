@@ -2,11 +2,13 @@
 //! container gets. Every output (the hook's apply, the shim's spec edit, a CDI spec) is
 //! computed from this one value. Order is deterministic; nothing here touches the system.
 
-use crate::devices::{self, DeviceNode, IMEX_CHANNEL_DIR};
-use crate::discover::{Gpu, Inventory, ProcDriver};
-use crate::driver::{self, FileKind};
-use crate::request::{Capability, DeviceId, Devices, ImexChannels, Request};
-use serde::Serialize;
+pub mod policy;
+pub mod request;
+
+use crate::model::tables::{self as driver, IMEX_CHANNEL_DIR};
+pub use crate::model::{CgroupRule, FileMount, Layout, Plan, ProcMask, Symlink};
+use crate::model::{DeviceNode, FileKind, Gpu, Inventory, ProcDriver};
+use crate::plan::request::{Capability, DeviceId, Devices, ImexChannels, Request};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -29,35 +31,6 @@ pub enum PlanError {
     BadRequirement(String),
 }
 
-/// The container-side layout the plan depends on, probed from the rootfs by the caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    /// Where libraries go: `/usr/lib/x86_64-linux-gnu` on Debian-like images, else `/usr/lib64`.
-    /// `None` when the container's layout is not known (a CDI spec): each library keeps its
-    /// path inside the driver root, and the ld cache covers every directory they are in.
-    pub lib_dir: Option<PathBuf>,
-    /// Where 32-bit libraries go (compat32): `/usr/lib/i386-linux-gnu` on Debian-like images,
-    /// else `/usr/lib32` or `/usr/lib` (see `container::probe_layout`). `None` with `lib_dir`
-    /// `None`: each keeps its path inside the driver root; `None` with a `lib_dir`: the image
-    /// has no 32-bit dir apart from its 64-bit one, and gets no 32-bit library (never one over
-    /// a 64-bit build of the same name).
-    pub lib32_dir: Option<PathBuf>,
-    /// Whether the image has its own `libGLX_indirect.so.0` in `lib_dir` (Mesa's): then it
-    /// keeps it. `false` when the layout is not known: a CDI spec makes the link (as upstream's,
-    /// whose `create-symlinks` replaces a link that points elsewhere).
-    pub glx_indirect: bool,
-}
-
-impl Layout {
-    /// The layout of a container not known (a CDI spec, the shim): every library keeps its
-    /// path inside the driver root.
-    pub const UNKNOWN: Layout = Layout {
-        lib_dir: None,
-        lib32_dir: None,
-        glx_indirect: false,
-    };
-}
-
 /// "no GPU", "1 GPU (index 0)", "8 GPUs (indices 0 to 7)".
 fn gpu_count(count: usize) -> String {
     match count {
@@ -65,64 +38,6 @@ fn gpu_count(count: usize) -> String {
         1 => "1 GPU (index 0)".into(),
         n => format!("{n} GPUs (indices 0 to {})", n - 1),
     }
-}
-
-/// A read-only bind mount of a host file or directory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct FileMount {
-    pub host_path: PathBuf,
-    pub container_path: PathBuf,
-    pub kind: FileKind,
-}
-
-/// One device cgroup rule: `c MAJOR:MINOR rw`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct CgroupRule {
-    pub major: u32,
-    pub minor: u32,
-}
-
-/// What the container sees at `/proc/driver/nvidia`: a tmpfs holding these files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProcMask {
-    /// Paths relative to `/proc/driver/nvidia`, with contents.
-    pub files: Vec<(PathBuf, String)>,
-}
-
-/// A symlink in the container: `link` (an absolute container path) with contents `target`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Symlink {
-    pub target: PathBuf,
-    pub link: PathBuf,
-}
-
-/// Every edit a GPU container gets. Each field is made by one primitive of `container/` in
-/// the prestart hook, and written as one CDI edit or hook by `cdi/generate.rs`; a new kind of
-/// edit is a new field here, one primitive, one serialiser.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Plan {
-    pub device_nodes: Vec<DeviceNode>,
-    pub mounts: Vec<FileMount>,
-    pub cgroup_rules: Vec<CgroupRule>,
-    /// Links made after the mounts (`libcuda.so` → `libcuda.so.1` next to the mounted libcuda).
-    pub symlinks: Vec<Symlink>,
-    /// What `/proc/driver/nvidia` shows; `None` when the host has no `/proc/driver/nvidia`.
-    pub proc_mask: Option<ProcMask>,
-    /// The host driver version when the image's CUDA forward-compat libraries may go first in
-    /// its ld cache (compute, ld cache refreshed, allowed by the config).
-    pub cuda_compat: Option<String>,
-    /// Directories the container's ld cache is refreshed with (after `cuda_compat`).
-    pub ldcache_dirs: Vec<PathBuf>,
-    /// `NVIDIA_CTK_LIBCUDA_DIR` (a CDI spec's env, as upstream's): the container directories
-    /// of the driver's 64-bit libraries (libcuda's), `:`-joined; `None` when none is mounted.
-    pub libcuda_dir: Option<String>,
-    /// Whether the driver application profile that restricts EGL and Vulkan to the
-    /// container's GPUs is written (any capability, as upstream's specs always carry it):
-    /// after the ld cache, from the `/dev/nvidiaN` nodes the container then has
-    /// (`container::app_profile`).
-    pub app_profile: bool,
-    /// Notes for the log (requirements not evaluated, optional nodes missing, …).
-    pub notes: Vec<String>,
 }
 
 /// The one rule for `/proc/driver/nvidia` in a container, for both output paths: `params` with
@@ -134,7 +49,7 @@ pub(crate) fn proc_mask(pd: &ProcDriver, bus_ids: &[&str], caps: &[String]) -> P
     let mut files = vec![
         (
             PathBuf::from("params"),
-            devices::params_without_device_modification(&pd.params),
+            params_without_device_modification(&pd.params),
         ),
         (PathBuf::from("registry"), pd.registry.clone()),
         (PathBuf::from("version"), pd.version.clone()),
@@ -210,7 +125,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         wanted.extend(imex_channel_paths(ch).into_iter().map(|p| (p, true)));
     }
     // The opt-in sets: every node of each the host has (none: a note), and their files.
-    let (optin_nodes, optin_files, optin_notes) = crate::optin::select(&req.opt_ins, inv);
+    let (optin_nodes, optin_files, optin_notes) = policy::opt_in_select(&req.opt_ins, inv);
     notes.extend(optin_notes);
     wanted.extend(
         optin_nodes
@@ -430,7 +345,7 @@ fn in_vdpau_dir(path: &Path) -> bool {
 fn select<'a>(
     devices: &Devices,
     inv: &'a Inventory,
-) -> Result<Vec<(&'a Gpu, Option<&'a crate::discover::MigDevice>)>, PlanError> {
+) -> Result<Vec<(&'a Gpu, Option<&'a crate::host::discover::MigDevice>)>, PlanError> {
     let ids = match devices {
         Devices::None => return Ok(vec![]),
         Devices::All => return Ok(inv.gpus.iter().map(|g| (g, None)).collect()),
@@ -440,7 +355,7 @@ fn select<'a>(
         id: id.to_string(),
         count: inv.gpus.len(),
     };
-    let mut out: Vec<(&Gpu, Option<&crate::discover::MigDevice>)> = Vec::new();
+    let mut out: Vec<(&Gpu, Option<&crate::host::discover::MigDevice>)> = Vec::new();
     for id in ids {
         let found = match id {
             DeviceId::Index(i) => inv.gpus.iter().find(|g| g.index == *i).map(|g| (g, None)),
@@ -653,6 +568,45 @@ fn op_holds(op: &str, ord: std::cmp::Ordering) -> bool {
         "<=" => ord != Greater,
         ">" => ord == Greater,
         _ => ord != Less,
+    }
+}
+
+/// `params` with `ModifyDeviceFiles` forced to 0: what the container is shown, so that a
+/// CUDA program inside never tries to create device nodes.
+fn params_without_device_modification(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut seen = false;
+    for line in text.lines() {
+        if line.split(':').next().map(str::trim) == Some("ModifyDeviceFiles") {
+            out.push_str("ModifyDeviceFiles: 0\n");
+            seen = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !seen {
+        out.push_str("ModifyDeviceFiles: 0\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::*;
+
+    #[test]
+    fn params_masked() {
+        assert_eq!(
+            params_without_device_modification(
+                "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
+            ),
+            "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n"
+        );
+        assert_eq!(
+            params_without_device_modification("A: 1"),
+            "A: 1\nModifyDeviceFiles: 0\n"
+        );
     }
 }
 

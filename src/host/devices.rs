@@ -3,15 +3,14 @@
 //! (stat'ed: their real major:minor is the truth). Parsers are pure; readers take a
 //! [`DriverRoot`] and only read.
 
+use crate::host::root::DriverRoot;
 pub use crate::model::DeviceNode;
 use crate::model::{normalize_bus_id, Gpu};
-use crate::root::DriverRoot;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-/// Where the driver's IMEX channel nodes are (`channel0`, `channel1`, ...).
-pub const IMEX_CHANNEL_DIR: &str = "/dev/nvidia-caps-imex-channels";
+pub use crate::model::tables::IMEX_CHANNEL_DIR;
 
 /// procfs files we read are tiny; anything larger is not what we expect.
 const MAX_PROC_FILE: u64 = 1 << 20;
@@ -71,26 +70,6 @@ pub(crate) fn parse_gpu_information(text: &str) -> Option<(String, String, Strin
     let bus = normalize_bus_id(f.get("Bus Location")?)?;
     let minor = f.get("Device Minor")?.parse().ok()?;
     Some((model, uuid, bus, minor))
-}
-
-/// `params` with `ModifyDeviceFiles` forced to 0: what the container is shown, so that a
-/// CUDA program inside never tries to create device nodes.
-pub(crate) fn params_without_device_modification(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut seen = false;
-    for line in text.lines() {
-        if line.split(':').next().map(str::trim) == Some("ModifyDeviceFiles") {
-            out.push_str("ModifyDeviceFiles: 0\n");
-            seen = true;
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    if !seen {
-        out.push_str("ModifyDeviceFiles: 0\n");
-    }
-    out
 }
 
 /// `/proc/driver/nvidia-caps/mig-minors`: `gpu0/gi1/access 3`, `config 1`, … → name → minor.
@@ -261,7 +240,7 @@ pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, Devices
             }
         }
     }
-    names.extend(crate::optin::node_names(root));
+    names.extend(crate::host::optin::node_names(root));
     let mut out = Vec::new();
     for name in names {
         out.extend(stat_node(root, &name)?);
@@ -304,20 +283,6 @@ mod tests {
             ))
         );
         assert_eq!(parse_gpu_information("Model: x\n"), None);
-    }
-
-    #[test]
-    fn params_masked() {
-        assert_eq!(
-            params_without_device_modification(
-                "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
-            ),
-            "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n"
-        );
-        assert_eq!(
-            params_without_device_modification("A: 1"),
-            "A: 1\nModifyDeviceFiles: 0\n"
-        );
     }
 
     #[test]

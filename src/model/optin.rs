@@ -10,15 +10,13 @@
 //! | `nvswitch` | `/dev/nvidia-nvswitchctl`, `/dev/nvidia-nvswitch*` | |
 //!
 //! Each is what the host has: a set whose nodes are missing gives nothing (the planner notes it).
-//! The nodes are found by discovery (`devices::nodes`, [`node_names`]) and the files by
-//! [`files`]; the planner and the CDI paths select from the inventory with [`OptIn::has_node`].
+//! This is their vocabulary (names, variables, node patterns). The nodes and files are found by
+//! `host::optin`; the planner and the CDI paths select from the inventory with
+//! `plan::policy::opt_in_select`.
 
-use crate::devices::DeviceNode;
-use crate::model::{DriverFile, FileKind, Inventory};
-use crate::root::DriverRoot;
+use super::{DriverFile, FileKind};
 use serde::Serialize;
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum OptIn {
@@ -29,15 +27,15 @@ pub enum OptIn {
 }
 
 /// A node pattern: a directory and a name prefix (`exact`: the whole name).
-struct Pattern {
-    dir: &'static str,
+pub(crate) struct Pattern {
+    pub(crate) dir: &'static str,
     name: &'static str,
     exact: bool,
 }
 
 impl Pattern {
     /// Whether a node named `name` in `dir` is one of this pattern's.
-    fn matches(&self, dir: &Path, name: &str) -> bool {
+    pub(crate) fn matches(&self, dir: &Path, name: &str) -> bool {
         Path::new(self.dir) == dir
             && if self.exact {
                 name == self.name
@@ -90,7 +88,7 @@ impl OptIn {
         OptIn::ALL.into_iter().find(|o| o.name() == name)
     }
 
-    fn patterns(self) -> &'static [Pattern] {
+    pub(crate) fn patterns(self) -> &'static [Pattern] {
         const GDS: [Pattern; 1] = [prefix("/dev", "nvidia-fs")];
         const MOFED: [Pattern; 2] = [
             prefix("/dev/infiniband", "uverbs"),
@@ -119,75 +117,6 @@ impl OptIn {
     pub fn has_file(self, f: &DriverFile) -> bool {
         f.kind == FileKind::Config && f.name == format!("optin-{}", self.name())
     }
-}
-
-/// What `sets` give a container on the host `inv`, for every path (the planner, jit-cdi, `cdi
-/// generate --mode`): each set's nodes, the files of the sets that have nodes, and a note for
-/// each set the host has no nodes of.
-pub fn select<'a>(
-    sets: &BTreeSet<OptIn>,
-    inv: &'a Inventory,
-) -> (Vec<&'a DeviceNode>, Vec<&'a DriverFile>, Vec<String>) {
-    let (mut nodes, mut files, mut notes) = (Vec::new(), Vec::new(), Vec::new());
-    for o in sets {
-        let own: Vec<&DeviceNode> = inv.nodes.iter().filter(|n| o.has_node(&n.path)).collect();
-        if own.is_empty() {
-            notes.push(format!(
-                "{}=enabled: the host has no {} device nodes",
-                o.env(),
-                o.name()
-            ));
-            continue;
-        }
-        nodes.extend(own);
-        files.extend(inv.files.iter().filter(|f| o.has_file(f)));
-    }
-    (nodes, files, notes)
-}
-
-/// The container paths of every opt-in node under the device root (discovery stats them).
-pub fn node_names(root: &DriverRoot) -> Vec<String> {
-    let mut out = Vec::new();
-    for o in OptIn::ALL {
-        for p in o.patterns() {
-            let Ok(entries) = std::fs::read_dir(root.dev_path(p.dir)) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let is_char = e.file_type().is_ok_and(|t| {
-                    use std::os::unix::fs::FileTypeExt;
-                    t.is_char_device()
-                });
-                let Some(name) = e.file_name().to_str().map(String::from) else {
-                    continue;
-                };
-                if is_char && p.matches(Path::new(p.dir), &name) {
-                    out.push(format!("{}/{name}", p.dir));
-                }
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// The files of the sets that have some (GDS: `/run/udev`, `/etc/cufile.json`) present in the
-/// driver root, as config files named `optin-<set>`, mounted at their own path.
-pub fn files(root: &DriverRoot) -> Vec<DriverFile> {
-    let mut out = Vec::new();
-    for path in ["/run/udev", "/etc/cufile.json"] {
-        let host_path = root.host_path(Path::new(path));
-        if host_path.exists() {
-            out.push(DriverFile {
-                kind: FileKind::Config,
-                name: format!("optin-{}", OptIn::Gds.name()),
-                host_path,
-                driver_path: PathBuf::from(path),
-            });
-        }
-    }
-    out
 }
 
 #[cfg(test)]

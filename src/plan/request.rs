@@ -6,8 +6,8 @@
 //! the planner).
 
 use crate::config::Config;
+pub use crate::host::optin::OptIn;
 pub use crate::model::{normalize_bus_id, Capability, DeviceId, Devices};
-pub use crate::optin::OptIn;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

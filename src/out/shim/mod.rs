@@ -30,10 +30,10 @@
 use crate::cdi::name::{NameError, QualifiedName};
 use crate::cdi::{self, ContainerEdits, GenerateError};
 use crate::config::{Config, Mode};
-use crate::discover::Inventory;
+use crate::host::discover::Inventory;
 use crate::oci;
-use crate::request::{self, Capability, ContainerView, DeviceId, Devices};
-use crate::spec_edit::{self, SpecEditError};
+use crate::out::spec_edit::{self, SpecEditError};
+use crate::plan::request::{self, Capability, ContainerView, DeviceId, Devices};
 use oci_spec::runtime::Spec;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -481,7 +481,7 @@ pub fn imex_edits(
                 path: path.to_path_buf(),
                 node: p.clone(),
             })?;
-        edits.device_nodes.push(cdi::generate::node(node));
+        edits.device_nodes.push(crate::out::cdi_edits::node(node));
     }
     Ok(edits)
 }
@@ -511,7 +511,7 @@ pub fn mig_cap_edits(
             .iter()
             .find(|n| n.path == Path::new(&want))
             .ok_or_else(|| missing(format!("{want} is missing on the host")))?;
-        edits.device_nodes.push(cdi::generate::node(node));
+        edits.device_nodes.push(crate::out::cdi_edits::node(node));
     }
     Ok(edits)
 }

@@ -13,13 +13,10 @@
 //! container's mount namespace only: a failure leaves nothing on the host.
 
 use crate::container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
-use crate::container::{
-    self, app_profile, cgroup, ld_cache, ldconfig, ldso_conf, proc_mask, symlinks,
-};
-use crate::discover::Inventory;
-use crate::model::{Arch, FileKind};
+use crate::container::{self, cgroup, edits, ldconfig, ldso_conf};
+use crate::model::{Arch, FileKind, Inventory};
+use crate::plan::request::Request;
 use crate::plan::{self, Plan};
-use crate::request::Request;
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -299,50 +296,31 @@ fn in_container(
         sys::move_mount(p.mount.as_fd(), fd.as_fd())
             .map_err(|e| format!("mount onto {}: {e}", container_path.display()))?;
     }
-    symlinks::create(&root, &plan.symlinks).map_err(|e| e.to_string())?;
-    if let Some(mask) = &plan.proc_mask {
-        proc_mask::mount(&root, mask)?;
-    }
-    if let Some(version) = &plan.cuda_compat {
-        ldso_conf::enable_cuda_compat(&root, version, Path::new(ldso_conf::CUDA_COMPAT_DIR))
-            .map_err(|e| format!("CUDA forward compatibility: {e}"))?;
-    }
-    if let Some(ldconfig) = ldconfig {
-        let libs: Vec<PathBuf> = plan
+    let ldcache = ldconfig.map(|fd| edits::LdWork {
+        ldconfig: fd.as_fd(),
+        folders: &plan.ldcache_dirs,
+        libs: plan
             .mounts
             .iter()
             .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
             .map(|m| m.container_path.clone())
-            .collect();
-        let refreshed = ld_cache::refresh(
-            &root,
-            ldconfig.as_fd(),
-            &plan.ldcache_dirs,
-            &libs,
-            target.native_ldcache,
-        )
-        .map_err(|e| e.to_string())?;
-        notes.push(refreshed.to_string());
-    }
-    if plan.app_profile {
-        let written = app_profile::write(&root).map_err(|e| e.to_string())?;
-        notes.extend(app_profile_note(&written));
-    }
-    Ok((!notes.is_empty()).then(|| notes.join("; ")))
-}
-
-/// A note for the log when the application profile was skipped (a host volume) or GPUs were
-/// left out of its mask.
-pub fn app_profile_note(w: &app_profile::Written) -> Option<String> {
-    let dropped = (!w.dropped.is_empty()).then(|| {
-        format!(
-            "GPU minors {:?} are above 63, which the EGL application profile's mask cannot hold: \
-             left out of it",
-            w.dropped
-        )
+            .collect(),
+        native: target.native_ldcache,
     });
-    let notes: Vec<String> = w.skipped.iter().cloned().chain(dropped).collect();
-    (!notes.is_empty()).then(|| notes.join("; "))
+    let work = edits::Work {
+        symlinks: &plan.symlinks,
+        proc_mask: plan.proc_mask.as_ref(),
+        cuda_compat: plan
+            .cuda_compat
+            .as_deref()
+            .map(|v| (v, Path::new(ldso_conf::CUDA_COMPAT_DIR))),
+        ldcache,
+        app_profile: plan.app_profile,
+    };
+    let made = edits::apply(&root, &work).map_err(|e| e.to_string())?;
+    notes.extend(made.ld_cache);
+    notes.extend(made.app_profile);
+    Ok((!notes.is_empty()).then(|| notes.join("; ")))
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {

@@ -2,74 +2,15 @@
 //! `etc/ld.so.cache` and the usual lib dirs, matched by exact driver version), binaries,
 //! firmware and IPC sockets, and which capability needs which of them. Reads only.
 
+use crate::host::root::DriverRoot;
 use crate::ldcache;
+use crate::model::tables::{
+    binaries_for, config_dirs_for, ipc_for, libraries_for, OWN_VERSION, VDPAU_DIR,
+};
 use crate::model::Capability;
 pub use crate::model::{DriverFile, FileKind};
-use crate::root::DriverRoot;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-/// Library families per capability (upstream's lists; see docs/COMPAT.md).
-pub(crate) fn libraries_for(cap: Capability) -> &'static [&'static str] {
-    match cap {
-        Capability::Utility => &["libnvidia-ml", "libnvidia-cfg", "libnvidia-nscq"],
-        Capability::Compute => &[
-            "libcuda",
-            "libcudadebugger",
-            "libnvidia-opencl",
-            "libnvidia-gpucomp",
-            "libnvidia-ptxjitcompiler",
-            "libnvidia-fatbinaryloader",
-            "libnvidia-allocator",
-            "libnvidia-compiler",
-            "libnvidia-pkcs11",
-            "libnvidia-pkcs11-openssl3",
-            "libnvidia-nvvm",
-        ],
-        Capability::Video => &[
-            "libvdpau_nvidia",
-            "libnvidia-encode",
-            "libnvidia-opticalflow",
-            "libnvcuvid",
-        ],
-        Capability::Graphics | Capability::Display => &[
-            "libnvidia-eglcore",
-            "libnvidia-glcore",
-            "libnvidia-tls",
-            "libnvidia-glsi",
-            "libnvidia-fbc",
-            "libnvidia-ifr",
-            "libnvidia-rtcore",
-            "libnvoptix",
-            "libGLX_nvidia",
-            "libEGL_nvidia",
-            "libGLESv2_nvidia",
-            "libGLESv1_CM_nvidia",
-            "libnvidia-glvkspirv",
-            "libnvidia-cbl",
-            // GBM's backend (`gbm/nvidia-drm_gbm.so` links to it), as upstream's graphics.
-            "libnvidia-allocator",
-            // The EGL external platforms the egl_external_platform.d files name; versioned
-            // apart from the driver ([`OWN_VERSION`]).
-            "libnvidia-egl-gbm",
-            "libnvidia-egl-wayland",
-            "libnvidia-egl-xcb",
-            "libnvidia-egl-xlib",
-        ],
-        Capability::Ngx => &["libnvidia-ngx"],
-        // compat32 adds no family: it adds the 32-bit builds of the other capabilities'.
-        Capability::Compat32 => &[],
-    }
-}
-
-/// Families whose files carry their own version (`libnvidia-egl-wayland.so.1.1.13`), not the
-/// driver's: the one regular file `<family>.so.<version>` of a dir is taken.
-const OWN_VERSION: &[&str] = &[
-    "libnvidia-egl-gbm",
-    "libnvidia-egl-wayland",
-    "libnvidia-egl-xcb",
-    "libnvidia-egl-xlib",
-];
 
 /// `family` of a file name `<family>.so.<version>`: the driver's version, or for the
 /// [`OWN_VERSION`] families their own (a regular file, not the soname link).
@@ -81,55 +22,6 @@ fn family_of<'a>(file: &'a str, suffix: &str, families: &BTreeSet<&str>) -> Opti
     let own = OWN_VERSION.contains(&family) && families.contains(family);
     (own && version.contains('.') && version.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
         .then_some(family)
-}
-
-/// Binaries per capability.
-pub(crate) fn binaries_for(cap: Capability) -> &'static [&'static str] {
-    match cap {
-        Capability::Utility => &[
-            "nvidia-smi",
-            "nvidia-debugdump",
-            "nvidia-persistenced",
-            "nv-fabricmanager",
-        ],
-        Capability::Compute => &["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"],
-        // As upstream's graphics mounts.
-        Capability::Graphics | Capability::Display => &["nvidia-xconfig"],
-        _ => &[],
-    }
-}
-
-/// IPC endpoints per capability (driver-root paths), mounted only if present.
-pub(crate) fn ipc_for(cap: Capability) -> &'static [&'static str] {
-    match cap {
-        Capability::Utility => &[
-            "/run/nvidia-persistenced/socket",
-            "/run/nvidia-fabricmanager/socket",
-        ],
-        Capability::Compute => &["/tmp/nvidia-mps"],
-        _ => &[],
-    }
-}
-
-/// Directories of the driver's config files per capability, with the text a file name there
-/// must contain to be the driver's (driver-root paths; the files keep their paths in the
-/// container).
-pub(crate) fn config_dirs_for(cap: Capability) -> &'static [(&'static str, &'static str)] {
-    match cap {
-        Capability::Graphics => &[
-            ("/usr/share/vulkan/icd.d", "nvidia"),
-            ("/etc/vulkan/icd.d", "nvidia"),
-            ("/usr/share/vulkan/implicit_layer.d", "nvidia"),
-            ("/etc/vulkan/implicit_layer.d", "nvidia"),
-            ("/usr/share/glvnd/egl_vendor.d", "nvidia"),
-            ("/usr/share/egl/egl_external_platform.d", "nvidia"),
-        ],
-        Capability::Display => &[
-            ("/usr/lib/xorg/modules/drivers", "nvidia_drv"),
-            ("/usr/lib/xorg/modules/extensions", "libglxserver_nvidia"),
-        ],
-        _ => &[],
-    }
 }
 
 /// The driver's config files present: regular files (not links) in [`config_dirs_for`]'s
@@ -169,7 +61,7 @@ const BIN_DIRS: &[&str] = &["/usr/bin", "/usr/sbin", "/bin", "/sbin"];
 /// the dirs the root's ld cache names for them and the usual lib dirs. `cache` is the root's
 /// parsed ld.so.cache (empty if it has none).
 pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> Vec<DriverFile> {
-    let mut dirs = cache_dirs(cache, |flags| root.arch.matches_cache_flags(flags));
+    let mut dirs = cache_dirs(cache, |flags| ldcache::matches_arch(root.arch, flags));
     for d in root.arch.lib_dirs().map(PathBuf::from) {
         if !dirs.contains(&d) {
             dirs.push(d);
@@ -194,15 +86,11 @@ pub fn libraries(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> 
     found
 }
 
-/// The directory (next to the driver's libraries) that holds `libvdpau_nvidia.so.<version>`;
-/// the container gets it at the same place next to its library directory.
-pub(crate) const VDPAU_DIR: &str = "vdpau";
-
 /// The driver's 32-bit libraries (compat32): files named `<family>.so.<version>` in the dirs
 /// the root's ld cache names for the families' i386 entries (flags `0x0003`), as upstream
 /// finds them (through the ld cache only: a 32-bit dir is not the same on every distribution).
 pub fn libraries32(root: &DriverRoot, version: &str, cache: &[ldcache::Entry]) -> Vec<DriverFile> {
-    let dirs = cache_dirs(cache, |flags| root.arch.matches_cache_flags32(flags));
+    let dirs = cache_dirs(cache, |flags| ldcache::matches_arch32(root.arch, flags));
     scan(root, &dirs, version, FileKind::Library32)
 }
 
@@ -340,7 +228,7 @@ pub(crate) fn ipc(root: &DriverRoot) -> Vec<DriverFile> {
 pub(crate) fn nvml_library(root: &DriverRoot, cache: &[ldcache::Entry]) -> Option<PathBuf> {
     let from_cache = cache
         .iter()
-        .filter(|e| root.arch.matches_cache_flags(e.flags) && e.soname == "libnvidia-ml.so.1")
+        .filter(|e| ldcache::matches_arch(root.arch, e.flags) && e.soname == "libnvidia-ml.so.1")
         .map(|e| root.host_path(&e.path));
     let from_dirs = root
         .arch

@@ -5,7 +5,11 @@
 //! files and the [`Inventory`] (what a host has), and [`Arch`], the host's architecture and
 //! its library layout (Debian/Ubuntu multiarch dirs, RHEL/Fedora `lib64`, ld.so.cache flags).
 
-use crate::ldcache;
+pub mod optin;
+pub mod plan;
+pub mod tables;
+
+pub use self::plan::{CgroupRule, FileMount, Layout, Plan, ProcMask, Symlink};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -36,25 +40,6 @@ impl Arch {
         match self {
             Arch::X86_64 => "x86_64-linux-gnu",
             Arch::Aarch64 => "aarch64-linux-gnu",
-        }
-    }
-
-    /// Whether an ld.so.cache entry with `flags` is a 64-bit glibc library of this
-    /// architecture (x86-64 `0x0303`, AArch64 `0x0a03`).
-    pub(crate) fn matches_cache_flags(self, flags: i32) -> bool {
-        match self {
-            Arch::X86_64 => ldcache::is_x86_64(flags),
-            Arch::Aarch64 => ldcache::is_aarch64(flags),
-        }
-    }
-
-    /// Whether an ld.so.cache entry with `flags` is a 32-bit library of this architecture's
-    /// compat32 ABI (i386 `0x0003` on x86-64; none on AArch64, whose driver has no 32-bit
-    /// libraries).
-    pub(crate) fn matches_cache_flags32(self, flags: i32) -> bool {
-        match self {
-            Arch::X86_64 => ldcache::is_i386(flags),
-            Arch::Aarch64 => false,
         }
     }
 
@@ -426,15 +411,15 @@ mod tests {
         ];
         for (name, arch, tuple, own, other) in cases {
             assert_eq!(arch.multiarch(), tuple, "{name}");
-            assert!(arch.matches_cache_flags(own), "{name}");
-            assert!(!arch.matches_cache_flags(other), "{name}");
+            assert!(crate::ldcache::matches_arch(arch, own), "{name}");
+            assert!(!crate::ldcache::matches_arch(arch, other), "{name}");
             // i386 (`libc6`, no arch bits) is x86-64's compat32 ABI; AArch64 has none.
             assert_eq!(
-                arch.matches_cache_flags32(0x0003),
+                crate::ldcache::matches_arch32(arch, 0x0003),
                 arch == Arch::X86_64,
                 "{name}"
             );
-            assert!(!arch.matches_cache_flags32(own), "{name}");
+            assert!(!crate::ldcache::matches_arch32(arch, own), "{name}");
             assert_eq!(
                 arch.multiarch32_dir().is_some(),
                 arch == Arch::X86_64,

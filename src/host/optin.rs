@@ -1,0 +1,52 @@
+//! READ: the opt-in sets' device nodes under the device root and their files in the driver
+//! root (the sets themselves: `model::optin`).
+
+use crate::host::root::DriverRoot;
+pub use crate::model::optin::OptIn;
+use crate::model::{DriverFile, FileKind};
+use std::path::{Path, PathBuf};
+
+/// The container paths of every opt-in node under the device root (discovery stats them).
+pub fn node_names(root: &DriverRoot) -> Vec<String> {
+    let mut out = Vec::new();
+    for o in OptIn::ALL {
+        for p in o.patterns() {
+            let Ok(entries) = std::fs::read_dir(root.dev_path(p.dir)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let is_char = e.file_type().is_ok_and(|t| {
+                    use std::os::unix::fs::FileTypeExt;
+                    t.is_char_device()
+                });
+                let Some(name) = e.file_name().to_str().map(String::from) else {
+                    continue;
+                };
+                if is_char && p.matches(Path::new(p.dir), &name) {
+                    out.push(format!("{}/{name}", p.dir));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The files of the sets that have some (GDS: `/run/udev`, `/etc/cufile.json`) present in the
+/// driver root, as config files named `optin-<set>`, mounted at their own path.
+pub fn files(root: &DriverRoot) -> Vec<DriverFile> {
+    let mut out = Vec::new();
+    for path in ["/run/udev", "/etc/cufile.json"] {
+        let host_path = root.host_path(Path::new(path));
+        if host_path.exists() {
+            out.push(DriverFile {
+                kind: FileKind::Config,
+                name: format!("optin-{}", OptIn::Gds.name()),
+                host_path,
+                driver_path: PathBuf::from(path),
+            });
+        }
+    }
+    out
+}
