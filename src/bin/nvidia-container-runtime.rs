@@ -164,41 +164,25 @@ fn create(
                 )?;
             }
             if !auto.is_empty() {
-                inject_jit(&mut spec, &[auto], Extras::none(), config, &path, log)?;
+                let jit = shim::jit_request(auto, config, &path)?;
+                inject_jit(&mut spec, &jit, config, &path, log)?;
             }
             format!("injected CDI devices {} (cdi mode)", join(&names))
         }
         shim::Action::JitCdi(jit) => {
-            let shim::JitRequest {
-                names,
-                imex,
-                sets,
-                mig_caps,
-                unchecked_requirements,
-            } = *jit;
-            if !unchecked_requirements.is_empty() {
+            if !jit.unchecked_requirements.is_empty() {
                 // The decision in shim::decide: upstream's jit-cdi evaluates none either.
                 log.warning(&format!(
                     "{}: requirements not evaluated in jit-cdi mode (as upstream's jit-cdi): {}; \
                      mode = \"legacy\" checks them, NVIDIA_DISABLE_REQUIRE=true silences this",
                     path.display(),
-                    unchecked_requirements.join(" and ")
+                    jit.unchecked_requirements.join(" and ")
                 ));
             }
-            let (auto, default_kind) = shim::split_auto_kind(&names);
-            let groups: Vec<Vec<nvct::cdi::QualifiedName>> = [default_kind, auto]
-                .into_iter()
-                .filter(|g| !g.is_empty())
-                .collect();
-            let extras = Extras {
-                imex: imex.as_ref(),
-                sets: &sets,
-                mig_caps: &mig_caps,
-            };
-            let cdi_hook = inject_jit(&mut spec, &groups, extras, config, &path, log)?;
+            let cdi_hook = inject_jit(&mut spec, &jit, config, &path, log)?;
             format!(
                 "injected CDI devices {} (jit-cdi mode, hooks {})",
-                join(&names),
+                join(&jit.names),
                 cdi_hook.display()
             )
         }
@@ -222,61 +206,22 @@ fn create(
     Ok(())
 }
 
-/// What jit-cdi injects besides the named devices.
-#[derive(Clone, Copy)]
-struct Extras<'a> {
-    imex: Option<&'a nvct::plan::request::ImexChannels>,
-    sets: &'a std::collections::BTreeSet<nvct::plan::request::OptIn>,
-    /// MIG capabilities (`config`, `monitor`) of a privileged container.
-    mig_caps: &'a [&'static str],
-}
-
-impl Extras<'_> {
-    fn none() -> Extras<'static> {
-        static NO_SETS: std::collections::BTreeSet<nvct::plan::request::OptIn> =
-            std::collections::BTreeSet::new();
-        Extras {
-            imex: None,
-            sets: &NO_SETS,
-            mig_caps: &[],
-        }
-    }
-}
-
-/// Generates a spec for each group of names (one kind each) from a fresh discovery and applies
-/// its edits; returns the CDI hook the edits run.
+/// Plans `jit` for a fresh discovery and applies its edits; returns the CDI hook the edits
+/// run.
 fn inject_jit(
     spec: &mut serde_json::Value,
-    groups: &[Vec<nvct::cdi::QualifiedName>],
-    extras: Extras,
+    jit: &shim::JitRequest,
     config: &Config,
     path: &Path,
     log: &mut Logger,
 ) -> Result<PathBuf> {
     let cdi_hook = shim::find_cdi_hook(config, &which)?;
-    let root = config.driver();
-    let inv = discover::discover(&root)?;
+    let inv = discover::discover(&config.driver())?;
     for note in &inv.notes {
         log.debug(note);
     }
-    for names in groups {
-        let generated = shim::jit_spec(names, &inv, config, &cdi_hook, path)?;
-        shim::inject(spec, &shim::jit_edits(&generated), path)?;
-    }
-    if let Some(ch) = extras.imex {
-        shim::inject(spec, &[&shim::imex_edits(ch, &inv, path)?], path)?;
-    }
-    if !extras.mig_caps.is_empty() {
-        let edits = shim::mig_cap_edits(extras.mig_caps, &inv, path)?;
-        shim::inject(spec, &[&edits], path)?;
-    }
-    if !extras.sets.is_empty() {
-        shim::inject(
-            spec,
-            &[&nvct::cdi::generate::opt_in_edits(extras.sets, &inv)],
-            path,
-        )?;
-    }
+    let edits = shim::jit_edits(jit, &inv, config, &cdi_hook, path)?;
+    shim::inject(spec, &[&edits], path)?;
     Ok(cdi_hook)
 }
 

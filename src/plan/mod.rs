@@ -507,6 +507,21 @@ fn check_requirement(
     Ok(())
 }
 
+/// What `all` names in a CDI spec and in jit-cdi, as upstream's `all` device: every GPU not
+/// in MIG mode and every MIG device of those that are (a container given a MIG-mode GPU
+/// would get the whole GPU past its partitions).
+pub fn cdi_all(inv: &Inventory) -> Devices {
+    let mut ids = Vec::new();
+    for g in &inv.gpus {
+        if g.mig_enabled {
+            ids.extend(g.migs.iter().map(|m| DeviceId::MigIndex(g.index, m.index)));
+        } else {
+            ids.push(DeviceId::Index(g.index));
+        }
+    }
+    Devices::List(ids)
+}
+
 /// Whether planning `req` needs what only NVML knows: MIG devices (`0:1`, `MIG-…`), and the
 /// CUDA version, brands and compute capabilities that `cuda`, `brand` and `arch` requirement
 /// terms compare (terms read as

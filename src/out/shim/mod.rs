@@ -28,12 +28,15 @@
 //! in the CDI modes.
 
 use crate::cdi::name::{NameError, QualifiedName};
-use crate::cdi::{self, ContainerEdits, GenerateError};
+use crate::cdi::{self, ContainerEdits};
 use crate::config::{Config, Mode};
-use crate::host::discover::Inventory;
+use crate::container::edits::HookKind;
+use crate::model::{Inventory, Layout};
 use crate::oci;
+use crate::out::cdi_edits::{self, HookOptions};
 use crate::out::spec_edit::{self, SpecEditError};
-use crate::plan::request::{self, Capability, ContainerView, DeviceId, Devices};
+use crate::plan::request::{self, Capability, ContainerView, DeviceId, Devices, Request};
+use crate::plan::{self, PlanError};
 use oci_spec::runtime::Spec;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,22 +84,14 @@ pub enum ShimError {
         name: String,
         why: String,
     },
-    #[error("{path}: cannot generate CDI edits for {names} (jit-cdi): {source}")]
+    #[error("{path}: cannot make CDI edits for {names} (jit-cdi): {source}")]
     Jit {
         path: PathBuf,
         names: String,
-        source: Box<GenerateError>,
+        source: PlanError,
     },
     #[error("{CDI_HOOK_NAME} was found neither next to the hook {hook:?} (config nvidia-container-runtime-hook.path), nor next to nvidia-ctk (config nvidia-ctk.path), nor in PATH; jit-cdi needs it")]
     NoCdiHook { hook: String },
-    #[error("{path}: NVIDIA_IMEX_CHANNELS asks for {node}, which this host does not have")]
-    ImexChannel { path: PathBuf, node: String },
-    #[error("{path}: the container asks for the MIG {cap} capability (NVIDIA_MIG_{}_DEVICES), which this host does not have: {node}; is MIG supported and nvidia-caps loaded?", cap.to_uppercase())]
-    MigCap {
-        path: PathBuf,
-        cap: String,
-        node: String,
-    },
     #[error(transparent)]
     Edit(#[from] SpecEditError),
     #[error("{path}: {why}")]
@@ -242,16 +237,13 @@ pub enum Action {
     JitCdi(Box<JitRequest>),
 }
 
-/// A `jit-cdi` container's request (see [`decide`] for what is given and what is not).
+/// A `jit-cdi` container's request (see [`decide`] for what is given and what is not): the
+/// names asked for and the [`Request`] they make, planned like any other (`jit_edits`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JitRequest {
     /// The devices, of the default kind or [`AUTO_KIND`].
     pub names: Vec<QualifiedName>,
-    pub imex: Option<request::ImexChannels>,
-    pub sets: BTreeSet<request::OptIn>,
-    /// The MIG capabilities a privileged container asked for with `NVIDIA_MIG_CONFIG_DEVICES`
-    /// / `NVIDIA_MIG_MONITOR_DEVICES` (`config`, `monitor`): their cap nodes, as legacy mode.
-    pub mig_caps: Vec<&'static str>,
+    pub request: Request,
     /// `NVIDIA_REQUIRE_*` (and a legacy CUDA image's `cuda>=`), not evaluated in jit-cdi, as
     /// upstream's jit-cdi; the runtime logs them as such.
     pub unchecked_requirements: Vec<String>,
@@ -389,38 +381,28 @@ pub fn decide(bytes: &[u8], path: &Path, config: &Config) -> Result<Action, Shim
                 path: path.to_path_buf(),
                 source,
             };
-            let imex =
-                request::imex_channels(&view, config, &mut Vec::new()).map_err(request_err)?;
-            let sets = request::opt_ins(&view);
-            // The decision for what legacy mode does beyond devices (docs/COMPAT.md, "jit-cdi"):
-            // - NVIDIA_MIG_CONFIG_DEVICES / NVIDIA_MIG_MONITOR_DEVICES are served as legacy
-            //   serves them: the config / monitor cap node for a privileged container, and an
-            //   unprivileged one that sets either is refused (upstream's jit-cdi ignores both).
-            // - NVIDIA_REQUIRE_* are not evaluated, as upstream's jit-cdi (its modifier checks
+            let mut jit = jit_request(names, config, path)?;
+            // What jit-cdi gives beyond the named devices, one line each (docs/COMPAT.md,
+            // "jit-cdi"):
+            // - NVIDIA_IMEX_CHANNELS and the opt-in sets (NVIDIA_GDS, ...): as legacy mode.
+            // - NVIDIA_MIG_CONFIG_DEVICES / NVIDIA_MIG_MONITOR_DEVICES: as legacy mode (the
+            //   config / monitor cap node for a privileged container; an unprivileged one that
+            //   sets either is refused); upstream's jit-cdi ignores both.
+            // - NVIDIA_REQUIRE_*: not evaluated, as upstream's jit-cdi (its modifier checks
             //   requirements only in csv mode); the runtime logs each one left unchecked, and
             //   mode = "legacy" (or "auto") checks them.
-            let mut mig_caps = Vec::new();
-            for (var, cap) in [
-                ("NVIDIA_MIG_CONFIG_DEVICES", "config"),
-                ("NVIDIA_MIG_MONITOR_DEVICES", "monitor"),
-            ] {
-                if request::privileged_devices(&view, var)
-                    .map_err(request_err)?
-                    .is_some()
-                {
-                    mig_caps.push(cap);
-                }
-            }
+            let r = &mut jit.request;
+            r.imex_channels =
+                request::imex_channels(&view, config, &mut Vec::new()).map_err(request_err)?;
+            r.opt_ins = request::opt_ins(&view);
+            r.mig_config = request::privileged_devices(&view, "NVIDIA_MIG_CONFIG_DEVICES")
+                .map_err(request_err)?;
+            r.mig_monitor = request::privileged_devices(&view, "NVIDIA_MIG_MONITOR_DEVICES")
+                .map_err(request_err)?;
             let legacy_cuda = request::is_legacy_cuda_image(&view).map_err(request_err)?;
-            let unchecked_requirements =
+            jit.unchecked_requirements =
                 request::requirements(&view, config, legacy_cuda).map_err(request_err)?;
-            Ok(Action::JitCdi(Box::new(JitRequest {
-                names,
-                imex,
-                sets,
-                mig_caps,
-                unchecked_requirements,
-            })))
+            Ok(Action::JitCdi(Box::new(jit)))
         }
     }
 }
@@ -464,89 +446,30 @@ pub fn inject(doc: &mut Value, edits: &[&ContainerEdits], path: &Path) -> Result
     Ok(())
 }
 
-/// `jit-cdi` mode: the device nodes (and their rules) of the IMEX channels `ch`, each one
-/// required, as the prestart hook's planner requires them.
-pub fn imex_edits(
-    ch: &request::ImexChannels,
-    inv: &Inventory,
-    path: &Path,
-) -> Result<ContainerEdits, ShimError> {
-    let mut edits = ContainerEdits::default();
-    for p in crate::plan::imex_channel_paths(ch) {
-        let node = inv
-            .nodes
-            .iter()
-            .find(|n| n.path == Path::new(&p))
-            .ok_or_else(|| ShimError::ImexChannel {
-                path: path.to_path_buf(),
-                node: p.clone(),
-            })?;
-        edits.device_nodes.push(crate::out::cdi_edits::node(node));
-    }
-    Ok(edits)
-}
-
-/// `jit-cdi` mode: the cap nodes (and their rules) of the MIG capabilities `caps` (`config`,
-/// `monitor`: names in `/proc/driver/nvidia-caps/mig-minors`), each one required, as the
-/// prestart hook's planner requires them.
-pub fn mig_cap_edits(
-    caps: &[&str],
-    inv: &Inventory,
-    path: &Path,
-) -> Result<ContainerEdits, ShimError> {
-    let mut edits = ContainerEdits::default();
-    for cap in caps {
-        let missing = |node: String| ShimError::MigCap {
-            path: path.to_path_buf(),
-            cap: cap.to_string(),
-            node,
-        };
-        let minor = inv
-            .mig_minors
-            .get(*cap)
-            .ok_or_else(|| missing("no entry in /proc/driver/nvidia-caps/mig-minors".into()))?;
-        let want = format!("/dev/nvidia-caps/nvidia-cap{minor}");
-        let node = inv
-            .nodes
-            .iter()
-            .find(|n| n.path == Path::new(&want))
-            .ok_or_else(|| missing(format!("{want} is missing on the host")))?;
-        edits.device_nodes.push(crate::out::cdi_edits::node(node));
-    }
-    Ok(edits)
-}
-
-/// `jit-cdi` mode: a spec generated from `inv` for exactly `names` (all of `default-kind`),
-/// with its hooks running `cdi_hook`. Returns the edits to apply: the spec-level ones and
-/// those of the spec's `all` device, which is the union of the requested devices.
-pub fn jit_spec(
-    names: &[QualifiedName],
-    inv: &Inventory,
+/// The request of jit-cdi names (each of the default kind or [`AUTO_KIND`]; `all` asks for
+/// every device a CDI spec's `all` has): their devices, every capability's files (as any CDI
+/// spec; beyond upstream's jit-cdi, the 32-bit libraries too, as legacy mode gives them), and
+/// forward compatibility as the config allows it. Nothing else (the caller adds what the
+/// container's env asks for).
+pub fn jit_request(
+    names: Vec<QualifiedName>,
     config: &Config,
-    cdi_hook: &Path,
     path: &Path,
-) -> Result<cdi::Spec, ShimError> {
+) -> Result<JitRequest, ShimError> {
     let default_kind = &config.runtime.modes.cdi.default_kind;
-    // The automatic kind when every name is of it (see [`split_auto_kind`]), else the default.
-    let auto = !names.is_empty() && names.iter().all(|n| n.kind() == AUTO_KIND);
-    let kind = if auto {
-        AUTO_KIND
-    } else {
-        default_kind.as_str()
-    };
-    let (vendor, class) = cdi::name::parse_kind(kind).map_err(ShimError::DefaultKind)?;
     let unresolvable = |name: &QualifiedName, why: String| ShimError::JitDevice {
         path: path.to_path_buf(),
         name: name.to_string(),
         why,
     };
-    let mut ids: Vec<(DeviceId, &QualifiedName)> = Vec::new();
+    let mut ids: Vec<DeviceId> = Vec::new();
     let mut all = false;
-    for name in names {
-        if name.vendor != vendor || name.class != class {
+    for name in &names {
+        let kind = name.kind();
+        if kind != AUTO_KIND && kind != *default_kind {
             return Err(unresolvable(
                 name,
-                format!("jit-cdi only makes devices of the default kind {kind} (config nvidia-container-runtime.modes.cdi.default-kind)"),
+                format!("jit-cdi only makes devices of the default kind {default_kind} (config nvidia-container-runtime.modes.cdi.default-kind) or {AUTO_KIND}"),
             ));
         }
         if name.name == "all" {
@@ -559,61 +482,77 @@ pub fn jit_spec(
                 "not a GPU index, MIG index, UUID or PCI bus id".into(),
             )
         })?;
-        ids.push((id, name));
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
     }
+    cdi::name::parse_kind(default_kind).map_err(ShimError::DefaultKind)?;
+    let disabled = jit_disabled_hooks(config, path)?;
+    Ok(JitRequest {
+        names,
+        request: Request {
+            devices: if all {
+                Devices::All
+            } else {
+                Devices::List(ids)
+            },
+            capabilities: Capability::ALL.into_iter().collect(),
+            requirements: vec![],
+            mig_config: None,
+            mig_monitor: None,
+            imex_channels: None,
+            cuda_compat: !disabled.contains(&HookKind::EnableCudaCompat),
+            opt_ins: BTreeSet::new(),
+        },
+        unchecked_requirements: vec![],
+    })
+}
+
+/// The hooks jit-cdi leaves out: `modes.jit-cdi.nvcdi-disable-hooks`, and forward
+/// compatibility when the config does not allow it.
+fn jit_disabled_hooks(config: &Config, path: &Path) -> Result<BTreeSet<HookKind>, ShimError> {
     let jit = &config.runtime.modes.jit_cdi;
-    let mut disabled_hooks = cdi::HookKind::parse_disabled(
-        jit.nvcdi_disable_hooks.iter().map(String::as_str),
-    )
-    .map_err(|hook| ShimError::DisabledHook {
-        path: path.to_path_buf(),
-        hook,
-    })?;
+    let mut disabled = HookKind::parse_disabled(jit.nvcdi_disable_hooks.iter().map(String::as_str))
+        .map_err(|hook| ShimError::DisabledHook {
+            path: path.to_path_buf(),
+            hook,
+        })?;
     if !config.cuda_compat_enabled() {
-        disabled_hooks.insert(cdi::HookKind::EnableCudaCompat);
+        disabled.insert(HookKind::EnableCudaCompat);
     }
+    Ok(disabled)
+}
+
+/// jit-cdi's edits: `jit` planned for the host `inv` as any request (`all` is what a CDI
+/// spec's `all` device has: [`plan::cdi_all`]), written as CDI edits whose one hook runs
+/// `cdi_hook`.
+pub fn jit_edits(
+    jit: &JitRequest,
+    inv: &Inventory,
+    config: &Config,
+    cdi_hook: &Path,
+    path: &Path,
+) -> Result<ContainerEdits, ShimError> {
+    let mut req = jit.request.clone();
+    if req.devices == Devices::All {
+        req.devices = plan::cdi_all(inv);
+    }
+    let planned = plan::plan(&req, inv, &Layout::UNKNOWN).map_err(|source| ShimError::Jit {
+        path: path.to_path_buf(),
+        names: join(&jit.names),
+        source,
+    })?;
     let ldconfig = config.host_ldconfig();
-    let opts = cdi::Options {
-        vendor: vendor.into(),
-        class: class.into(),
-        strategies: vec![cdi::NameStrategy::Index],
+    let opts = HookOptions {
         hook_path: cdi_hook.display().to_string(),
         ldconfig_path: (ldconfig != Path::new(crate::container::ldconfig::DEFAULT_LDCONFIG))
             .then(|| ldconfig.display().to_string()),
         proc_root: config.proc_root(),
-        disabled_hooks,
-        devices: if all {
-            Devices::All
-        } else {
-            Devices::List(ids.iter().map(|(id, _)| id.clone()).collect())
-        },
-        // Only our hook ever runs this spec: one process for all its edits.
+        disabled: jit_disabled_hooks(config, path)?,
+        // Only our hook ever runs these edits: one process for all of them.
         one_hook: true,
-        // Every capability's files, as any CDI spec, and (beyond upstream's jit-cdi, which has
-        // none) the 32-bit libraries: `compat32` is what the legacy path gives too.
-        capabilities: Capability::ALL.into_iter().collect(),
-        ..cdi::Options::default()
     };
-    cdi::generate(inv, &opts).map_err(|source| match &source {
-        GenerateError::UnknownDevice { id, count } => {
-            match ids.iter().find(|(i, _)| &i.to_string() == id) {
-                Some((_, name)) => unresolvable(
-                    name,
-                    format!("no such GPU or MIG device on this host ({count} GPU(s))"),
-                ),
-                None => ShimError::Jit {
-                    path: path.to_path_buf(),
-                    names: join(names),
-                    source: Box::new(source),
-                },
-            }
-        }
-        _ => ShimError::Jit {
-            path: path.to_path_buf(),
-            names: join(names),
-            source: Box::new(source),
-        },
-    })
+    Ok(cdi_edits::container_edits(&opts, &planned, &[], false))
 }
 
 /// `runtime.nvidia.com/gpu=<id>`: the automatic kind, generated on the spot in every CDI mode
@@ -623,19 +562,6 @@ pub(crate) const AUTO_KIND: &str = "runtime.nvidia.com/gpu";
 /// Splits requested names into those of [`AUTO_KIND`] and the rest, each in request order.
 pub fn split_auto_kind(names: &[QualifiedName]) -> (Vec<QualifiedName>, Vec<QualifiedName>) {
     names.iter().cloned().partition(|n| n.kind() == AUTO_KIND)
-}
-
-/// The edits of a [`jit_spec`]: spec level, then the `all` device (the requested union).
-pub fn jit_edits(spec: &cdi::Spec) -> Vec<&ContainerEdits> {
-    std::iter::once(&spec.container_edits)
-        .chain(
-            spec.devices
-                .iter()
-                .rev()
-                .find(|d| d.name == "all")
-                .map(|d| &d.container_edits),
-        )
-        .collect()
 }
 
 fn join(names: &[QualifiedName]) -> String {
@@ -1004,13 +930,7 @@ mod tests {
     }
 
     fn jit_request(names: Vec<QualifiedName>) -> JitRequest {
-        JitRequest {
-            names,
-            imex: None,
-            sets: BTreeSet::new(),
-            mig_caps: vec![],
-            unchecked_requirements: vec![],
-        }
+        super::jit_request(names, &Config::default(), Path::new("c.json")).unwrap()
     }
 
     fn jit(
@@ -1018,11 +938,10 @@ mod tests {
         imex: Option<request::ImexChannels>,
         sets: BTreeSet<request::OptIn>,
     ) -> Action {
-        Action::JitCdi(Box::new(JitRequest {
-            imex,
-            sets,
-            ..jit_request(names)
-        }))
+        let mut j = jit_request(names);
+        j.request.imex_channels = imex;
+        j.request.opt_ins = sets;
+        Action::JitCdi(Box::new(j))
     }
 
     fn q(names: &[&str]) -> Vec<QualifiedName> {
@@ -1176,9 +1095,11 @@ mod tests {
         c.runtime.mode = Mode::JitCdi;
         assert_eq!(
             decide(&privileged, Path::new("c.json"), &c).unwrap(),
-            Action::JitCdi(Box::new(JitRequest {
-                mig_caps: vec!["config", "monitor"],
-                ..jit_request(q(&["nvidia.com/gpu=0"]))
+            Action::JitCdi(Box::new({
+                let mut j = jit_request(q(&["nvidia.com/gpu=0"]));
+                j.request.mig_config = Some(Devices::All);
+                j.request.mig_monitor = Some(Devices::List(vec![DeviceId::Index(0)]));
+                j
             })),
             "privileged MIG config and monitor"
         );
@@ -1298,20 +1219,13 @@ mod jit_tests {
             let mut config = Config::default();
             config.runtime.modes.jit_cdi.nvcdi_disable_hooks =
                 disabled.iter().map(|s| s.to_string()).collect();
-            let spec = jit_spec(
-                &names,
-                &inv,
-                &config,
-                Path::new("/h/nvidia-cdi-hook"),
-                Path::new("/b/config.json"),
-            )
-            .map_err(|e| e.to_string())?;
-            Ok(spec
-                .container_edits
-                .hooks
-                .iter()
-                .flat_map(|h| h.args.clone())
-                .collect())
+            let path = Path::new("/b/config.json");
+            let edits = jit_request(names.clone(), &config, path)
+                .and_then(|jit| {
+                    jit_edits(&jit, &inv, &config, Path::new("/h/nvidia-cdi-hook"), path)
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(edits.hooks.iter().flat_map(|h| h.args.clone()).collect())
         };
         let all = hook_args(&[]).unwrap();
         assert!(all.contains(&"--create-symlinks".to_string()), "{all:?}");
