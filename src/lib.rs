@@ -15,6 +15,8 @@ pub mod doctor;
 pub mod elf;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+#[cfg(test)]
+mod floors;
 pub mod fsutil;
 pub mod host;
 pub mod installer;

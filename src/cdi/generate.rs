@@ -428,7 +428,7 @@ fn management(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> {
 }
 
 /// The spec of an opt-in set: its device `all` with the set's nodes and files
-/// ([`crate::host::optin::select`]).
+/// ([`crate::plan::policy::opt_in_select`]).
 fn opt_in(
     inv: &Inventory,
     set: crate::model::optin::OptIn,
@@ -455,7 +455,7 @@ fn opt_in(
 }
 
 /// The device nodes and files of the opt-in sets `sets` the host has
-/// ([`crate::host::optin::select`], as the planner gives them), as CDI edits: the spec of
+/// ([`crate::plan::policy::opt_in_select`], as the planner gives them), as CDI edits: the spec of
 /// `--mode gds` and the like, and what jit-cdi adds for `NVIDIA_GDS=enabled` and the like.
 pub fn opt_in_edits(
     sets: &BTreeSet<crate::model::optin::OptIn>,

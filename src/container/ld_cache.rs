@@ -21,7 +21,7 @@ use super::rootfs::{is_clean_absolute, Rootfs, RootfsError};
 use super::symlinks::{self, SymlinkError};
 use crate::elf;
 use crate::ldcache::{self, Entry};
-use crate::plan::Symlink;
+use crate::model::Symlink;
 use crate::sys;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};

@@ -1,4 +1,4 @@
-//! The container layer: the one primitive for each kind of edit a [`crate::plan::Plan`] holds,
+//! The container layer: the one primitive for each kind of edit a [`crate::model::Plan`] holds,
 //! called by the prestart hook's applier (`apply.rs`) and by the CDI hooks (`cdi_hooks.rs`)
 //! alike, so both output paths make each edit with the same code:
 //!
@@ -39,7 +39,10 @@ pub mod symlinks;
 /// dir `/usr/lib/i386-linux-gnu` is used if it is free or distinct, else there is none and
 /// the 32-bit libraries are not injected (never over the 64-bit builds of the same names).
 /// And whether the image has its own `libGLX_indirect.so.0` there (which it then keeps).
-pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> crate::plan::Layout {
+pub(crate) fn probe_layout(
+    root: &rootfs::Rootfs,
+    arch: crate::model::Arch,
+) -> crate::model::Layout {
     use std::path::{Path, PathBuf};
     let dirs = arch.image_lib_dirs();
     let lib_dir: PathBuf = dirs
@@ -78,7 +81,7 @@ pub(crate) fn probe_layout(root: &rootfs::Rootfs, arch: crate::model::Arch) -> c
             libc::O_PATH | libc::O_NOFOLLOW,
         )
         .is_ok();
-    crate::plan::Layout {
+    crate::model::Layout {
         lib_dir: Some(lib_dir),
         lib32_dir,
         glx_indirect,

@@ -1,11 +1,11 @@
 //! The `/proc/driver/nvidia` mask: a read-only tmpfs holding the files of a
-//! [`crate::plan::ProcMask`] (params with `ModifyDeviceFiles: 0`, registry, version, and the
+//! [`crate::model::ProcMask`] (params with `ModifyDeviceFiles: 0`, registry, version, and the
 //! `gpus/<bus id>/` files of the container's GPUs only) mounted over the container's
 //! `/proc/driver/nvidia`. The prestart hook and `disable-device-node-modification` both call
 //! [`mount`]. Must run in the container's mount namespace; never mounts anything from the image.
 
 use super::rootfs::{Rootfs, RootfsError};
-use crate::plan::ProcMask;
+use crate::model::ProcMask;
 use crate::sys;
 use std::io::Write;
 use std::os::fd::AsFd;

@@ -1,4 +1,4 @@
-//! Symlinks in the container ([`crate::plan::Symlink`], e.g. `libcuda.so -> libcuda.so.1`):
+//! Symlinks in the container ([`crate::model::Symlink`], e.g. `libcuda.so -> libcuda.so.1`):
 //! each link's parent is resolved (and created) through the rootfs gate and the link made with
 //! symlinkat relative to that directory fd. An identical existing link is fine; an existing
 //! symlink to something else, or a file, is replaced (a new link renamed over it in the same
@@ -7,7 +7,7 @@
 //! Called by the prestart hook and `create-symlinks`.
 
 use super::rootfs::{Rootfs, RootfsError};
-use crate::plan::Symlink;
+use crate::model::Symlink;
 use crate::sys;
 use std::io;
 use std::os::fd::AsFd;

@@ -25,7 +25,7 @@
 //! Must not: read the host (device numbers must already be in the edits), or write files.
 
 use crate::cdi::spec::{ContainerEdits, DeviceNode, Hook, Mount};
-use crate::plan::CgroupRule;
+use crate::model::CgroupRule;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 

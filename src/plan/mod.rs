@@ -345,7 +345,7 @@ fn in_vdpau_dir(path: &Path) -> bool {
 fn select<'a>(
     devices: &Devices,
     inv: &'a Inventory,
-) -> Result<Vec<(&'a Gpu, Option<&'a crate::host::discover::MigDevice>)>, PlanError> {
+) -> Result<Vec<(&'a Gpu, Option<&'a crate::model::MigDevice>)>, PlanError> {
     let ids = match devices {
         Devices::None => return Ok(vec![]),
         Devices::All => return Ok(inv.gpus.iter().map(|g| (g, None)).collect()),
@@ -355,7 +355,7 @@ fn select<'a>(
         id: id.to_string(),
         count: inv.gpus.len(),
     };
-    let mut out: Vec<(&Gpu, Option<&crate::host::discover::MigDevice>)> = Vec::new();
+    let mut out: Vec<(&Gpu, Option<&crate::model::MigDevice>)> = Vec::new();
     for id in ids {
         let found = match id {
             DeviceId::Index(i) => inv.gpus.iter().find(|g| g.index == *i).map(|g| (g, None)),

@@ -6,7 +6,7 @@
 //! the planner).
 
 use crate::config::Config;
-pub use crate::host::optin::OptIn;
+pub use crate::model::optin::OptIn;
 pub use crate::model::{normalize_bus_id, Capability, DeviceId, Devices};
 use serde::Serialize;
 use std::collections::BTreeSet;

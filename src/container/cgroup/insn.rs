@@ -189,7 +189,7 @@ pub(crate) fn check_reloadable(insns: &[Insn]) -> Result<(), String> {
 /// Our prefix: for each rule in order, `if (type == CHAR && (access & ~(READ|WRITE)) == 0 &&
 /// major == M && minor == m) return 1;` then fall through to whatever follows. Empty for no
 /// rules. R1 is only read.
-pub fn prefix(rules: &[crate::plan::CgroupRule]) -> Vec<Insn> {
+pub fn prefix(rules: &[crate::model::CgroupRule]) -> Vec<Insn> {
     if rules.is_empty() {
         return Vec::new();
     }
@@ -219,7 +219,7 @@ pub fn prefix(rules: &[crate::plan::CgroupRule]) -> Vec<Insn> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::CgroupRule;
+    use crate::model::CgroupRule;
 
     const DEV_BLOCK: u32 = 1;
     const ACC_MKNOD: u32 = 1;

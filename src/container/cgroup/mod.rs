@@ -18,7 +18,7 @@ pub(crate) mod v2;
 
 pub use locate::{locate, Hierarchy, LocateError};
 
-use crate::plan::CgroupRule;
+use crate::model::CgroupRule;
 use std::io;
 use std::path::{Path, PathBuf};
 

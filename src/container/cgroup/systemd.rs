@@ -14,7 +14,7 @@
 //! is a scope; anything else (cgroupfs driver, no systemd, a failed call) leaves the rules as
 //! the hook wrote them and says why in the log line: never a refused start.
 
-use crate::plan::CgroupRule;
+use crate::model::CgroupRule;
 use std::path::Path;
 use std::process::{Command, Stdio};
 

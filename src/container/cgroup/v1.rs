@@ -6,7 +6,7 @@
 //! `devices.deny`.
 
 use super::{is_denied, CgroupError};
-use crate::plan::CgroupRule;
+use crate::model::CgroupRule;
 use std::io::Write;
 use std::path::Path;
 

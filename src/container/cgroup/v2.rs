@@ -19,7 +19,7 @@
 use super::bpf::{self, F_ALLOW_MULTI, F_REPLACE};
 use super::insn::{self, Insn};
 use super::{is_denied, CgroupError};
-use crate::plan::CgroupRule;
+use crate::model::CgroupRule;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
