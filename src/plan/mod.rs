@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
-    #[error("unknown device {id:?} requested: this host has {}; check NVIDIA_VISIBLE_DEVICES", gpu_count(*count))]
-    UnknownDevice { id: String, count: usize },
+    #[error("unknown device \"{id}\" requested: this host has {}; check NVIDIA_VISIBLE_DEVICES", gpu_count(*count))]
+    UnknownDevice { id: DeviceId, count: usize },
     #[error("device {id:?} is a MIG device but MIG is not enabled on GPU {gpu}")]
     MigNotEnabled { id: String, gpu: u32 },
     #[error("driver device node {0} is missing on the host; is the NVIDIA driver loaded (nvidia-modprobe) and dev-root right?")]
@@ -352,7 +352,7 @@ fn select<'a>(
         Devices::List(ids) => ids,
     };
     let unknown = |id: &DeviceId| PlanError::UnknownDevice {
-        id: id.to_string(),
+        id: id.clone(),
         count: inv.gpus.len(),
     };
     let mut out: Vec<(&Gpu, Option<&crate::model::MigDevice>)> = Vec::new();

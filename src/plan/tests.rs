@@ -199,7 +199,7 @@ fn device_selection_cases() {
             "unknown index",
             Devices::List(vec![DeviceId::Index(7)]),
             Err(PlanError::UnknownDevice {
-                id: "7".into(),
+                id: DeviceId::Index(7),
                 count: 3,
             }),
         ),
@@ -207,7 +207,7 @@ fn device_selection_cases() {
             "unknown uuid",
             Devices::List(vec![DeviceId::Uuid("GPU-x".into())]),
             Err(PlanError::UnknownDevice {
-                id: "GPU-x".into(),
+                id: DeviceId::Uuid("GPU-x".into()),
                 count: 3,
             }),
         ),
@@ -1215,7 +1215,7 @@ fn unknown_device_names_the_indices_there_are() {
     ];
     for (name, count, want) in cases {
         let text = PlanError::UnknownDevice {
-            id: "9".into(),
+            id: DeviceId::Index(9),
             count,
         }
         .to_string();

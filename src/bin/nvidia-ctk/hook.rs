@@ -30,6 +30,8 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
         .collect();
     let parsed = match edits::parse(&raw) {
         Ok(p) => p,
+        // A flag's value that is not what the hook can make: an error of this container.
+        Err(e @ edits::EditsError::BadLink(_)) => return Err(logged(program, e.into())),
         Err(e) => {
             // As clap's usage errors: exit 2.
             eprintln!("{program}: error: {e}");
@@ -63,12 +65,14 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             }
             Ok(())
         }
-        Err(e) => {
-            // crun throws a hook's stderr away: the system log keeps the reason.
-            let tag = program.split(' ').next().unwrap_or(program);
-            let text = nvct::log::error_text(e.chain());
-            nvct::syslog::send(nvct::syslog::Severity::Err, tag, &format!("error: {text}"));
-            Err(e)
-        }
+        Err(e) => Err(logged(program, e)),
     }
+}
+
+/// `e`, copied to the system log first: crun throws a hook's stderr away.
+fn logged(program: &str, e: anyhow::Error) -> anyhow::Error {
+    let tag = program.split(' ').next().unwrap_or(program);
+    let text = nvct::log::error_text(e.chain());
+    nvct::syslog::send(nvct::syslog::Severity::Err, tag, &format!("error: {text}"));
+    e
 }

@@ -537,10 +537,28 @@ pub fn jit_edits(
     if req.devices == Devices::All {
         req.devices = plan::cdi_all(inv);
     }
-    let planned = plan::plan(&req, inv, &Layout::UNKNOWN).map_err(|source| ShimError::Jit {
-        path: path.to_path_buf(),
-        names: join(&jit.names),
-        source,
+    let planned = plan::plan(&req, inv, &Layout::UNKNOWN).map_err(|source| {
+        // The device the planner does not know, by the name the container used.
+        let named = match &source {
+            PlanError::UnknownDevice { id, count } => jit
+                .names
+                .iter()
+                .find(|n| DeviceId::parse(&n.name).as_ref() == Some(id))
+                .map(|n| (n, *count)),
+            _ => None,
+        };
+        match named {
+            Some((name, count)) => ShimError::JitDevice {
+                path: path.to_path_buf(),
+                name: name.to_string(),
+                why: format!("no such GPU or MIG device on this host ({count} GPU(s))"),
+            },
+            None => ShimError::Jit {
+                path: path.to_path_buf(),
+                names: join(&jit.names),
+                source,
+            },
+        }
     })?;
     let ldconfig = config.host_ldconfig();
     let opts = HookOptions {
