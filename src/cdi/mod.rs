@@ -8,6 +8,7 @@
 
 pub mod fill;
 pub mod generate;
+pub mod generate_flags;
 pub mod inject;
 pub mod list;
 pub mod name;
