@@ -267,56 +267,7 @@ fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
-/// Upstream's installer variables that set a key of the toolkit config it writes, and the key:
-/// (variable, config key). Values are typed as `nvidia-ctk config --set` types them (lists
-/// split on `:` and `,`, booleans in Go's forms).
-pub const CONFIG_VARIABLES: &[(&str, &str)] = &[
-    (
-        "NVIDIA_CONTAINER_RUNTIME_DEBUG",
-        "nvidia-container-runtime.debug",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_LOG_LEVEL",
-        "nvidia-container-runtime.log-level",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_RUNTIMES",
-        "nvidia-container-runtime.runtimes",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
-        "nvidia-container-runtime.modes.cdi.default-kind",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES",
-        "nvidia-container-runtime.modes.cdi.annotation-prefixes",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_HOOK_SKIP_MODE_DETECTION",
-        "nvidia-container-runtime-hook.skip-mode-detection",
-    ),
-    ("NVIDIA_CONTAINER_CLI_DEBUG", "nvidia-container-cli.debug"),
-];
-
-/// The config settings the variables of [`CONFIG_VARIABLES`] ask for (`lookup` reads the
-/// environment), each checked against the config's keys and types; an error names the
-/// variable.
-pub fn upstream_config_sets(
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<Vec<crate::config_edit::Assignment>, String> {
-    let mut sets = Vec::new();
-    for (var, key) in CONFIG_VARIABLES {
-        let Some(value) = lookup(var) else { continue };
-        let a = crate::config_edit::Assignment {
-            key: key.to_string(),
-            value: Some(value.clone()),
-        };
-        crate::config_edit::edit("", Path::new(var), std::slice::from_ref(&a), ":")
-            .map_err(|e| format!("{var}={value:?} (config key {key}): {e}"))?;
-        sets.push(a);
-    }
-    Ok(sets)
-}
+pub use crate::installer_flags::{upstream_config_sets, CONFIG_VARIABLES};
 
 /// The toolkit config of one runtime mode, as TOML.
 fn config_text(opts: &Options, mode: &str) -> String {

@@ -21,6 +21,7 @@ pub mod elf;
 pub mod fixtures;
 pub mod fsutil;
 pub mod installer;
+pub mod installer_flags;
 pub mod labels;
 pub mod ldcache;
 pub mod log;
