@@ -384,17 +384,18 @@ mod tests {
             (
                 "list, comma-separated",
                 &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi,/var/run/cdi,/x"],
-                Ok(&[(
-                    "[\"/etc/cdi\"]",
-                    "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]",
-                )]),
+                Ok(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]")]),
             ),
             (
                 "list split on `:` (upstream's runtimes=runc:crun)",
                 &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi:/var/run/cdi"],
                 Ok(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\"]")]),
             ),
-            ("bool 1 (Go's ParseBool forms)", &["disable-require=1"], Ok(&[T])),
+            (
+                "bool 1 (Go's ParseBool forms)",
+                &["disable-require=1"],
+                Ok(&[T]),
+            ),
             ("bool TRUE", &["disable-require=TRUE"], Ok(&[T])),
             ("bool t", &["disable-require=t"], Ok(&[T])),
             (

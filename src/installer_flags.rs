@@ -220,7 +220,9 @@ pub const ENV_ALIASES: &[(&str, &[&str])] = &[
 
 /// The variables to set from their aliases (`lookup` reads the environment): each variable of
 /// [`ENV_ALIASES`] that is unset and has an alias set, with that alias's value.
-pub fn alias_assignments(lookup: impl Fn(&str) -> Option<OsString>) -> Vec<(&'static str, OsString)> {
+pub fn alias_assignments(
+    lookup: impl Fn(&str) -> Option<OsString>,
+) -> Vec<(&'static str, OsString)> {
     ENV_ALIASES
         .iter()
         .filter(|(var, _)| lookup(var).is_none())
@@ -527,7 +529,10 @@ mod tests {
         let o = resolve(&flags, no_env, exe).unwrap();
         assert_eq!(o.host_root, Path::new("/h"));
         assert_eq!(o.proc_root, Path::new("/p"));
-        assert_eq!(o.driver_root_ctr_path.as_deref(), Some(Path::new("/driver-root")));
+        assert_eq!(
+            o.driver_root_ctr_path.as_deref(),
+            Some(Path::new("/driver-root"))
+        );
         assert!(!o.accept_envvar_unprivileged && o.accept_volume_mounts);
         assert_eq!(o.runtime_name, "gpu");
         assert!(o.set_as_default && o.cdi_enabled);
@@ -639,7 +644,8 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            e.to_string().starts_with("the installer's own path: No such file"),
+            e.to_string()
+                .starts_with("the installer's own path: No such file"),
             "{e}"
         );
         let env = |k: &str| {
@@ -698,8 +704,11 @@ mod tests {
             ),
         ];
         for (name, env, want) in cases {
-            let lookup =
-                |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v));
+            let lookup = |k: &str| {
+                env.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| OsString::from(v))
+            };
             let got = alias_assignments(lookup);
             let want: Vec<(&str, OsString)> =
                 want.iter().map(|(k, v)| (*k, OsString::from(v))).collect();

@@ -194,8 +194,12 @@ fn log(msg: &str) {
 }
 
 fn resolve(cli: &Cli) -> Result<Options, String> {
-    installer_flags::resolve(&cli.flags(), |k| std::env::var(k).ok(), std::env::current_exe)
-        .map_err(|e| e.to_string())
+    installer_flags::resolve(
+        &cli.flags(),
+        |k| std::env::var(k).ok(),
+        std::env::current_exe,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Blocks the termination signals, so that they wait (pending) until [`wait_for_signal`].

@@ -230,12 +230,13 @@ pub fn resolve(
     if strategies.is_empty() {
         strategies = Options::default().strategies;
     }
-    let mut disabled_hooks = HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(
-        |hook| FlagError::DisableHook {
-            hook,
-            names: hook_names(),
-        },
-    )?;
+    let mut disabled_hooks =
+        HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(|hook| {
+            FlagError::DisableHook {
+                hook,
+                names: hook_names(),
+            }
+        })?;
     for h in nonempty(&raw.enable_hook) {
         if h == "all" {
             return Err(FlagError::EnableAll);
@@ -608,7 +609,14 @@ mod tests {
         let cases: &[(&str, &str, Option<&str>, bool, Option<&str>, Format)] = &[
             ("stdout, yaml", "", None, false, None, Format::Yaml),
             ("stdout, json", "", Some("json"), false, None, Format::Json),
-            ("empty format is unset", "", Some(""), false, None, Format::Yaml),
+            (
+                "empty format is unset",
+                "",
+                Some(""),
+                false,
+                None,
+                Format::Yaml,
+            ),
             (
                 "format from the extension",
                 "/s/nvidia.json",
@@ -666,7 +674,8 @@ mod tests {
     #[test]
     fn roots_from_flags_and_config() {
         let config = "[nvidia-container-cli]\nroot = \"/run/nvidia/driver\"\n";
-        let with_dev = "[nvidia-container-cli]\nroot = \"/r\"\ndev-root = \"/dr\"\nproc-root = \"/pr\"\n";
+        let with_dev =
+            "[nvidia-container-cli]\nroot = \"/r\"\ndev-root = \"/dr\"\nproc-root = \"/pr\"\n";
         // (case, driver, dev, proc, config, (root, dev root, proc root))
         type Case<'a> = (
             &'a str,

@@ -134,7 +134,10 @@ pub struct Resolved {
 pub enum FlagError {
     /// A flag that does nothing in the mode asked for.
     #[error("{flag}: {why}")]
-    NotInThisMode { flag: &'static str, why: &'static str },
+    NotInThisMode {
+        flag: &'static str,
+        why: &'static str,
+    },
     #[error(
         "--drop-in-config: docker has no drop-in files; daemon.json is edited in place \
          (leave the flag out)"
@@ -630,7 +633,11 @@ mod tests {
                 r.opts.cdi_enabled,
             );
             let (c, d, p, s, cdi) = *want;
-            assert_eq!(got, (Path::new(c), d.map(Path::new), p, s, cdi), "case {name}");
+            assert_eq!(
+                got,
+                (Path::new(c), d.map(Path::new), p, s, cdi),
+                "case {name}"
+            );
             assert_eq!(r.configure, flags.write.is_some(), "case {name}");
             assert_eq!(r.opts.runtime_name, "nvidia", "case {name}");
         }
@@ -667,7 +674,11 @@ mod tests {
                 command(Containerd, None),
                 Some("containerd"),
             ),
-            ("crio command: crio from PATH", command(Crio, None), Some("crio")),
+            (
+                "crio command: crio from PATH",
+                command(Crio, None),
+                Some("crio"),
+            ),
             (
                 "executable path",
                 command(Containerd, Some("/opt/bin/containerd")),
@@ -759,7 +770,10 @@ mod tests {
             let want = hook.map(|(f, h)| (f.map(Path::new), h));
             assert_eq!(got, want, "case {name}");
             if got.is_some() {
-                assert_eq!(r.opts.runtime_path, "", "case {name}: no runtime in hook mode");
+                assert_eq!(
+                    r.opts.runtime_path, "",
+                    "case {name}: no runtime in hook mode"
+                );
             }
         }
     }
@@ -1036,16 +1050,24 @@ mod tests {
             ),
             ("under HOME", "/home/u/d.json", Some("/home/u"), None, true),
             ("HOME is /", "/etc/d.json", Some("/"), Some(0), false),
-            ("HOME is /root", "/root/d.json", Some("/root"), Some(0), false),
-            ("a .config dir, no HOME", "/x/.config/d.json", None, None, true),
+            (
+                "HOME is /root",
+                "/root/d.json",
+                Some("/root"),
+                Some(0),
+                false,
+            ),
+            (
+                "a .config dir, no HOME",
+                "/x/.config/d.json",
+                None,
+                None,
+                true,
+            ),
             ("uid unknown", DOCKER, None, None, false),
         ];
         for (name, config, home, euid, want) in cases {
-            let got = rootless_docker(
-                Path::new(config),
-                home.map(std::ffi::OsStr::new),
-                *euid,
-            );
+            let got = rootless_docker(Path::new(config), home.map(std::ffi::OsStr::new), *euid);
             assert_eq!(got, *want, "case {name}");
         }
     }
