@@ -1,6 +1,6 @@
 //! `nvidia-ctk-installer`: what the GPU Operator's toolkit container runs on every GPU node.
-//! Flags and environment variables as upstream's (docs/COMPAT.md); the work is in
-//! `nvct::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
+//! Flags and environment variables as upstream's (docs/COMPAT.md), resolved by
+//! `nvct::installer_flags`; the work is in `nvct::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
 //! SIGINT, SIGHUP, SIGQUIT) and undoes everything; `--no-daemon` exits after installing.
 
 use clap::{ArgAction, Parser, ValueEnum};

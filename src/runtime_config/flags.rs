@@ -2,8 +2,11 @@
 //!
 //! PURE: [`Flags`] holds the raw values (the binary's clap structs copy them in, nothing else),
 //! [`resolve`] defaults and checks them into a [`Resolved`], and [`transform`] picks the engine's
-//! document transform. Nothing here reads a file or the environment; a flag that does nothing in
-//! the mode asked for is refused by name ([`FlagError`]), saying how to fix the command line.
+//! document transform. The rules of the run around it live here too: which documents the edit
+//! builds on ([`dump_args`], [`merges_imports`], [`dump_reflects_file`]), what counts as a change
+//! ([`is_change`]), which file keeps a `.bak` ([`Target::keeps_backup`]), the `-d` text and the
+//! restart hint. Nothing here reads a file or the environment; a flag that does nothing in the
+//! mode asked for is refused by name ([`FlagError`]), saying how to fix the command line.
 //!
 //! Defaults are upstream 1.18's: containerd (config version 2 or 3) and CRI-O get a drop-in
 //! (`--drop-in-config=""` edits the main file in place; a version 1 containerd config is always
@@ -437,6 +440,72 @@ impl Resolved {
         (matches!(self.target, Target::ConfigFile { .. }) && !path.is_empty())
             .then_some(path.as_str())
     }
+}
+
+/// Whether writing `new` over `current` (`None`: no file / remove it) changes anything: an
+/// empty file where there was none (the main file after unconfigure with a drop-in) is nothing
+/// to create.
+pub fn is_change(current: Option<&str>, new: Option<&str>) -> bool {
+    let empty_new_file = current.is_none() && new.is_some_and(|t| t.trim().is_empty());
+    current != new && !empty_new_file
+}
+
+impl Target {
+    /// Whether writing `path` keeps its previous content in a `.bak`: yes for the main file, no
+    /// for the drop-in, which lives in a directory the engine reads wholesale (CRI-O reads every
+    /// file of crio.conf.d, a `.bak` there would be read as configuration too).
+    pub fn keeps_backup(&self, path: &Path) -> bool {
+        self.drop_in() != Some(path)
+    }
+}
+
+/// The arguments of the engine's own dump of its config (`--config-source=command`):
+/// `[--config FILE] config dump` for containerd (the file only when it exists), `status config`
+/// for CRI-O; `None` for docker, which has none (refused by [`resolve`]).
+pub fn dump_args(engine: Engine, config: &Path, config_exists: bool) -> Option<Vec<PathBuf>> {
+    match engine {
+        Engine::Containerd => {
+            let mut args: Vec<PathBuf> = Vec::new();
+            if config_exists {
+                args.extend(["--config".into(), config.to_path_buf()]);
+            }
+            args.extend(["config".into(), "dump".into()]);
+            Some(args)
+        }
+        Engine::Crio => Some(vec!["status".into(), "config".into()]),
+        Engine::Docker => None,
+    }
+}
+
+/// The name a dump goes by in messages, as if it were a file: `<BINARY config dump>`.
+pub fn dump_label(engine: Engine, binary: &Path) -> PathBuf {
+    let args = match engine {
+        Engine::Containerd => "config dump",
+        _ => "status config",
+    };
+    PathBuf::from(format!("<{} {args}>", binary.display()))
+}
+
+fn containerd_version(text: &str, config: &Path) -> Option<containerd::Version> {
+    let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
+    containerd::version(&doc, config).ok()
+}
+
+/// Whether containerd's `config dump` (text `dump`) shows the file `config` (text `main`): a
+/// containerd 1.x reading a version 3 file dumps its own defaults, not the file.
+pub fn dump_reflects_file(config: &Path, main: &str, dump: &str) -> bool {
+    containerd_version(main, config) != Some(containerd::Version::V3)
+        || containerd_version(dump, config) == Some(containerd::Version::V3)
+}
+
+/// Whether configure builds on containerd's merge of `config` (text `text`) with the files it
+/// imports: only when the runtime goes to a drop-in (containerd 1.x replaces a whole plugin
+/// table per import, so the drop-in's CRI table must carry what the others hold), and not for a
+/// version 1 file (edited in place) or one that does not parse (the transform reports it).
+pub fn merges_imports(config: &Path, text: &str, drop_in: Option<&Path>) -> bool {
+    drop_in.is_some()
+        && text.parse::<toml_edit::DocumentMut>().is_ok()
+        && containerd_version(text, config) != Some(containerd::Version::V1)
 }
 
 /// The warning printed when [`Resolved::runtime_to_check`] is not on this host.
@@ -1088,6 +1157,120 @@ mod tests {
              engine fails every `nvidia` container until it does; install the toolkit or pass \
              --nvidia-runtime-path"
         );
+    }
+
+    #[test]
+    fn what_counts_as_a_change() {
+        let cases: &[(&str, Option<&str>, Option<&str>, bool)] = &[
+            ("same text", Some("a\n"), Some("a\n"), false),
+            ("new text", Some("a\n"), Some("b\n"), true),
+            ("created", None, Some("a\n"), true),
+            (
+                "an empty file where there was none",
+                None,
+                Some(" \n"),
+                false,
+            ),
+            ("emptied", Some("a\n"), Some(""), true),
+            ("removed", Some("a\n"), None, true),
+            ("nothing to remove", None, None, false),
+        ];
+        for (name, current, new, want) in cases {
+            assert_eq!(is_change(*current, *new), *want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn backups_only_of_the_main_file() {
+        let r = resolve(configure(Engine::Crio)).unwrap();
+        assert!(r.target.keeps_backup(Path::new(CRIO)));
+        assert!(!r.target.keeps_backup(Path::new(CRIO_DROP_IN.unwrap())));
+        let r = resolve(Flags {
+            drop_in_config: Some(some("")),
+            ..configure(Engine::Containerd)
+        })
+        .unwrap();
+        assert!(r.target.keeps_backup(Path::new(CONTAINERD)));
+    }
+
+    #[test]
+    fn dump_commands() {
+        let c = Path::new("/etc/containerd/config.toml");
+        let args = |a: Option<Vec<PathBuf>>| {
+            a.map(|v| {
+                v.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let cases: &[(&str, Engine, bool, Option<&[&str]>)] = &[
+            (
+                "containerd, the file exists",
+                Engine::Containerd,
+                true,
+                Some(&["--config", "/etc/containerd/config.toml", "config", "dump"]),
+            ),
+            (
+                "containerd, no file: its defaults",
+                Engine::Containerd,
+                false,
+                Some(&["config", "dump"]),
+            ),
+            ("crio", Engine::Crio, true, Some(&["status", "config"])),
+            ("docker has none", Engine::Docker, true, None),
+        ];
+        for (name, engine, exists, want) in cases {
+            let want = want.map(|w| w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            assert_eq!(args(dump_args(*engine, c, *exists)), want, "case {name}");
+        }
+        assert_eq!(
+            dump_label(Engine::Containerd, Path::new("/bin/containerd")),
+            Path::new("</bin/containerd config dump>")
+        );
+        assert_eq!(
+            dump_label(Engine::Crio, Path::new("crio")),
+            Path::new("<crio status config>")
+        );
+    }
+
+    #[test]
+    fn containerd_versions_decide_dump_and_merge() {
+        let c = Path::new(CONTAINERD);
+        let (v1, v2, v3) = ("version = 1\n", "version = 2\n", "version = 3\n");
+        // (case, main, dump, the dump shows the file)
+        let dumps: &[(&str, &str, &str, bool)] = &[
+            ("v2 file", v2, v2, true),
+            ("v3 file, a containerd 2 dump", v3, v3, true),
+            (
+                "v3 file, a containerd 1.x dump of its defaults",
+                v3,
+                v2,
+                false,
+            ),
+            ("v1 file, migrated in the dump", v1, v2, true),
+        ];
+        for (name, main, dump, want) in dumps {
+            assert_eq!(dump_reflects_file(c, main, dump), *want, "case {name}");
+        }
+        let drop_in = Some(Path::new("/etc/containerd/conf.d/99-nvidia.toml"));
+        // (case, text, drop-in, merged)
+        let merges: &[(&str, &str, Option<&Path>, bool)] = &[
+            ("v2 with a drop-in", v2, drop_in, true),
+            ("v3 with a drop-in", v3, drop_in, true),
+            ("an empty file is version 2", "", drop_in, true),
+            (
+                "no version key: version 1",
+                "[plugins.cri]\n",
+                drop_in,
+                false,
+            ),
+            ("v1: edited in place", v1, drop_in, false),
+            ("in place", v2, None, false),
+            ("does not parse", "[plugins\n", drop_in, false),
+        ];
+        for (name, text, d, want) in merges {
+            assert_eq!(merges_imports(c, text, *d), *want, "case {name}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `nvidia-ctk cdi generate|list|validate`: raw clap values are resolved into typed options,
-//! then the library does the work (`nvct::cdi`): discover → pure generate → one atomic write
+//! `nvidia-ctk cdi generate|list|validate`: raw clap values are resolved into typed options
+//! (`generate`'s by `nvct::cdi::generate_flags`), then the library does the work (`nvct::cdi`):
+//! discover → pure generate → one atomic write
 //! (mode 0644) or stdout; list spec directories; validate one spec file (exit 1 on problems).
 
 use std::io::Write;

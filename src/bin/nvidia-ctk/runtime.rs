@@ -1,7 +1,9 @@
 //! `nvidia-ctk runtime configure|unconfigure`: read the engine's files, run the pure transform
 //! from `nvct::runtime_config`, then print the new content (`--dry-run`) or a diff (`--diff`) of
-//! each changed file, or write it atomically with a `.bak` backup. Raw clap values are resolved
-//! into [`Resolved`] first; a flag that does nothing in the mode asked for is refused by name.
+//! each changed file, or write it atomically with a `.bak` backup. Raw clap values are copied
+//! into [`Flags`] and resolved by `nvct::runtime_config::flags`, which also holds every rule of
+//! the run (what is written where, what counts as a change, which file keeps a `.bak`); this
+//! file reads, runs the engine's dump, writes and prints.
 //!
 //! Defaults are upstream 1.18's: containerd (config version 2 or 3) and CRI-O get a drop-in
 //! (`--drop-in-config=""` edits the main file in place; a version 1 containerd config is always
@@ -322,15 +324,7 @@ fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Re
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && dump_with.is_none() => None,
         Err(e) => bail!("running {}: {e}", binary.display()),
     };
-    let version_of = |text: &str| {
-        let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
-        containerd::version(&doc, config).ok()
-    };
-    let reads_it = |dump: &String| {
-        version_of(&main) != Some(containerd::Version::V3)
-            || version_of(dump) == Some(containerd::Version::V3)
-    };
-    if let Some(text) = dump.filter(reads_it) {
+    if let Some(text) = dump.filter(|d| flags::dump_reflects_file(config, &main, d)) {
         let label = format!(
             "<{} --config {} config dump>",
             binary.display(),
@@ -366,19 +360,9 @@ fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Re
 
 /// Output of `binary config dump` (containerd) or `binary status config` (CRI-O).
 fn engine_dump(engine: Engine, binary: &Path, config: &Path) -> Result<String> {
+    let args = flags::dump_args(engine, config, config.exists()).expect("refused in resolve");
     let mut cmd = Command::new(binary);
-    match engine {
-        Engine::Containerd => {
-            if config.exists() {
-                cmd.arg("--config").arg(config);
-            }
-            cmd.args(["config", "dump"]);
-        }
-        Engine::Crio => {
-            cmd.args(["status", "config"]);
-        }
-        Engine::Docker => unreachable!("refused in resolve"),
-    };
+    cmd.args(args);
     let out = cmd.output().with_context(|| {
         format!("--config-source=command: running {cmd:?} (--executable-path names the binary)")
     })?;
@@ -402,15 +386,9 @@ fn containerd_with_imports(
     text: &str,
     drop_in: Option<&Path>,
 ) -> Result<Option<String>> {
-    let Some(drop_in) = drop_in else {
+    let Some(drop_in) = drop_in.filter(|_| flags::merges_imports(config, text, drop_in)) else {
         return Ok(None);
     };
-    let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
-        return Ok(None); // the transform reports the error, naming the file
-    };
-    if containerd::version(&doc, config).ok() == Some(containerd::Version::V1) {
-        return Ok(None);
-    }
     let ours = fsutil::real_path(drop_in).unwrap_or_else(|_| drop_in.to_path_buf());
     let mut files = vec![(config.to_path_buf(), text.to_string())];
     for p in crate::doctor::containerd_imports(config, text)? {
@@ -462,11 +440,7 @@ fn plan(r: &Resolved) -> Result<Outcome> {
     let base = match dump_with {
         Some(binary) if configure => {
             dump_text = engine_dump(r.engine, binary, config)?;
-            let args = match r.engine {
-                Engine::Containerd => "config dump",
-                _ => "status config",
-            };
-            dump_label = PathBuf::from(format!("<{} {args}>", binary.display()));
+            dump_label = flags::dump_label(r.engine, binary);
             Source {
                 path: &dump_label,
                 text: &dump_text,
@@ -621,14 +595,10 @@ fn restart_hint(r: &Resolved) -> &'static str {
 /// Show or write every change whose content differs from the file on disk; how many did.
 fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<usize> {
     let fault = fault_from_env()?;
-    let drop_in = r.target.drop_in();
     let mut changed = 0;
     for c in changes {
         let current = fsutil::read_optional(&c.path)?;
-        // Nothing to create: an empty main file when there was none (unconfigure with a drop-in).
-        let empty_new_file =
-            current.is_none() && c.content.as_deref().is_some_and(|t| t.trim().is_empty());
-        if current == c.content || empty_new_file {
+        if !flags::is_change(current.as_deref(), c.content.as_deref()) {
             if v.debug {
                 eprintln!("nvidia-ctk: {}: unchanged", c.path.display());
             }
@@ -642,10 +612,7 @@ fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<usize> {
             ),
             Output::Content => show(&c, current.is_some(), v)?,
             Output::Write => {
-                // A drop-in lives in a directory the engine reads wholesale (CRI-O reads every
-                // file of crio.conf.d): no `.bak` there, it would be read as configuration too.
-                // Drop-ins are ours; the main file keeps its backup.
-                let backup = drop_in != Some(c.path.as_path());
+                let backup = r.target.keeps_backup(&c.path);
                 let fault = fault.as_ref().map(|f| f as &dyn Fn(Step, &Path));
                 write(&c, backup, fault, v)?;
             }
