@@ -1,4 +1,4 @@
-//! `nvidia-ctk-installer`'s flags and environment variables → [`installer::Options`].
+//! `nvidia-ctk-installer`'s flags and environment variables → [`crate::installer::Options`].
 //!
 //! PURE: [`Flags`] holds the values as typed (clap fills them from the flag or its variable),
 //! [`resolve`] defaults and checks them per engine. The rest of upstream's variable names live
