@@ -369,4 +369,83 @@ mod tests {
         .collect();
         assert_eq!(edit(text, Path::new(P), &sets, ",").unwrap(), text);
     }
+
+    /// `nvidia-ctk config --set ...` over a user's file with the CLI's default separator `:`:
+    /// (name, --set args, Ok((from, to) replaced once each in the input) | Err(message part)).
+    /// The cases the black-box `set_table` kept need the process (exit code, stdout, the file).
+    #[test]
+    fn cli_set_table() {
+        type Edits = &'static [(&'static str, &'static str)];
+        let user = "# my config\ndisable-require = false\n\n[nvidia-container-cli]\n# driver root\nroot = \"\"   # keep me\nldconfig = \"@/sbin/ldconfig\"\n\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"/etc/cdi\"]\n";
+        const T: (&str, &str) = ("disable-require = false", "disable-require = true");
+        let cases: &[(&str, &[&str], Result<Edits, &str>)] = &[
+            ("bool", &["disable-require=true"], Ok(&[T])),
+            ("bare bool", &["disable-require"], Ok(&[T])),
+            (
+                "list, comma-separated",
+                &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi,/var/run/cdi,/x"],
+                Ok(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\", \"/x\"]")]),
+            ),
+            (
+                "list split on `:` (upstream's runtimes=runc:crun)",
+                &["nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi:/var/run/cdi"],
+                Ok(&[("[\"/etc/cdi\"]", "[\"/etc/cdi\", \"/var/run/cdi\"]")]),
+            ),
+            (
+                "bool 1 (Go's ParseBool forms)",
+                &["disable-require=1"],
+                Ok(&[T]),
+            ),
+            ("bool TRUE", &["disable-require=TRUE"], Ok(&[T])),
+            ("bool t", &["disable-require=t"], Ok(&[T])),
+            (
+                "two keys",
+                &["disable-require=true", "nvidia-container-cli.root=/d"],
+                Ok(&[T, ("root = \"\"", "root = \"/d\"")]),
+            ),
+            (
+                "same value: the same bytes",
+                &[
+                    "disable-require=false",
+                    "nvidia-container-runtime.modes.cdi.spec-dirs=/etc/cdi",
+                ],
+                Ok(&[]),
+            ),
+            (
+                "unknown key",
+                &["nvidia-container-cli.rooot=/d"],
+                Err("unknown config key \"nvidia-container-cli.rooot\""),
+            ),
+            (
+                "bad bool",
+                &["disable-require=maybe"],
+                Err("disable-require: \"maybe\" is not a boolean"),
+            ),
+            (
+                "container ldconfig",
+                &["nvidia-container-cli.ldconfig=/sbin/ldconfig"],
+                Err("nvidia-container-cli.ldconfig = \"/sbin/ldconfig\" is not allowed"),
+            ),
+        ];
+        for (name, sets, want) in cases {
+            let sets: Vec<Assignment> =
+                sets.iter().map(|s| Assignment::parse(s).unwrap()).collect();
+            match (edit(user, Path::new(P), &sets, ":"), want) {
+                (Ok(out), Ok(edits)) => {
+                    let mut expected = user.to_string();
+                    for (from, to) in *edits {
+                        assert!(expected.contains(from), "case {name}: bad case");
+                        expected = expected.replacen(from, to, 1);
+                    }
+                    assert_eq!(out, expected, "case {name}");
+                }
+                (Err(e), Err(part)) => {
+                    assert!(e.to_string().contains(part), "case {name}: {e}")
+                }
+                (got, _) => panic!("case {name}: got {got:?}"),
+            }
+        }
+        let e = Assignment::parse("=x").unwrap_err();
+        assert!(e.to_string().contains("expected KEY=VALUE"), "{e}");
+    }
 }

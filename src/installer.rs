@@ -87,7 +87,7 @@ pub struct Options {
     /// Operator's `RUNTIME_DROP_IN_CONFIG_HOST_PATH`): containerd's `imports` names it.
     pub drop_in_host_path: Option<PathBuf>,
     /// Toolkit config keys set from upstream's `NVIDIA_CONTAINER_RUNTIME_*` variables
-    /// ([`upstream_config_sets`]), applied over the config each runtime mode gets.
+    /// (`installer_flags::upstream_config_sets`), applied over the config each runtime mode gets.
     pub config_sets: Vec<crate::config_edit::Assignment>,
     pub socket: PathBuf,
     pub restart: Restart,
@@ -268,56 +268,6 @@ fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
-/// Upstream's installer variables that set a key of the toolkit config it writes, and the key:
-/// (variable, config key). Values are typed as `nvidia-ctk config --set` types them (lists
-/// split on `:` and `,`, booleans in Go's forms).
-pub const CONFIG_VARIABLES: &[(&str, &str)] = &[
-    (
-        "NVIDIA_CONTAINER_RUNTIME_DEBUG",
-        "nvidia-container-runtime.debug",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_LOG_LEVEL",
-        "nvidia-container-runtime.log-level",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_RUNTIMES",
-        "nvidia-container-runtime.runtimes",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND",
-        "nvidia-container-runtime.modes.cdi.default-kind",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES",
-        "nvidia-container-runtime.modes.cdi.annotation-prefixes",
-    ),
-    (
-        "NVIDIA_CONTAINER_RUNTIME_HOOK_SKIP_MODE_DETECTION",
-        "nvidia-container-runtime-hook.skip-mode-detection",
-    ),
-    ("NVIDIA_CONTAINER_CLI_DEBUG", "nvidia-container-cli.debug"),
-];
-
-/// The config settings the variables of [`CONFIG_VARIABLES`] ask for (`lookup` reads the
-/// environment), each checked against the config's keys and types; an error names the
-/// variable.
-pub fn upstream_config_sets(
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<Vec<crate::config_edit::Assignment>, String> {
-    let mut sets = Vec::new();
-    for (var, key) in CONFIG_VARIABLES {
-        let Some(value) = lookup(var) else { continue };
-        let a = crate::config_edit::Assignment {
-            key: key.to_string(),
-            value: Some(value.clone()),
-        };
-        crate::config_edit::edit("", Path::new(var), std::slice::from_ref(&a), ":")
-            .map_err(|e| format!("{var}={value:?} (config key {key}): {e}"))?;
-        sets.push(a);
-    }
-    Ok(sets)
-}
 
 /// The toolkit config of one runtime mode, as TOML.
 fn config_text(opts: &Options, mode: &str) -> String {
@@ -564,15 +514,15 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
         &opts.proc_root,
     );
     let inv = discover::discover(&root).map_err(|e| InstallError::Cdi(e.to_string()))?;
-    let gen = cdi::Options {
+    let gen = cdi::generate::Options {
         hook_path: opts
             .toolkit_dir()
             .join("nvidia-cdi-hook")
             .display()
             .to_string(),
-        ..cdi::Options::default()
+        ..cdi::generate::Options::default()
     };
-    let mut spec = cdi::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let mut spec = cdi::generate::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
     if opts.driver_root_ctr_path.is_some() {
         to_host_paths(&mut spec, &opts.seen_driver_root(), &opts.driver_root)?;
         to_host_paths(&mut spec, &opts.seen_dev_root(), &opts.dev_root)?;

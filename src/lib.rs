@@ -20,6 +20,7 @@ mod floors;
 pub mod fsutil;
 pub mod host;
 pub mod installer;
+pub mod installer_flags;
 pub mod ldcache;
 pub mod log;
 pub mod model;

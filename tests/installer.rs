@@ -269,11 +269,6 @@ fn bad_input_is_refused_with_nothing_written() {
             "docker has no drop-in files",
         ),
         (
-            "bad device nodes value",
-            &["--create-device-nodes=all"],
-            "expected control or none",
-        ),
-        (
             "no binaries in the source root",
             &["--runtime=docker", "--restart-mode=none", "--no-daemon"],
             "must hold bin/nvidia-container-runtime",

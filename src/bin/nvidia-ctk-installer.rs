@@ -1,10 +1,11 @@
 //! `nvidia-ctk-installer`: what the GPU Operator's toolkit container runs on every GPU node.
-//! Flags and environment variables as upstream's (docs/COMPAT.md); the work is in
-//! `nvct::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
+//! Flags and environment variables as upstream's (docs/COMPAT.md), resolved by
+//! `nvct::installer_flags`; the work is in `nvct::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
 //! SIGINT, SIGHUP, SIGQUIT) and undoes everything; `--no-daemon` exits after installing.
 
 use clap::{ArgAction, Parser, ValueEnum};
 use nvct::installer::{self, Options, Restart};
+use nvct::installer_flags::{self, Flags};
 use nvct::runtime_config::Engine;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -121,80 +122,71 @@ struct Cli {
     pid_file: PathBuf,
 }
 
-/// Upstream's other names of the variables: (the variable clap reads, its aliases). An alias
-/// counts when the variable itself is unset.
-const ENV_ALIASES: &[(&str, &[&str])] = &[
-    ("TOOLKIT_INSTALL_DIR", &["ROOT"]),
-    ("RUNTIME_CONFIG", &["CONTAINERD_CONFIG", "DOCKER_CONFIG"]),
-    ("RUNTIME_SOCKET", &["CONTAINERD_SOCKET", "DOCKER_SOCKET"]),
-    ("NVIDIA_DRIVER_ROOT", &["DRIVER_ROOT"]),
-    ("NVIDIA_DEV_ROOT", &["DEV_ROOT"]),
-    (
-        "NVIDIA_RUNTIME_NAME",
-        &["CONTAINERD_RUNTIME_CLASS", "DOCKER_RUNTIME_NAME"],
-    ),
-    (
-        "NVIDIA_RUNTIME_SET_AS_DEFAULT",
-        &["CONTAINERD_SET_AS_DEFAULT", "DOCKER_SET_AS_DEFAULT"],
-    ),
-    ("CDI_ENABLED", &["ENABLE_CDI"]),
-    ("TOOLKIT_PID_FILE", &["PID_FILE"]),
-];
-
-/// Copies an alias into its variable. Runs first in `main`, before any thread exists.
-fn apply_env_aliases() {
-    for (var, aliases) in ENV_ALIASES {
-        if std::env::var_os(var).is_some() {
-            continue;
-        }
-        if let Some(v) = aliases.iter().find_map(std::env::var_os) {
-            std::env::set_var(var, v);
+impl RuntimeArg {
+    fn lib(self) -> Engine {
+        match self {
+            RuntimeArg::Containerd => Engine::Containerd,
+            RuntimeArg::Crio => Engine::Crio,
+            RuntimeArg::Docker => Engine::Docker,
         }
     }
 }
 
-/// Prefixes of upstream's installer variables: one of these we do not act on is named in the
-/// log, never ignored without a word.
-const UPSTREAM_PREFIXES: &[&str] = &[
-    "NVIDIA_CONTAINER_RUNTIME_",
-    "NVIDIA_CONTAINER_CLI_",
-    "NVIDIA_CONTAINER_TOOLKIT_",
-    "NVIDIA_TOOLKIT_",
-    "NVIDIA_RUNTIME_",
-    "CONTAINERD_",
-    "CRIO_",
-    "RUNTIME_",
-    "TOOLKIT_",
-    "CDI_",
-];
+impl RestartArg {
+    fn lib(self) -> Restart {
+        match self {
+            RestartArg::Signal => Restart::Signal,
+            RestartArg::Systemd => Restart::Systemd,
+            RestartArg::None => Restart::None,
+        }
+    }
+}
 
-/// The variables in `names` that look like upstream's (a prefix above) and that this
-/// installer does not read: its flags' variables, their aliases and the config variables
-/// count as read.
-fn unread_variables(names: impl Iterator<Item = String>) -> Vec<String> {
+impl Cli {
+    /// The values as typed, for [`installer_flags::resolve`].
+    fn flags(&self) -> Flags {
+        Flags {
+            toolkit_install_dir: self.toolkit_install_dir.clone(),
+            toolkit_source_root: self.toolkit_source_root.clone(),
+            runtime: self.runtime.lib(),
+            config: self.config.clone(),
+            drop_in_config: self.drop_in_config.clone(),
+            drop_in_config_host_path: self.drop_in_config_host_path.clone(),
+            socket: self.socket.clone(),
+            restart_mode: self.restart_mode.map(RestartArg::lib),
+            host_root: self.host_root.clone(),
+            driver_root: self.driver_root.clone(),
+            driver_root_ctr_path: self.driver_root_ctr_path.clone(),
+            accept_nvidia_visible_devices_envvar_when_unprivileged: self
+                .accept_nvidia_visible_devices_envvar_when_unprivileged,
+            accept_nvidia_visible_devices_as_volume_mounts: self
+                .accept_nvidia_visible_devices_as_volume_mounts,
+            dev_root: self.dev_root.clone(),
+            proc_root: self.proc_root.clone(),
+            runtime_name: self.runtime_name.clone(),
+            set_as_default: self.set_as_default,
+            cdi_enabled: self.cdi_enabled,
+            cdi_output_dir: self.cdi_output_dir.clone(),
+            create_device_nodes: self.create_device_nodes.clone(),
+        }
+    }
+}
+
+/// Copies an alias into its variable. Runs first in `main`, before any thread exists.
+fn apply_env_aliases() {
+    for (var, value) in installer_flags::alias_assignments(|k| std::env::var_os(k)) {
+        std::env::set_var(var, value);
+    }
+}
+
+/// The variables the flags read (clap's `env`).
+fn flag_variables() -> Vec<String> {
     use clap::CommandFactory;
-    let cmd = Cli::command();
-    let mut known: Vec<String> = cmd
+    Cli::command()
         .get_arguments()
         .filter_map(|a| a.get_env())
         .map(|e| e.to_string_lossy().into_owned())
-        .collect();
-    known.extend(
-        ENV_ALIASES
-            .iter()
-            .flat_map(|(_, a)| a.iter().map(|s| s.to_string())),
-    );
-    known.extend(
-        installer::CONFIG_VARIABLES
-            .iter()
-            .map(|(v, _)| v.to_string()),
-    );
-    let mut out: Vec<String> = names
-        .filter(|n| UPSTREAM_PREFIXES.iter().any(|p| n.starts_with(p)))
-        .filter(|n| !known.contains(n))
-        .collect();
-    out.sort();
-    out
+        .collect()
 }
 
 fn log(msg: &str) {
@@ -202,104 +194,12 @@ fn log(msg: &str) {
 }
 
 fn resolve(cli: &Cli) -> Result<Options, String> {
-    let (engine, config, drop_in, socket, restart) = match cli.runtime {
-        RuntimeArg::Containerd => (
-            Engine::Containerd,
-            "/etc/containerd/config.toml",
-            Some("/etc/containerd/conf.d/99-nvidia.toml"),
-            "/run/containerd/containerd.sock",
-            Restart::Signal,
-        ),
-        RuntimeArg::Crio => (
-            Engine::Crio,
-            "/etc/crio/crio.conf",
-            Some("/etc/crio/crio.conf.d/99-nvidia.toml"),
-            "/var/run/crio/crio.sock",
-            Restart::Systemd,
-        ),
-        RuntimeArg::Docker => (
-            Engine::Docker,
-            "/etc/docker/daemon.json",
-            None,
-            "/var/run/docker.sock",
-            Restart::Signal,
-        ),
-    };
-    if engine == Engine::Docker && cli.drop_in_config.is_some() {
-        return Err("--drop-in-config: docker has no drop-in files".into());
-    }
-    let create_device_nodes = match cli
-        .create_device_nodes
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()[..]
-    {
-        [] | [""] | ["none"] => false,
-        ["control"] => true,
-        ref other => {
-            return Err(format!(
-                "--create-device-nodes {other:?}: expected control or none"
-            ))
-        }
-    };
-    let source_root = match &cli.toolkit_source_root {
-        Some(r) => r.clone(),
-        None => {
-            let exe =
-                std::env::current_exe().map_err(|e| format!("the installer's own path: {e}"))?;
-            exe.parent()
-                .and_then(Path::parent)
-                .unwrap_or(Path::new("/"))
-                .to_path_buf()
-        }
-    };
-    let abs = |p: &Path, flag: &str| {
-        std::path::absolute(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
-    };
-    if cli.drop_in_config_host_path.is_some() && engine != Engine::Containerd {
-        return Err(
-            "--drop-in-config-host-path (RUNTIME_DROP_IN_CONFIG_HOST_PATH): only containerd imports a drop-in by path; leave it out".into(),
-        );
-    }
-    let config_sets = installer::upstream_config_sets(|k| std::env::var(k).ok())?;
-    Ok(Options {
-        drop_in_host_path: cli
-            .drop_in_config_host_path
-            .clone()
-            .filter(|p| !p.as_os_str().is_empty()),
-        config_sets,
-        install_dir: abs(&cli.toolkit_install_dir, "--toolkit-install-dir")?,
-        source_root,
-        engine,
-        config: cli.config.clone().unwrap_or_else(|| config.into()),
-        drop_in: match &cli.drop_in_config {
-            Some(p) if p.as_os_str().is_empty() => None,
-            Some(p) => Some(abs(p, "--drop-in-config")?),
-            None => drop_in.map(PathBuf::from),
-        },
-        socket: cli.socket.clone().unwrap_or_else(|| socket.into()),
-        restart: match cli.restart_mode {
-            Some(RestartArg::Signal) => Restart::Signal,
-            Some(RestartArg::Systemd) => Restart::Systemd,
-            Some(RestartArg::None) => Restart::None,
-            None => restart,
-        },
-        host_root: cli.host_root.clone(),
-        driver_root: cli.driver_root.clone(),
-        dev_root: cli
-            .dev_root
-            .clone()
-            .unwrap_or_else(|| cli.driver_root.clone()),
-        proc_root: cli.proc_root.clone(),
-        driver_root_ctr_path: cli.driver_root_ctr_path.clone(),
-        accept_envvar_unprivileged: cli.accept_nvidia_visible_devices_envvar_when_unprivileged,
-        accept_volume_mounts: cli.accept_nvidia_visible_devices_as_volume_mounts,
-        runtime_name: cli.runtime_name.clone(),
-        set_as_default: cli.set_as_default,
-        cdi_enabled: cli.cdi_enabled,
-        cdi_output_dir: cli.cdi_output_dir.clone(),
-        create_device_nodes,
-    })
+    installer_flags::resolve(
+        &cli.flags(),
+        |k| std::env::var(k).ok(),
+        std::env::current_exe,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Blocks the termination signals, so that they wait (pending) until [`wait_for_signal`].
@@ -358,7 +258,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    for var in unread_variables(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok())) {
+    let names = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
+    for var in installer_flags::unread_variables(names, &flag_variables()) {
         log(&format!(
             "warning: {var} is set but not acted on here (an upstream setting this installer does not have; docs/COMPAT.md)"
         ));

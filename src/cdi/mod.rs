@@ -8,6 +8,7 @@
 
 pub mod fill;
 pub mod generate;
+pub mod generate_flags;
 pub mod inject;
 pub mod list;
 pub mod name;
@@ -17,6 +18,5 @@ pub mod transform;
 pub mod validate;
 pub mod version;
 
-pub use generate::{generate, GenerateError, HookKind, NameStrategy, Options};
 pub use name::QualifiedName;
 pub use spec::{ContainerEdits, Device, DeviceNode, Format, Hook, Mount, Spec};

@@ -36,6 +36,7 @@
 pub mod containerd;
 pub mod crio;
 pub mod docker;
+pub mod flags;
 pub mod oci_hook;
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
-//! `nvidia-ctk cdi generate|list|validate`: raw clap values are resolved into typed options,
-//! then the library does the work (`nvct::cdi`): discover → pure generate → one atomic write
+//! `nvidia-ctk cdi generate|list|validate`: raw clap values are resolved into typed options
+//! (`generate`'s by `nvct::cdi::generate_flags`), then the library does the work (`nvct::cdi`):
+//! discover → pure generate → one atomic write
 //! (mode 0644) or stdout; list spec directories; validate one spec file (exit 1 on problems).
 
 use std::io::Write;
@@ -7,11 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvct::cdi::generate::SpecMode;
-use nvct::cdi::{self, list, validate, Format, HookKind, NameStrategy, Options};
+use nvct::cdi::generate_flags::{self, GenerateFlags};
+use nvct::cdi::{self, list, validate, Format};
 use nvct::fsutil::{self, WriteOptions};
-use nvct::host::root::DriverRoot;
-use nvct::plan::request::{DeviceId, Devices};
 
 use crate::Verbosity;
 
@@ -201,231 +200,48 @@ struct ValidateArgs {
     file: PathBuf,
 }
 
-/// Upstream's feature flags that change nothing in the specs made here (explicit driver
-/// libraries are what these specs list anyway; there are no nvsandboxutils, coherent
-/// annotations, CSV devices, or additional GIDs for device nodes).
-const UPSTREAM_FEATURE_FLAGS: &[&str] = &[
-    "enable-explicit-driver-libraries",
-    "disable-nvsandboxutils",
-    "enable-coherent-annotations",
-    "disable-multiple-csv-devices",
-    "no-additional-gids-for-device-nodes",
-];
-
-/// `cdi generate`, resolved.
-#[derive(Debug)]
-struct Generate {
-    output: Option<PathBuf>,
-    format: Format,
-    root: DriverRoot,
-    opts: Options,
-}
-
-impl Generate {
-    /// What `-d` says is being done, in words.
-    fn describe(&self) -> String {
-        let o = &self.opts;
-        let to = match &self.output {
-            Some(p) => p.display().to_string(),
-            None => "stdout".into(),
-        };
-        let format = match self.format {
-            Format::Json => "JSON",
-            Format::Yaml => "YAML",
-        };
-        let hooks = if o.one_hook {
-            "one apply-edits hook"
-        } else {
-            "separate hooks"
-        };
-        format!(
-            "generating a CDI spec for {}/{} ({format}, to {to}) from the driver under {} (devices under {}/dev, /proc at {}); hooks: {hooks} of {}",
-            o.vendor,
-            o.class,
-            self.root.root.display(),
-            self.root.dev_root.display(),
-            self.root.proc_root.display(),
-            o.hook_path,
-        )
+impl GenerateArgs {
+    /// The values as typed, for [`generate_flags::resolve`].
+    fn flags(self) -> GenerateFlags {
+        GenerateFlags {
+            output: self.output,
+            format: self.format,
+            driver_root: self.driver_root,
+            dev_root: self.dev_root,
+            proc_root: self.proc_root,
+            device_name_strategy: self.device_name_strategy,
+            vendor: self.vendor,
+            class: self.class,
+            nvidia_cdi_hook_path: self.nvidia_cdi_hook_path,
+            ldconfig_path: self.ldconfig_path,
+            disable_hook: self.disable_hook,
+            enable_hook: self.enable_hook,
+            feature_flag: self.feature_flag,
+            device_id: self.device_id,
+            no_all_device: self.no_all_device,
+            separate_hooks: self.separate_hooks,
+            mode: self.mode,
+            csv_file: self.csv_file,
+            csv_ignore_pattern: self.csv_ignore_pattern,
+            library_search_path: self.library_search_path,
+        }
     }
 }
 
-fn resolve_generate(raw: GenerateArgs) -> Result<Generate> {
-    let output = (!raw.output.is_empty()).then(|| PathBuf::from(&raw.output));
-    let format = match (raw.format.as_deref().filter(|f| !f.is_empty()), &output) {
-        (Some("yaml"), _) => Format::Yaml,
-        (Some("json"), _) => Format::Json,
-        (Some(other), _) => bail!(
-            "--format {other:?} (or NVIDIA_CTK_CDI_GENERATE_OUTPUT_FORMAT): expected yaml or json"
-        ),
-        (None, Some(p)) => Format::from_path(p).unwrap_or(Format::Yaml),
-        (None, None) => Format::Yaml,
-    };
-    let output = output.map(|p| spec_file_name(p, format));
-    let mode = match raw.mode.as_str() {
-        "" | "auto" | "nvml" => SpecMode::Gpus,
-        "imex" => SpecMode::ImexChannels,
-        "management" => SpecMode::Management,
-        m => match nvct::host::optin::OptIn::parse(m) {
-            Some(set) => SpecMode::OptIn(set),
-            None if ["csv", "wsl"].contains(&m) => bail!(
-                "--mode {m} (or NVIDIA_CTK_CDI_GENERATE_MODE): not supported by this toolkit \
-                 yet; auto, nvml, management, imex, gds, mofed, gdrcopy and nvswitch are \
-                 (docs/COMPAT.md)"
-            ),
-            None => bail!(
-                "--mode {m:?} (or NVIDIA_CTK_CDI_GENERATE_MODE): expected auto, nvml, management, \
-                 imex, gds, mofed, gdrcopy or nvswitch"
-            ),
-        },
-    };
-    for (flag, given) in [
-        ("--csv.file", !raw.csv_file.is_empty()),
-        ("--csv.ignore-pattern", !raw.csv_ignore_pattern.is_empty()),
-        ("--library-search-path", !raw.library_search_path.is_empty()),
-    ] {
-        if given {
-            bail!("{flag}: upstream's CSV (Tegra) mode is not supported by this toolkit");
-        }
-    }
-    let mut strategies = Vec::new();
-    for s in nonempty(&raw.device_name_strategy) {
-        strategies.push(NameStrategy::parse(s).with_context(|| {
-            format!(
-                "--device-name-strategy {s:?} (or NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES): \
-                 expected index, uuid or type-index"
-            )
-        })?);
-    }
-    if strategies.is_empty() {
-        strategies = Options::default().strategies;
-    }
-    let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
-    let mut disabled_hooks =
-        HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(|h| {
-            anyhow::anyhow!(
-            "--disable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS): expected all or \
-             one of {}",
-            names.join(", ")
-        )
-        })?;
-    for h in nonempty(&raw.enable_hook) {
-        if h == "all" {
-            bail!("--enable-hook all (or NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS): enabling all hooks is not supported; name them");
-        }
-        let kind = HookKind::parse(h).with_context(|| {
-            format!(
-                "--enable-hook {h:?} (or NVIDIA_CTK_CDI_GENERATE_ENABLED_HOOKS): not a hook of \
-                 this toolkit's specs ({})",
-                names.join(", ")
-            )
-        })?;
-        disabled_hooks.remove(&kind);
-    }
-    let mut no_ipc = false;
-    for f in nonempty(&raw.feature_flag) {
-        match f {
-            "disable-ipc-discoverer" => no_ipc = true,
-            f if UPSTREAM_FEATURE_FLAGS.contains(&f) => {}
-            f => bail!(
-                "--feature-flag {f:?} (or NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS): expected one of \
-                 disable-ipc-discoverer, {}",
-                UPSTREAM_FEATURE_FLAGS.join(", ")
-            ),
-        }
-    }
-    let ids: Vec<&str> = nonempty(&raw.device_id).collect();
-    let devices = if ids.is_empty() || ids.contains(&"all") {
-        Devices::All
-    } else {
-        let parsed: Result<Vec<DeviceId>> = ids
-            .iter()
-            .map(|s| {
-                // IMEX channels are named `N` or `channelN`, as upstream takes them.
-                let s = match mode {
-                    SpecMode::ImexChannels => s.strip_prefix("channel").unwrap_or(s),
-                    SpecMode::Gpus | SpecMode::OptIn(_) | SpecMode::Management => s,
-                };
-                DeviceId::parse(s).with_context(|| {
-                    format!(
-                        "--device-id {s:?} (or NVIDIA_CTK_CDI_GENERATE_DEVICE_IDS): not an \
-                         index, i:j, UUID or PCI bus id"
-                    )
-                })
-            })
-            .collect();
-        Devices::List(parsed?)
-    };
-    // Host paths go into the spec as they are: make them independent of the cwd.
-    let absolute = |p: PathBuf, flag: &str| {
-        std::path::absolute(&p).with_context(|| format!("{flag} {}", p.display()))
-    };
-    // Roots not given: the toolkit config's (as the hook reads them), as upstream takes
-    // `nvidia-container-cli.root`.
-    let given = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
-    let config = if given(&raw.driver_root) && given(&raw.dev_root) && raw.proc_root.is_some() {
-        None
-    } else {
-        let path = crate::toolkit_config(None);
-        Some(nvct::config::Config::load(&path).with_context(|| {
-            format!(
-                "the driver root comes from {} when --driver-root is not given",
-                path.display()
-            )
-        })?)
-    };
-    let driver_root = match (raw.driver_root.as_deref(), &config) {
-        (Some(d), _) if !d.is_empty() => absolute(d.into(), "--driver-root")?,
-        (_, Some(c)) => c.driver_root(),
-        _ => PathBuf::from("/"),
-    };
-    let dev_root = match (raw.dev_root.as_deref(), &config) {
-        (Some(d), _) if !d.is_empty() => absolute(d.into(), "--dev-root")?,
-        (_, Some(c)) if !c.cli.dev_root.is_empty() => c.dev_root(),
-        _ => driver_root.clone(),
-    };
-    let proc_root = match (raw.proc_root, &config) {
-        (Some(p), _) => absolute(p, "--proc-root")?,
-        (None, Some(c)) => c.proc_root(),
-        (None, None) => PathBuf::from("/proc"),
-    };
-    Ok(Generate {
-        output,
-        format,
-        root: DriverRoot::new(driver_root, dev_root, proc_root.clone()),
-        opts: Options {
-            vendor: or_default(
-                raw.vendor,
-                match mode {
-                    SpecMode::Management => cdi::generate::MANAGEMENT_VENDOR,
-                    _ => cdi::generate::DEFAULT_VENDOR,
-                },
-            ),
-            class: or_default(
-                raw.class,
-                match mode {
-                    SpecMode::Gpus | SpecMode::Management => cdi::generate::DEFAULT_CLASS,
-                    SpecMode::ImexChannels => cdi::generate::IMEX_CLASS,
-                    SpecMode::OptIn(set) => set.name(),
-                },
-            ),
-            strategies,
-            hook_path: or_default(raw.nvidia_cdi_hook_path, cdi::generate::DEFAULT_HOOK_PATH),
-            ldconfig_path: raw.ldconfig_path.filter(|p| !p.is_empty()),
-            proc_root,
-            disabled_hooks,
-            devices,
-            no_all_device: raw.no_all_device,
-            one_hook: !raw.separate_hooks,
-            no_ipc,
-            mode,
-            ..Options::default()
-        },
-    })
+/// The toolkit config `cdi generate` takes its roots from when they are not given.
+fn load_toolkit_config() -> Result<nvct::config::Config, generate_flags::FlagError> {
+    let path = crate::toolkit_config(None);
+    nvct::config::Config::load(&path)
+        .map_err(|source| generate_flags::FlagError::Config { path, source })
+}
+
+/// A character device or a FIFO (`/dev/null`, `/dev/stdout`): written through as named.
+fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
 fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
-    let g = resolve_generate(raw)?;
+    let g = generate_flags::resolve(raw.flags(), load_toolkit_config, is_special)?;
     if v.debug {
         eprintln!("nvidia-ctk: {}", g.describe());
     }
@@ -435,7 +251,7 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
             eprintln!("nvidia-ctk: note: {note}");
         }
     }
-    let spec = cdi::generate(&inv, &g.opts)?;
+    let spec = cdi::generate::generate(&inv, &g.opts)?;
     let text = spec.encode(g.format)?;
     let written = write_spec(g.output.as_deref(), &text)?;
     if let (Some(path), false) = (written, v.quiet) {
@@ -446,21 +262,6 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The items of a list flag or variable, trimmed, without empty ones (`a,,b`, a trailing comma,
-/// an empty variable).
-fn nonempty(items: &[String]) -> impl Iterator<Item = &str> {
-    items.iter().map(|s| s.trim()).filter(|s| !s.is_empty())
-}
-
-/// `value`, or `default` when it is empty (an empty variable of the env file).
-fn or_default(value: String, default: &str) -> String {
-    if value.is_empty() {
-        default.to_owned()
-    } else {
-        value
-    }
 }
 
 /// A spec is public data: 0644 even when it replaces a file with another mode.
@@ -616,7 +417,10 @@ fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
         .as_deref()
         .and_then(Format::from_path)
         .unwrap_or(Format::Yaml);
-    let output = output.map(|p| spec_file_name(p, format));
+    let output = output.map(|p| {
+        let special = is_special(&p);
+        generate_flags::spec_file_name(p, format, special)
+    });
     let text = match format {
         Format::Json => serde_json::to_string_pretty(&spec)? + "\n",
         Format::Yaml => serde_norway::to_string(&spec)?,
@@ -626,25 +430,6 @@ fn transform_root(raw: RootArgs, v: Verbosity) -> Result<()> {
         eprintln!("nvidia-ctk: wrote {}", path.display());
     }
     Ok(())
-}
-
-/// The file a spec is written to: `path`, with `.yaml` (`.json` for that format) appended when
-/// its name has neither extension, as upstream does: the CDI library reads only those names.
-/// A character device or a FIFO (`/dev/null`, `/dev/stdout`) is written through as named.
-fn spec_file_name(path: PathBuf, format: Format) -> PathBuf {
-    let special = std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir());
-    let read_by_cdi = path.extension().is_some_and(|e| e == "yaml" || e == "json");
-    if special || read_by_cdi {
-        return path;
-    }
-    let ext = match format {
-        Format::Json => "json",
-        Format::Yaml => "yaml",
-    };
-    let mut name = path.into_os_string();
-    name.push(".");
-    name.push(ext);
-    PathBuf::from(name)
 }
 
 /// Writes a spec's text to `output` (atomically, mode 0644; a device or FIFO written through,

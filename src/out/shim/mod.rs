@@ -16,7 +16,7 @@
 //!   does nothing;
 //! - `jit-cdi`: the names from `NVIDIA_VISIBLE_DEVICES` only (never annotations, as upstream),
 //!   of `default-kind` or [`AUTO_KIND`]; the edits come from a spec generated in memory for
-//!   just those devices (`cdi::generate` on a fresh discovery); the CDI hooks in it run
+//!   just those devices (`cdi::generate::generate` on a fresh discovery); the CDI hooks in it run
 //!   `nvidia-cdi-hook` found by [`find_cdi_hook`];
 //! - `auto`: `cdi` when an annotation or a qualified name in `NVIDIA_VISIBLE_DEVICES` asks for
 //!   a CDI device, else `legacy`: measured faster than `jit-cdi` on the same host and as
