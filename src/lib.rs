@@ -38,3 +38,5 @@ pub mod spec_edit;
 mod sys;
 pub mod syslog;
 pub mod system;
+#[cfg(test)]
+mod unsafe_lint;

@@ -1,10 +1,17 @@
 //! Thin wrappers over the privileged Linux calls the project makes: openat2, the new mount API
 //! (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3, execveat,
-//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs. Safe functions, except
-//! [`fork`] and [`fork_into_new_namespaces`], whose callers must keep the child's rules.
-//! Private to the crate. `unsafe` lives here, in `nvml.rs` and in `container/cgroup/bpf.rs`.
-//! No policy here: callers decide what to mount where (`apply.rs`, `container/`) and which
-//! paths are allowed (`container/rootfs.rs`).
+//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs, mknod, pipes, signals, locks;
+//! `bpf.rs` the bpf(2) commands of the cgroup v2 device program, `nvml.rs` the raw NVML calls
+//! `nvml-wrapper` lacks. Safe functions, except [`fork`], whose caller must keep the child's
+//! rules in a process that may have other threads.
+//!
+//! Private to the crate, and the only place with `unsafe` (the `unsafe_lint` test checks it;
+//! clippy's `undocumented_unsafe_blocks` wants each block's `SAFETY:` note). No policy here:
+//! callers decide what to mount where (`apply.rs`, `container/`) and which paths are allowed
+//! (`container/rootfs.rs`).
+
+pub(crate) mod bpf;
+pub(crate) mod nvml;
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -239,7 +246,8 @@ pub(crate) fn setns(ns: BorrowedFd, nstype: i32) -> io::Result<()> {
     check(unsafe { libc::setns(ns.as_raw_fd(), nstype) } as libc::c_long).map(drop)
 }
 
-/// fork(2) (glibc's, which runs its atfork handlers). Returns 0 in the child.
+/// fork(2) (glibc's, which runs its atfork handlers). Returns 0 in the child. An `unsafe fn`
+/// because the prestart hook forks after a real NVML has started threads of its own.
 ///
 /// # Safety
 /// Only the calling thread exists in the child. glibc resets malloc's locks in the child of
@@ -252,13 +260,18 @@ pub unsafe fn fork() -> io::Result<libc::pid_t> {
 }
 
 /// clone3(2) as a fork into new namespaces `flags` (CLONE_NEW*). Returns 0 in the child, and
-/// in the parent the child's pid with a pidfd for it (CLONE_PIDFD).
+/// in the parent the child's pid with a pidfd for it (CLONE_PIDFD). The child should end with
+/// an exec or [`exit_now`] (returning runs the parent's destructors a second time).
 ///
-/// # Safety
-/// A raw clone3 skips glibc's atfork handlers, so malloc's locks are copied as they are: the
-/// caller must be single-threaded ([`single_threaded`]) or the child must not allocate. As with
-/// [`fork`], the child ends with an exec or [`exit_now`].
-pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+/// Refused unless this process is single-threaded ([`single_threaded`]): a raw clone3 skips
+/// glibc's atfork handlers, so a lock another thread held (malloc's among them) would stay
+/// locked in the child.
+pub(crate) fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    if !single_threaded() {
+        return Err(io::Error::other(
+            "the calling process has more than one thread",
+        ));
+    }
     let mut pidfd: libc::c_int = -1;
     let args = CloneArgs {
         flags: flags | libc::CLONE_PIDFD as u64,
@@ -266,8 +279,9 @@ pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, O
         exit_signal: libc::SIGCHLD as u64,
         ..Default::default()
     };
-    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` and `pidfd` outlive the call;
-    // the caller keeps the child's rules above.
+    // SAFETY: no CLONE_VM, so this behaves like fork(2) and the child gets its own copy of
+    // memory; this process has one thread (checked above, and only this thread could start
+    // another), so no lock is held in the copy; `args` and `pidfd` outlive the call.
     let pid =
         check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) })?
             as libc::pid_t;
@@ -334,13 +348,13 @@ pub(crate) fn no_new_privs() -> io::Result<()> {
     .map(drop)
 }
 
-/// setrlimit(resource, value) for both the soft and the hard limit.
 /// The effective user id.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
 
+/// setrlimit(resource, value) for both the soft and the hard limit.
 pub fn limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
     let rl = libc::rlimit {
         rlim_cur: value,
@@ -690,4 +704,165 @@ pub(crate) fn copy_xattrs(from: &Path, to: BorrowedFd) {
             )
         };
     }
+}
+
+/// `AT_FDCWD` as a borrowed fd: the working directory, for the `*at` calls.
+pub(crate) fn cwd() -> BorrowedFd<'static> {
+    // SAFETY: AT_FDCWD is never a real descriptor that could be closed: every `*at` call takes
+    // it as "the working directory" for the life of the process.
+    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+}
+
+/// pipe2(O_CLOEXEC): (read end, write end).
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a writable array of two ints, as pipe2 wants.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long)?;
+    // SAFETY: both fds were just created by the kernel and nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// mknod(path, S_IFCHR | mode, major:minor): a character device node (`mode` is masked by the
+/// umask, as mknod(2) does).
+pub(crate) fn mknod_char(path: &Path, mode: u32, major: u32, minor: u32) -> io::Result<()> {
+    let c = cstring(path)?;
+    // SAFETY: `c` is a valid NUL-terminated path for the call; the rest are plain integers.
+    check(unsafe {
+        libc::mknod(
+            c.as_ptr(),
+            libc::S_IFCHR | mode,
+            libc::makedev(major, minor),
+        )
+    } as libc::c_long)
+    .map(drop)
+}
+
+/// The pid of the process at the other end of the connected unix socket `socket`
+/// (`SO_PEERCRED`).
+pub(crate) fn peer_pid(socket: BorrowedFd) -> io::Result<libc::pid_t> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a writable ucred and `len` holds its size; the kernel writes at most
+    // `len` bytes.
+    check(unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    } as libc::c_long)?;
+    Ok(cred.pid)
+}
+
+/// kill(pid, signal).
+pub(crate) fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill takes plain integers and touches no memory of ours.
+    check(unsafe { libc::kill(pid, signal) } as libc::c_long).map(drop)
+}
+
+/// flock(LOCK_EX | LOCK_NB) on `fd`: `Ok(false)` when another holder has it.
+pub(crate) fn try_flock_exclusive(fd: BorrowedFd) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a valid fd, plain integer flags.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        match check(r as libc::c_long) {
+            Ok(_) => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A set of signals blocked in the calling thread (and in every thread it starts afterwards),
+/// left pending until [`Signals::wait`] takes one.
+pub(crate) struct Signals(libc::sigset_t);
+
+impl Signals {
+    /// Blocks `signals` (pthread_sigmask(SIG_BLOCK)).
+    pub(crate) fn block(signals: &[libc::c_int]) -> io::Result<Signals> {
+        // SAFETY: sigset_t is plain old data; sigemptyset below initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid, writable sigset_t.
+        check(unsafe { libc::sigemptyset(&mut set) } as libc::c_long)?;
+        for &s in signals {
+            // SAFETY: `set` is an initialised sigset_t; a bad number only gives EINVAL.
+            check(unsafe { libc::sigaddset(&mut set, s) } as libc::c_long)?;
+        }
+        // SAFETY: `set` is initialised; a null old-set pointer is allowed.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(Signals(set))
+    }
+
+    /// sigwait(2): waits until one of the blocked signals arrives; returns its number.
+    pub(crate) fn wait(&self) -> io::Result<libc::c_int> {
+        let mut sig = 0;
+        // SAFETY: `self.0` is an initialised sigset_t and `sig` a writable int.
+        let r = unsafe { libc::sigwait(&self.0, &mut sig) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(sig)
+    }
+}
+
+/// Removes from this process's environment every variable whose name `drop` picks. Refused
+/// (nothing removed) unless the process is single-threaded: glibc's getenv, which C libraries
+/// call from any thread, does not lock against a concurrent change.
+pub(crate) fn remove_env_vars(drop: impl Fn(&[u8]) -> bool) -> io::Result<()> {
+    if !single_threaded() {
+        return Err(io::Error::other(
+            "the process has more than one thread (or /proc/self/status is unreadable)",
+        ));
+    }
+    for (k, _) in std::env::vars_os() {
+        if drop(k.as_encoded_bytes()) {
+            std::env::remove_var(k);
+        }
+    }
+    Ok(())
+}
+
+/// setxattr(path, name, value, 0), for tests that stand a `user.` attribute for an ACL.
+#[cfg(test)]
+pub(crate) fn set_xattr(path: &Path, name: &CStr, value: &[u8]) -> io::Result<()> {
+    let p = cstring(path)?;
+    // SAFETY: valid C strings and a buffer of `value.len()` readable bytes.
+    check(unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    } as libc::c_long)
+    .map(drop)
+}
+
+/// getxattr(path, name): the value, up to 256 bytes; `None` when the file has no such
+/// attribute (or it cannot be read).
+#[cfg(test)]
+pub(crate) fn get_xattr(path: &Path, name: &CStr) -> Option<Vec<u8>> {
+    let p = cstring(path).ok()?;
+    let mut buf = [0u8; 256];
+    // SAFETY: valid C strings and a writable buffer of `buf.len()` bytes.
+    let n = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
 }

@@ -245,20 +245,7 @@ fn kind_of(m: &std::fs::Metadata) -> String {
 }
 
 fn mknod(path: &Path, major: u32, minor: u32) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated path; mknod has no other memory preconditions.
-    let rc = unsafe {
-        libc::mknod(
-            c.as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    crate::sys::mknod_char(path, 0o666, major, minor)?;
     // mknod's mode is masked by the umask; the driver's nodes are 0666.
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))
 }
