@@ -498,11 +498,10 @@ pub(crate) fn fchdir(dir: BorrowedFd) -> io::Result<()> {
 /// child that chroots this way is rooted in its own mounts (an fd opened before the clone
 /// would still be a mount of the namespace it left).
 pub(crate) fn chroot_cwd_checked(expected: BorrowedFd) -> io::Result<()> {
-    // SAFETY: constant C strings.
-    unsafe {
-        check(libc::chroot(c".".as_ptr()) as libc::c_long)?;
-        check(libc::chdir(c"/".as_ptr()) as libc::c_long)?;
-    }
+    // SAFETY: a constant C string.
+    check(unsafe { libc::chroot(c".".as_ptr()) } as libc::c_long)?;
+    // SAFETY: a constant C string.
+    check(unsafe { libc::chdir(c"/".as_ptr()) } as libc::c_long)?;
     let now = std::fs::metadata("/")?;
     let want = fstat(expected)?;
     use std::os::unix::fs::MetadataExt;
@@ -588,8 +587,11 @@ pub(crate) fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
         if ent.is_null() {
             break;
         }
-        // SAFETY: d_name is NUL-terminated within the dirent readdir returned.
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }
+        // SAFETY: `ent` is the non-null dirent readdir just returned, valid until the next
+        // readdir on `d`.
+        let d_name = unsafe { &(*ent).d_name };
+        // SAFETY: d_name is NUL-terminated within the dirent.
+        let name = unsafe { CStr::from_ptr(d_name.as_ptr()) }
             .to_bytes()
             .to_vec();
         if name != b"." && name != b".." {
@@ -718,8 +720,11 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a writable array of two ints, as pipe2 wants.
     check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long)?;
-    // SAFETY: both fds were just created by the kernel and nothing else owns them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    // SAFETY: the kernel just created this fd and nothing else owns it.
+    let rx = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    // SAFETY: as for `rx`.
+    let tx = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    Ok((rx, tx))
 }
 
 /// mknod(path, S_IFCHR | mode, major:minor): a character device node (`mode` is masked by the

@@ -25,11 +25,13 @@ pub(crate) fn mig_instance_id(mig: &Device, which: Instance) -> Result<u32, Nvml
     // A library without the symbol is too old for MIG.
     let function = function.map_err(|_| NvmlError::FunctionNotFound)?;
     let mut id: libc::c_uint = 0;
+    // SAFETY: the raw handle is only passed to the library it came from, below.
+    let handle = unsafe { mig.handle() };
     // SAFETY: `function` was resolved from the loaded NVML by `nvml-wrapper`, whose field type
-    // carries the C signature `nvmlReturn_t (nvmlDevice_t, unsigned int *)`; `mig.handle()` is a
-    // live handle from that same library (`mig` borrows the `Nvml` it came from, so NVML stays
+    // carries the C signature `nvmlReturn_t (nvmlDevice_t, unsigned int *)`; `handle` is a live
+    // handle from that same library (`mig` borrows the `Nvml` it came from, so NVML stays
     // initialised for the call), and `id` is a valid, writable `unsigned int`.
-    let code = unsafe { function(mig.handle(), &mut id) };
+    let code = unsafe { function(handle, &mut id) };
     nvml_try(code)?;
     Ok(id)
 }
