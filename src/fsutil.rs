@@ -398,6 +398,22 @@ pub fn remove_with_backup(path: &Path, backup: bool) -> Result<bool, FsError> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn try_lock_fails_while_another_open_file_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("installer.pid");
+        let open = || File::create(&p).unwrap();
+        let first = open();
+        assert!(try_lock(&first).unwrap(), "the first lock is taken");
+        let second = open();
+        assert!(!try_lock(&second).unwrap(), "a second open file is refused");
+        drop(first);
+        assert!(
+            try_lock(&second).unwrap(),
+            "taken once the holder closed its file"
+        );
+    }
+
     /// (name, initial content + mode, new content, expected outcome, expected backup)
     type Case = (
         &'static str,

@@ -1,9 +1,10 @@
 //! Thin wrappers over the privileged Linux calls the project makes: openat2, the new mount API
 //! (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3, execveat,
-//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs, mknod, pipes, signals, locks;
-//! `bpf.rs` the bpf(2) commands of the cgroup v2 device program, `nvml.rs` the raw NVML calls
-//! `nvml-wrapper` lacks. Safe functions, except [`fork`], whose caller must keep the child's
-//! rules in a process that may have other threads.
+//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs, mknod, pipes, locks. Files:
+//! `sys/bpf.rs` the bpf(2) commands of the cgroup v2 device program, `sys/nvml.rs` the raw
+//! NVML calls `nvml-wrapper` lacks, `sys/process.rs` signals, a socket's peer, the environment.
+//! Safe functions, except [`fork`], whose caller must keep the child's rules in a process that
+//! may have other threads.
 //!
 //! Private to the crate, and the only place with `unsafe` (the `unsafe_lint` test checks it;
 //! clippy's `undocumented_unsafe_blocks` wants each block's `SAFETY:` note). No policy here:
@@ -12,6 +13,9 @@
 
 pub(crate) mod bpf;
 pub(crate) mod nvml;
+mod process;
+
+pub(crate) use process::{kill, peer_pid, remove_env_vars, Signals};
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -742,35 +746,6 @@ pub(crate) fn mknod_char(path: &Path, mode: u32, major: u32, minor: u32) -> io::
     .map(drop)
 }
 
-/// The pid of the process at the other end of the connected unix socket `socket`
-/// (`SO_PEERCRED`).
-pub(crate) fn peer_pid(socket: BorrowedFd) -> io::Result<libc::pid_t> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` is a writable ucred and `len` holds its size; the kernel writes at most
-    // `len` bytes.
-    check(unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    } as libc::c_long)?;
-    Ok(cred.pid)
-}
-
-/// kill(pid, signal).
-pub(crate) fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
-    // SAFETY: kill takes plain integers and touches no memory of ours.
-    check(unsafe { libc::kill(pid, signal) } as libc::c_long).map(drop)
-}
-
 /// flock(LOCK_EX | LOCK_NB) on `fd`: `Ok(false)` when another holder has it.
 pub(crate) fn try_flock_exclusive(fd: BorrowedFd) -> io::Result<bool> {
     loop {
@@ -783,58 +758,6 @@ pub(crate) fn try_flock_exclusive(fd: BorrowedFd) -> io::Result<bool> {
             Err(e) => return Err(e),
         }
     }
-}
-
-/// A set of signals blocked in the calling thread (and in every thread it starts afterwards),
-/// left pending until [`Signals::wait`] takes one.
-pub(crate) struct Signals(libc::sigset_t);
-
-impl Signals {
-    /// Blocks `signals` (pthread_sigmask(SIG_BLOCK)).
-    pub(crate) fn block(signals: &[libc::c_int]) -> io::Result<Signals> {
-        // SAFETY: sigset_t is plain old data; sigemptyset below initialises it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid, writable sigset_t.
-        check(unsafe { libc::sigemptyset(&mut set) } as libc::c_long)?;
-        for &s in signals {
-            // SAFETY: `set` is an initialised sigset_t; a bad number only gives EINVAL.
-            check(unsafe { libc::sigaddset(&mut set, s) } as libc::c_long)?;
-        }
-        // SAFETY: `set` is initialised; a null old-set pointer is allowed.
-        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        Ok(Signals(set))
-    }
-
-    /// sigwait(2): waits until one of the blocked signals arrives; returns its number.
-    pub(crate) fn wait(&self) -> io::Result<libc::c_int> {
-        let mut sig = 0;
-        // SAFETY: `self.0` is an initialised sigset_t and `sig` a writable int.
-        let r = unsafe { libc::sigwait(&self.0, &mut sig) };
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        Ok(sig)
-    }
-}
-
-/// Removes from this process's environment every variable whose name `drop` picks. Refused
-/// (nothing removed) unless the process is single-threaded: glibc's getenv, which C libraries
-/// call from any thread, does not lock against a concurrent change.
-pub(crate) fn remove_env_vars(drop: impl Fn(&[u8]) -> bool) -> io::Result<()> {
-    if !single_threaded() {
-        return Err(io::Error::other(
-            "the process has more than one thread (or /proc/self/status is unreadable)",
-        ));
-    }
-    for (k, _) in std::env::vars_os() {
-        if drop(k.as_encoded_bytes()) {
-            std::env::remove_var(k);
-        }
-    }
-    Ok(())
 }
 
 /// setxattr(path, name, value, 0), for tests that stand a `user.` attribute for an ACL.

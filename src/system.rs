@@ -369,6 +369,36 @@ mod tests {
     const DEVICES: &str = "Character devices:\n  1 mem\n195 nvidia-frontend\n508 nvidia-uvm\n509 nvidia-caps\n\nBlock devices:\n  7 loop\n195 notchar\n";
 
     #[test]
+    fn mknod_makes_a_0666_char_device() {
+        assert_eq!(
+            crate::sys::euid(),
+            0,
+            "mknod needs root (the test suite runs as root)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        // (name, major, minor)
+        let cases: &[(&str, u32, u32)] = &[("nvidiactl", 195, 255), ("nvidia-uvm", 508, 0)];
+        for (name, major, minor) in cases {
+            let path = dir.path().join(name);
+            mknod(&path, *major, *minor).unwrap_or_else(|e| panic!("case {name}: {e}"));
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            assert!(m.file_type().is_char_device(), "case {name}: a char device");
+            let rdev = m.rdev();
+            assert_eq!(
+                (libc::major(rdev), libc::minor(rdev), m.mode() & 0o7777),
+                (*major, *minor, 0o666),
+                "case {name}"
+            );
+            let again = mknod(&path, *major, *minor).unwrap_err();
+            assert_eq!(
+                again.kind(),
+                std::io::ErrorKind::AlreadyExists,
+                "case {name}"
+            );
+        }
+    }
+
+    #[test]
     fn proc_devices_cases() {
         let m = parse_proc_devices(DEVICES);
         assert_eq!(m.get("nvidia-frontend"), Some(&195));
