@@ -6,8 +6,9 @@
 //! Safe functions, except [`fork`], whose caller must keep the child's rules in a process that
 //! may have other threads.
 //!
-//! Private to the crate, and the only place with `unsafe` (the `unsafe_lint` test checks it;
-//! clippy's `undocumented_unsafe_blocks` wants each block's `SAFETY:` note). No policy here:
+//! Private to the crate, and the only place with `unsafe` operations: elsewhere an `unsafe`
+//! block may only call [`fork`], under a `SAFETY:` note of its own (the `unsafe_lint` test
+//! checks it; clippy's `undocumented_unsafe_blocks` wants each block's note). No policy here:
 //! callers decide what to mount where (`apply.rs`, `container/`) and which paths are allowed
 //! (`container/rootfs.rs`).
 
