@@ -44,6 +44,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("process", 6),
     ("fixtures", 6),
     ("floors", 6),
+    ("unsafe_lint", 6),
     ("cdi::generate_flags", 7),
     ("installer_flags", 7),
     ("runtime_config::flags", 7),
@@ -115,7 +116,10 @@ fn imports(me: &str, code: &str, known: &BTreeSet<String>, is_dir: bool) -> BTre
             continue;
         };
         let rest = rest.strip_prefix("self::").unwrap_or(rest);
-        let first: String = rest.chars().take_while(|&c| c.is_ascii_alphanumeric() || c == '_').collect();
+        let first: String = rest
+            .chars()
+            .take_while(|&c| c.is_ascii_alphanumeric() || c == '_')
+            .collect();
         let child = format!("{me}::{first}");
         if known.contains(&child) {
             out.insert(child);

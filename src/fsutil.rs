@@ -369,6 +369,12 @@ pub fn lock_dir_of(path: &Path) -> Result<File, FsError> {
     Ok(f)
 }
 
+/// Takes an exclusive advisory lock (flock) on `file` without waiting: `Ok(false)` when another
+/// process holds it. Released when `file` is closed.
+pub fn try_lock(file: &File) -> io::Result<bool> {
+    crate::sys::try_flock_exclusive(std::os::fd::AsFd::as_fd(file))
+}
+
 /// Remove `path` (keeping its content in `<file>.bak` when `backup`); `false` if it was absent.
 pub fn remove_with_backup(path: &Path, backup: bool) -> Result<bool, FsError> {
     let path = &real_path(path)?;
@@ -391,6 +397,22 @@ pub fn remove_with_backup(path: &Path, backup: bool) -> Result<bool, FsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_lock_fails_while_another_open_file_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("installer.pid");
+        let open = || File::create(&p).unwrap();
+        let first = open();
+        assert!(try_lock(&first).unwrap(), "the first lock is taken");
+        let second = open();
+        assert!(!try_lock(&second).unwrap(), "a second open file is refused");
+        drop(first);
+        assert!(
+            try_lock(&second).unwrap(),
+            "taken once the holder closed its file"
+        );
+    }
 
     /// (name, initial content + mode, new content, expected outcome, expected backup)
     type Case = (
@@ -507,39 +529,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("daemon.json");
         fs::write(&p, "{}").unwrap();
-        let set = |path: &Path| {
-            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-            // SAFETY: valid C strings and a 5-byte value.
-            unsafe {
-                libc::setxattr(
-                    c.as_ptr(),
-                    c"user.nvct-test".as_ptr(),
-                    b"kept!".as_ptr().cast(),
-                    5,
-                    0,
-                )
-            }
-        };
-        assert_eq!(
-            set(&p),
-            0,
-            "this file system keeps user xattrs: {}",
-            io::Error::last_os_error()
-        );
-        let get = |path: &Path| -> Option<Vec<u8>> {
-            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-            let mut buf = [0u8; 16];
-            // SAFETY: valid C strings and a 16-byte buffer.
-            let n = unsafe {
-                libc::getxattr(
-                    c.as_ptr(),
-                    c"user.nvct-test".as_ptr(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                )
-            };
-            (n >= 0).then(|| buf[..n as usize].to_vec())
-        };
+        if let Err(e) = crate::sys::set_xattr(&p, c"user.nvct-test", b"kept!") {
+            panic!("this file system keeps user xattrs: {e}");
+        }
+        let get = |path: &Path| crate::sys::get_xattr(path, c"user.nvct-test");
         let opts = WriteOptions {
             backup: true,
             fault: None,

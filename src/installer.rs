@@ -268,7 +268,6 @@ fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
-
 /// The toolkit config of one runtime mode, as TOML.
 fn config_text(opts: &Options, mode: &str) -> String {
     let text = base_config_text(opts, mode);
@@ -522,7 +521,8 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
             .to_string(),
         ..cdi::generate::Options::default()
     };
-    let mut spec = cdi::generate::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let mut spec =
+        cdi::generate::generate(&inv, &gen).map_err(|e| InstallError::Cdi(e.to_string()))?;
     if opts.driver_root_ctr_path.is_some() {
         to_host_paths(&mut spec, &opts.seen_driver_root(), &opts.driver_root)?;
         to_host_paths(&mut spec, &opts.seen_dev_root(), &opts.dev_root)?;
@@ -766,33 +766,34 @@ pub fn uninstall(done: &Installed) -> Result<Vec<String>, InstallError> {
 
 /// The pid of the process serving the unix socket `socket` (`SO_PEERCRED`).
 fn socket_peer_pid(socket: &Path) -> Result<i32, String> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let stream = std::os::unix::net::UnixStream::connect(socket)
         .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` is a writable ucred and `len` its size; the fd is a live socket.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 || cred.pid <= 0 {
-        return Err(format!(
-            "SO_PEERCRED on {}: {}",
-            socket.display(),
-            std::io::Error::last_os_error()
-        ));
+    match crate::sys::peer_pid(stream.as_fd()) {
+        Ok(pid) if pid > 0 => Ok(pid),
+        Ok(pid) => Err(format!(
+            "SO_PEERCRED on {}: the kernel gave pid {pid}",
+            socket.display()
+        )),
+        Err(e) => Err(format!("SO_PEERCRED on {}: {e}", socket.display())),
     }
-    Ok(cred.pid)
+}
+
+/// The termination signals (SIGTERM, SIGINT, SIGHUP, SIGQUIT), blocked so that they stay
+/// pending until [`TermSignals::wait`]: the daemon undoes its install on the first one. Block
+/// them first in `main`, so that every thread started later inherits the mask.
+pub struct TermSignals(crate::sys::Signals);
+
+impl TermSignals {
+    pub fn block() -> std::io::Result<TermSignals> {
+        let set = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+        crate::sys::Signals::block(&set).map(TermSignals)
+    }
+
+    /// Waits for one of them; returns its number.
+    pub fn wait(&self) -> std::io::Result<i32> {
+        self.0.wait()
+    }
 }
 
 /// The command `--restart-mode=systemd` runs.
@@ -815,11 +816,10 @@ pub fn restart(opts: &Options) -> Result<String, InstallError> {
         Restart::Signal => {
             let pid = socket_peer_pid(&opts.socket)
                 .map_err(|why| InstallError::Restart { engine, why })?;
-            // SAFETY: kill has no memory preconditions.
-            if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
+            if let Err(e) = crate::sys::kill(pid, libc::SIGHUP) {
                 return Err(InstallError::Restart {
                     engine,
-                    why: format!("SIGHUP to pid {pid}: {}", std::io::Error::last_os_error()),
+                    why: format!("SIGHUP to pid {pid}: {e}"),
                 });
             }
             Ok(format!(

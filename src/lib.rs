@@ -6,6 +6,10 @@
 //! → apply (the prestart hook), spec edit (the runtime shim) or a CDI spec. See
 //! docs/ARCHITECTURE.md for the picture and the rules that keep it simple.
 
+// All of the library's `unsafe` is in `sys` (test `unsafe_lint`): one operation per block, so
+// each `SAFETY:` note answers for exactly one thing.
+#![deny(clippy::multiple_unsafe_ops_per_block)]
+
 pub mod cdi;
 pub mod cdi_hooks;
 pub mod config;
@@ -32,3 +36,5 @@ pub mod runtime_config;
 mod sys;
 pub mod syslog;
 pub mod system;
+#[cfg(test)]
+mod unsafe_lint;

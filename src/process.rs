@@ -37,12 +37,16 @@ fn unsafe_var(name: &[u8]) -> bool {
     name.starts_with(b"LD_") || name.starts_with(b"MALLOC_") || GLIBC_UNSECURE.contains(&name)
 }
 
-/// Call at the top of `main`, before any thread exists.
+/// Call at the top of `main`. Changing the environment races any other thread's `getenv`, so
+/// this is checked, not assumed: a process that already has a second thread is refused (the
+/// error is printed and the process exits 1), its environment untouched.
 pub fn start_hook() {
-    for (k, _) in std::env::vars_os() {
-        if unsafe_var(k.as_encoded_bytes()) {
-            std::env::remove_var(k);
-        }
+    if let Err(e) = crate::sys::remove_env_vars(unsafe_var) {
+        eprintln!(
+            "nvct: error: cannot clean this hook's environment: {e} (start_hook must run first \
+             in main, before anything starts a thread)"
+        );
+        std::process::exit(1);
     }
     #[cfg(feature = "fault-injection")]
     if let (Some(p), Some(t)) = (

@@ -1,10 +1,22 @@
 //! Thin wrappers over the privileged Linux calls the project makes: openat2, the new mount API
 //! (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3, execveat,
-//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs. Safe functions, except
-//! [`fork`] and [`fork_into_new_namespaces`], whose callers must keep the child's rules.
-//! Private to the crate. `unsafe` lives here, in `nvml.rs` and in `container/cgroup/bpf.rs`.
-//! No policy here: callers decide what to mount where (`apply.rs`, `container/`) and which
-//! paths are allowed (`container/rootfs.rs`).
+//! statx, capset/prctl/setrlimit for the ldconfig child, xattrs, mknod, pipes, locks. Files:
+//! `sys/bpf.rs` the bpf(2) commands of the cgroup v2 device program, `sys/nvml.rs` the raw
+//! NVML calls `nvml-wrapper` lacks, `sys/process.rs` signals, a socket's peer, the environment.
+//! Safe functions, except [`fork`], whose caller must keep the child's rules in a process that
+//! may have other threads.
+//!
+//! Private to the crate, and the only place with `unsafe` operations: elsewhere an `unsafe`
+//! block may only call [`fork`], under a `SAFETY:` note of its own (the `unsafe_lint` test
+//! checks it; clippy's `undocumented_unsafe_blocks` wants each block's note). No policy here:
+//! callers decide what to mount where (`apply.rs`, `container/`) and which paths are allowed
+//! (`container/rootfs.rs`).
+
+pub(crate) mod bpf;
+pub(crate) mod nvml;
+mod process;
+
+pub(crate) use process::{kill, peer_pid, remove_env_vars, Signals};
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -239,7 +251,8 @@ pub(crate) fn setns(ns: BorrowedFd, nstype: i32) -> io::Result<()> {
     check(unsafe { libc::setns(ns.as_raw_fd(), nstype) } as libc::c_long).map(drop)
 }
 
-/// fork(2) (glibc's, which runs its atfork handlers). Returns 0 in the child.
+/// fork(2) (glibc's, which runs its atfork handlers). Returns 0 in the child. An `unsafe fn`
+/// because the prestart hook forks after a real NVML has started threads of its own.
 ///
 /// # Safety
 /// Only the calling thread exists in the child. glibc resets malloc's locks in the child of
@@ -252,13 +265,18 @@ pub unsafe fn fork() -> io::Result<libc::pid_t> {
 }
 
 /// clone3(2) as a fork into new namespaces `flags` (CLONE_NEW*). Returns 0 in the child, and
-/// in the parent the child's pid with a pidfd for it (CLONE_PIDFD).
+/// in the parent the child's pid with a pidfd for it (CLONE_PIDFD). The child should end with
+/// an exec or [`exit_now`] (returning runs the parent's destructors a second time).
 ///
-/// # Safety
-/// A raw clone3 skips glibc's atfork handlers, so malloc's locks are copied as they are: the
-/// caller must be single-threaded ([`single_threaded`]) or the child must not allocate. As with
-/// [`fork`], the child ends with an exec or [`exit_now`].
-pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+/// Refused unless this process is single-threaded ([`single_threaded`]): a raw clone3 skips
+/// glibc's atfork handlers, so a lock another thread held (malloc's among them) would stay
+/// locked in the child.
+pub(crate) fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    if !single_threaded() {
+        return Err(io::Error::other(
+            "the calling process has more than one thread",
+        ));
+    }
     let mut pidfd: libc::c_int = -1;
     let args = CloneArgs {
         flags: flags | libc::CLONE_PIDFD as u64,
@@ -266,8 +284,9 @@ pub unsafe fn fork_into_new_namespaces(flags: u64) -> io::Result<(libc::pid_t, O
         exit_signal: libc::SIGCHLD as u64,
         ..Default::default()
     };
-    // SAFETY: no CLONE_VM, so this behaves like fork(2); `args` and `pidfd` outlive the call;
-    // the caller keeps the child's rules above.
+    // SAFETY: no CLONE_VM, so this behaves like fork(2) and the child gets its own copy of
+    // memory; this process has one thread (checked above, and only this thread could start
+    // another), so no lock is held in the copy; `args` and `pidfd` outlive the call.
     let pid =
         check(unsafe { libc::syscall(libc::SYS_clone3, &args, std::mem::size_of::<CloneArgs>()) })?
             as libc::pid_t;
@@ -334,13 +353,13 @@ pub(crate) fn no_new_privs() -> io::Result<()> {
     .map(drop)
 }
 
-/// setrlimit(resource, value) for both the soft and the hard limit.
 /// The effective user id.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
 
+/// setrlimit(resource, value) for both the soft and the hard limit.
 pub fn limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
     let rl = libc::rlimit {
         rlim_cur: value,
@@ -484,11 +503,10 @@ pub(crate) fn fchdir(dir: BorrowedFd) -> io::Result<()> {
 /// child that chroots this way is rooted in its own mounts (an fd opened before the clone
 /// would still be a mount of the namespace it left).
 pub(crate) fn chroot_cwd_checked(expected: BorrowedFd) -> io::Result<()> {
-    // SAFETY: constant C strings.
-    unsafe {
-        check(libc::chroot(c".".as_ptr()) as libc::c_long)?;
-        check(libc::chdir(c"/".as_ptr()) as libc::c_long)?;
-    }
+    // SAFETY: a constant C string.
+    check(unsafe { libc::chroot(c".".as_ptr()) } as libc::c_long)?;
+    // SAFETY: a constant C string.
+    check(unsafe { libc::chdir(c"/".as_ptr()) } as libc::c_long)?;
     let now = std::fs::metadata("/")?;
     let want = fstat(expected)?;
     use std::os::unix::fs::MetadataExt;
@@ -574,8 +592,11 @@ pub(crate) fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
         if ent.is_null() {
             break;
         }
-        // SAFETY: d_name is NUL-terminated within the dirent readdir returned.
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }
+        // SAFETY: `ent` is the non-null dirent readdir just returned, valid until the next
+        // readdir on `d`.
+        let d_name = unsafe { &(*ent).d_name };
+        // SAFETY: d_name is NUL-terminated within the dirent.
+        let name = unsafe { CStr::from_ptr(d_name.as_ptr()) }
             .to_bytes()
             .to_vec();
         if name != b"." && name != b".." {
@@ -690,4 +711,87 @@ pub(crate) fn copy_xattrs(from: &Path, to: BorrowedFd) {
             )
         };
     }
+}
+
+/// `AT_FDCWD` as a borrowed fd: the working directory, for the `*at` calls.
+pub(crate) fn cwd() -> BorrowedFd<'static> {
+    // SAFETY: AT_FDCWD is never a real descriptor that could be closed: every `*at` call takes
+    // it as "the working directory" for the life of the process.
+    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+}
+
+/// pipe2(O_CLOEXEC): (read end, write end).
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a writable array of two ints, as pipe2 wants.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long)?;
+    // SAFETY: the kernel just created this fd and nothing else owns it.
+    let rx = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    // SAFETY: as for `rx`.
+    let tx = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    Ok((rx, tx))
+}
+
+/// mknod(path, S_IFCHR | mode, major:minor): a character device node (`mode` is masked by the
+/// umask, as mknod(2) does).
+pub(crate) fn mknod_char(path: &Path, mode: u32, major: u32, minor: u32) -> io::Result<()> {
+    let c = cstring(path)?;
+    // SAFETY: `c` is a valid NUL-terminated path for the call; the rest are plain integers.
+    check(unsafe {
+        libc::mknod(
+            c.as_ptr(),
+            libc::S_IFCHR | mode,
+            libc::makedev(major, minor),
+        )
+    } as libc::c_long)
+    .map(drop)
+}
+
+/// flock(LOCK_EX | LOCK_NB) on `fd`: `Ok(false)` when another holder has it.
+pub(crate) fn try_flock_exclusive(fd: BorrowedFd) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a valid fd, plain integer flags.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        match check(r as libc::c_long) {
+            Ok(_) => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// setxattr(path, name, value, 0), for tests that stand a `user.` attribute for an ACL.
+#[cfg(test)]
+pub(crate) fn set_xattr(path: &Path, name: &CStr, value: &[u8]) -> io::Result<()> {
+    let p = cstring(path)?;
+    // SAFETY: valid C strings and a buffer of `value.len()` readable bytes.
+    check(unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    } as libc::c_long)
+    .map(drop)
+}
+
+/// getxattr(path, name): the value, up to 256 bytes; `None` when the file has no such
+/// attribute (or it cannot be read).
+#[cfg(test)]
+pub(crate) fn get_xattr(path: &Path, name: &CStr) -> Option<Vec<u8>> {
+    let p = cstring(path).ok()?;
+    let mut buf = [0u8; 256];
+    // SAFETY: valid C strings and a writable buffer of `buf.len()` bytes.
+    let n = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
 }

@@ -245,20 +245,7 @@ fn kind_of(m: &std::fs::Metadata) -> String {
 }
 
 fn mknod(path: &Path, major: u32, minor: u32) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated path; mknod has no other memory preconditions.
-    let rc = unsafe {
-        libc::mknod(
-            c.as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    crate::sys::mknod_char(path, 0o666, major, minor)?;
     // mknod's mode is masked by the umask; the driver's nodes are 0666.
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))
 }
@@ -380,6 +367,36 @@ mod tests {
     use super::*;
 
     const DEVICES: &str = "Character devices:\n  1 mem\n195 nvidia-frontend\n508 nvidia-uvm\n509 nvidia-caps\n\nBlock devices:\n  7 loop\n195 notchar\n";
+
+    #[test]
+    fn mknod_makes_a_0666_char_device() {
+        assert_eq!(
+            crate::sys::euid(),
+            0,
+            "mknod needs root (the test suite runs as root)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        // (name, major, minor)
+        let cases: &[(&str, u32, u32)] = &[("nvidiactl", 195, 255), ("nvidia-uvm", 508, 0)];
+        for (name, major, minor) in cases {
+            let path = dir.path().join(name);
+            mknod(&path, *major, *minor).unwrap_or_else(|e| panic!("case {name}: {e}"));
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            assert!(m.file_type().is_char_device(), "case {name}: a char device");
+            let rdev = m.rdev();
+            assert_eq!(
+                (libc::major(rdev), libc::minor(rdev), m.mode() & 0o7777),
+                (*major, *minor, 0o666),
+                "case {name}"
+            );
+            let again = mknod(&path, *major, *minor).unwrap_err();
+            assert_eq!(
+                again.kind(),
+                std::io::ErrorKind::AlreadyExists,
+                "case {name}"
+            );
+        }
+    }
 
     #[test]
     fn proc_devices_cases() {

@@ -1461,12 +1461,8 @@ fn mkfifo(path: &Path) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid C string.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
-        0,
-        "mkfifo {}",
-        path.display()
-    );
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+    assert_eq!(rc, 0, "mkfifo {}", path.display());
 }
 
 #[test]

@@ -8,7 +8,6 @@ use nvct::installer::{self, Options, Restart};
 use nvct::installer_flags::{self, Flags};
 use nvct::runtime_config::Engine;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -202,27 +201,6 @@ fn resolve(cli: &Cli) -> Result<Options, String> {
     .map_err(|e| e.to_string())
 }
 
-/// Blocks the termination signals, so that they wait (pending) until [`wait_for_signal`].
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: sigemptyset/sigaddset initialise `set`; pthread_sigmask only reads it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
-fn wait_for_signal(set: &libc::sigset_t) -> i32 {
-    let mut sig = 0;
-    // SAFETY: `set` is an initialised sigset and `sig` a writable int.
-    unsafe { libc::sigwait(set, &mut sig) };
-    sig
-}
-
 /// The pid file, locked: a second installer on the node refuses to run.
 fn lock_pid_file(path: &Path) -> Result<std::fs::File, String> {
     if let Some(dir) = path.parent() {
@@ -234,8 +212,7 @@ fn lock_pid_file(path: &Path) -> Result<std::fs::File, String> {
         .write(true)
         .open(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: flock on an open fd.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !nvct::fsutil::try_lock(&f).map_err(|e| format!("{}: flock: {e}", path.display()))? {
         return Err(format!(
             "{} is locked: another nvidia-ctk-installer is running on this node",
             path.display()
@@ -248,7 +225,13 @@ fn lock_pid_file(path: &Path) -> Result<std::fs::File, String> {
 }
 
 fn main() -> ExitCode {
-    let signals = block_signals();
+    let signals = match installer::TermSignals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            log(&format!("error: cannot block the termination signals: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
     apply_env_aliases();
     let cli = Cli::parse();
     let opts = match resolve(&cli) {
@@ -284,7 +267,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(opts: &Options, no_daemon: bool, signals: &libc::sigset_t) -> Result<(), String> {
+fn run(opts: &Options, no_daemon: bool, signals: &installer::TermSignals) -> Result<(), String> {
     for l in installer::recover(opts).map_err(|e| e.to_string())? {
         log(&l);
     }
@@ -313,8 +296,10 @@ fn run(opts: &Options, no_daemon: bool, signals: &libc::sigset_t) -> Result<(), 
         return Ok(());
     }
     log("installed; waiting for SIGTERM to undo it");
-    let sig = wait_for_signal(signals);
-    log(&format!("signal {sig}: undoing the install"));
+    match signals.wait() {
+        Ok(sig) => log(&format!("signal {sig}: undoing the install")),
+        Err(e) => log(&format!("error: sigwait: {e}; undoing the install")),
+    }
     for l in installer::uninstall(&done).map_err(|e| e.to_string())? {
         log(&l);
     }

@@ -9,13 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
+use super::generate::{HookKind, NameStrategy, Options};
 use super::generate::{SpecMode, DEFAULT_CLASS, DEFAULT_HOOK_PATH, DEFAULT_VENDOR};
 use super::generate::{IMEX_CLASS, MANAGEMENT_VENDOR};
-use super::generate::{HookKind, NameStrategy, Options};
 use super::Format;
 use crate::config::{Config, ConfigError};
-use crate::model::{DeviceId, Devices};
 use crate::host::root::DriverRoot;
+use crate::model::{DeviceId, Devices};
 
 /// `cdi generate`'s flags exactly as typed: a list flag as its items (comma lists split), a flag
 /// with a default as that default when not typed.

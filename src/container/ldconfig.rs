@@ -156,10 +156,9 @@ pub(crate) fn run_isolated(
         rootfs: rootfs.clone(),
         source,
     })?;
-    // SAFETY: single-threaded (checked above); the child only makes syscalls, prints one line
-    // and execs or `exit_now`s.
+    // The child only makes syscalls, prints one line and execs or `exit_now`s.
     let (pid, pidfd) =
-        unsafe { sys::fork_into_new_namespaces(flags) }.map_err(|source| LdconfigError::Clone {
+        sys::fork_into_new_namespaces(flags).map_err(|source| LdconfigError::Clone {
             rootfs: rootfs.clone(),
             source,
         })?;

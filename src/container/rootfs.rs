@@ -463,8 +463,7 @@ pub mod fault {
 }
 
 fn cwd() -> BorrowedFd<'static> {
-    // SAFETY: AT_FDCWD is a valid "fd" for *at calls for the life of the process.
-    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+    sys::cwd()
 }
 
 /// `/a/b` → `a/b`; anything not absolute, or with `.`/`..`, is refused: the plan only

@@ -1,4 +1,4 @@
-//! NVML discovery: the crate's only FFI and only `unsafe`.
+//! NVML discovery: the crate's only FFI (its one raw call is `sys/nvml.rs`).
 //!
 //! Owns: loading `libnvidia-ml.so.1` from a path the caller names (through `nvml-wrapper`),
 //! reading driver/CUDA versions and the GPUs (compute capabilities included) with their MIG devices into plain data, and closing
@@ -11,6 +11,7 @@
 //! child, or answer from `/proc/driver/nvidia` without NVML.
 
 use crate::model::{normalize_bus_id, Gpu, MigDevice};
+use crate::sys::nvml::{mig_instance_id, Instance};
 use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 use serde::Serialize;
@@ -82,7 +83,7 @@ pub fn discover_gpus(lib: &Path) -> Result<NvmlHost, NvmlError> {
         let device = nvml
             .device_by_index(i)
             .map_err(query(&format!("device {i}: handle")))?;
-        gpus.push(read_gpu(&nvml, &device, i, lib)?);
+        gpus.push(read_gpu(&device, i, lib)?);
     }
     gpus.sort_by_key(|gpu| gpu.index);
     Ok(NvmlHost {
@@ -92,7 +93,7 @@ pub fn discover_gpus(lib: &Path) -> Result<NvmlHost, NvmlError> {
     })
 }
 
-fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, NvmlError> {
+fn read_gpu(device: &Device, i: u32, lib: &Path) -> Result<Gpu, NvmlError> {
     let query = |what: &str| {
         let what = format!("device {i}: {what}");
         move |source| NvmlError::Query {
@@ -114,7 +115,7 @@ fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, Nvm
         Err(e) => return Err(query("MIG mode")(e)),
     };
     let migs = if mig_enabled {
-        read_migs(nvml, device, i, lib)?
+        read_migs(device, i, lib)?
     } else {
         Vec::new()
     };
@@ -145,12 +146,7 @@ fn read_gpu(nvml: &Nvml, device: &Device, i: u32, lib: &Path) -> Result<Gpu, Nvm
 }
 
 /// Lists the MIG devices of one GPU. Slots `0..max` may be sparse; empty ones answer NotFound.
-fn read_migs(
-    nvml: &Nvml,
-    device: &Device,
-    i: u32,
-    lib: &Path,
-) -> Result<Vec<MigDevice>, NvmlError> {
+fn read_migs(device: &Device, i: u32, lib: &Path) -> Result<Vec<MigDevice>, NvmlError> {
     let query = |what: String| {
         move |source| NvmlError::Query {
             lib: lib.to_owned(),
@@ -170,9 +166,9 @@ fn read_migs(
         };
         migs.push(MigDevice {
             index: j,
-            gi: instance_id(nvml, &mig, Instance::Gpu)
+            gi: mig_instance_id(&mig, Instance::Gpu)
                 .map_err(query(format!("MIG device {i}:{j}: GPU instance id")))?,
-            ci: instance_id(nvml, &mig, Instance::Compute)
+            ci: mig_instance_id(&mig, Instance::Compute)
                 .map_err(query(format!("MIG device {i}:{j}: compute instance id")))?,
             uuid: mig
                 .uuid()
@@ -180,28 +176,4 @@ fn read_migs(
         });
     }
     Ok(migs)
-}
-
-enum Instance {
-    Gpu,
-    Compute,
-}
-
-/// Reads a MIG device's GPU or compute instance id through the raw NVML entry points, which
-/// `nvml-wrapper` 0.13 does not wrap.
-fn instance_id(nvml: &Nvml, mig: &Device, which: Instance) -> Result<u32, WrapperError> {
-    let lib = nvml.lib();
-    let function = match which {
-        Instance::Gpu => lib.nvmlDeviceGetGpuInstanceId.as_ref(),
-        Instance::Compute => lib.nvmlDeviceGetComputeInstanceId.as_ref(),
-    };
-    // A library without the symbol is too old for MIG.
-    let function = function.map_err(|_| WrapperError::FunctionNotFound)?;
-    let mut id: libc::c_uint = 0;
-    // SAFETY: `function` was resolved from the loaded NVML with the C signature
-    // `nvmlReturn_t (nvmlDevice_t, unsigned int *)`; `mig.handle()` is a live handle from the
-    // same `nvml` (which outlives this call), and `id` is a valid, writable `unsigned int`.
-    let code = unsafe { function(mig.handle(), &mut id) };
-    nvml_wrapper::error::nvml_try(code)?;
-    Ok(id)
 }

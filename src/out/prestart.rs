@@ -226,19 +226,8 @@ fn open(path: &Path, flags: i32) -> Result<OwnedFd, ApplyError> {
 }
 
 fn pipe() -> Result<(std::fs::File, OwnedFd), ApplyError> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid out-array of two ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(ApplyError::Fork(io::Error::last_os_error()));
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    unsafe {
-        use std::os::fd::FromRawFd;
-        Ok((
-            std::fs::File::from_raw_fd(fds[0]),
-            OwnedFd::from_raw_fd(fds[1]),
-        ))
-    }
+    let (rx, tx) = sys::pipe().map_err(ApplyError::Fork)?;
+    Ok((std::fs::File::from(rx), tx))
 }
 
 /// Runs in the forked child. Returns a message on failure.

@@ -44,11 +44,8 @@ pub fn mknod_char(path: &Path, major: u32, minor: u32) {
 
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "these tests need root (they run real containers)"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "these tests need root (they run real containers)");
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -5,11 +5,10 @@
 //! `/proc/self/mountinfo` and dispatching to `v1.rs` or `v2.rs`. Must not: mount anything, touch
 //! the container's rootfs, or widen access beyond read+write on the listed character devices
 //! (no mknod, no block devices). Files: `locate.rs` PURE (which hierarchy, which directory),
-//! `v1.rs` (devices.allow), `v2.rs` (which programs to replace and how), `insn.rs` PURE (eBPF
-//! encoding, our prefix), `bpf.rs` (the bpf(2) wrappers, the only `unsafe` here), `systemd.rs`
-//! (the same rules kept by systemd for a container that is a systemd scope).
+//! `v1.rs` (devices.allow), `v2.rs` (which programs to replace and how, through the bpf(2)
+//! wrappers in `sys/bpf.rs`), `insn.rs` PURE (eBPF encoding, our prefix), `systemd.rs` (the
+//! same rules kept by systemd for a container that is a systemd scope).
 
-pub mod bpf;
 pub mod insn;
 mod locate;
 pub mod systemd;

@@ -16,10 +16,10 @@
 //! change a program it cannot reload exactly (helper calls, maps, blinded constants: refused
 //! with a message), or add anything but our prefix.
 
-use super::bpf::{self, F_ALLOW_MULTI, F_REPLACE};
 use super::insn::{self, Insn};
 use super::{is_denied, CgroupError};
 use crate::model::CgroupRule;
+use crate::sys::bpf::{self, F_ALLOW_MULTI, F_REPLACE};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -113,11 +113,14 @@ pub(super) fn allow(dir: &Path, rules: &[CgroupRule]) -> Result<(), CgroupError>
                 info.nr_map_ids
             )));
         }
-        if info.xlated.is_empty() {
+        let xlated = insn::from_bytes(&info.xlated).ok_or_else(|| {
+            unsupported("its translated length is not a multiple of 8 bytes".into())
+        })?;
+        if xlated.is_empty() {
             return Err(unsupported("the kernel returned no instructions".into()));
         }
-        insn::check_reloadable(&info.xlated).map_err(unsupported)?;
-        let program = [&prefix[..], &info.xlated[..]].concat();
+        insn::check_reloadable(&xlated).map_err(unsupported)?;
+        let program = [&prefix[..], &xlated[..]].concat();
         let new = load(dir, id, &info.name, &program)?;
         bpf::attach_device_prog(
             cgroup.as_fd(),
@@ -133,6 +136,7 @@ pub(super) fn allow(dir: &Path, rules: &[CgroupRule]) -> Result<(), CgroupError>
 /// Loads the extended program; on failure loads it again with a verifier log for the error.
 fn load(dir: &Path, id: u32, old_name: &str, program: &[Insn]) -> Result<OwnedFd, CgroupError> {
     let name = format!("nvct_{old_name}");
+    let program = &insn::to_bytes(program);
     let first = match bpf::load_device_prog(program, &name, None) {
         Ok(fd) => return Ok(fd),
         Err(e) => e,

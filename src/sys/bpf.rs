@@ -5,9 +5,10 @@
 //! Owns: the `#[repr(C)]` attribute structs (exact prefixes of `union bpf_attr` and
 //! `struct bpf_prog_info` from include/uapi/linux/bpf.h, every padding byte an explicit zeroed
 //! field) and the `unsafe` those calls need. Must not: decide anything (which programs to
-//! replace, what to allow — that is `v2.rs`), build instructions (`insn.rs`), or touch paths.
+//! replace, what to allow — that is `container/cgroup/v2.rs`), encode or decode instructions
+//! (`container/cgroup/insn.rs`: programs cross this API as raw bytes, 8 per instruction), or
+//! touch paths.
 
-use super::insn::{self, Insn};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -191,8 +192,8 @@ pub(crate) struct ProgInfo {
     pub prog_type: u32,
     pub name: String,
     pub nr_map_ids: u32,
-    /// The translated (post-verifier) instructions.
-    pub xlated: Vec<Insn>,
+    /// The translated (post-verifier) instructions, as raw bytes (8 per instruction).
+    pub xlated: Vec<u8>,
 }
 
 /// # Safety
@@ -232,12 +233,6 @@ pub(crate) fn prog_info(fd: BorrowedFd) -> io::Result<ProgInfo> {
         ));
     }
     buf.truncate(info.xlated_prog_len.min(len) as usize);
-    let xlated = insn::from_bytes(&buf).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "translated program length is not a multiple of 8",
-        )
-    })?;
     let name_len = info
         .name
         .iter()
@@ -247,18 +242,24 @@ pub(crate) fn prog_info(fd: BorrowedFd) -> io::Result<ProgInfo> {
         prog_type: info.prog_type,
         name: String::from_utf8_lossy(&info.name[..name_len]).into_owned(),
         nr_map_ids: info.nr_map_ids,
-        xlated,
+        xlated: buf,
     })
 }
 
-/// Loads a `BPF_PROG_TYPE_CGROUP_DEVICE` program for `BPF_CGROUP_DEVICE`. With `log`, the
-/// verifier writes its level-1 log into that buffer (NUL-terminated, truncated to fit).
+/// Loads a `BPF_PROG_TYPE_CGROUP_DEVICE` program for `BPF_CGROUP_DEVICE` from `code`, its
+/// encoded instructions (8 bytes each). With `log`, the verifier writes its level-1 log into
+/// that buffer (NUL-terminated, truncated to fit).
 pub(crate) fn load_device_prog(
-    insns: &[Insn],
+    code: &[u8],
     name: &str,
     log: Option<&mut [u8]>,
 ) -> io::Result<OwnedFd> {
-    let code = insn::to_bytes(insns);
+    if !code.len().is_multiple_of(8) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "program length is not a multiple of 8 bytes",
+        ));
+    }
     let license = c"Apache-2.0";
     let mut prog_name = [0u8; 16];
     let name = name
@@ -274,7 +275,7 @@ pub(crate) fn load_device_prog(
     };
     let mut attr = LoadAttr {
         prog_type: PROG_TYPE_CGROUP_DEVICE,
-        insn_cnt: insns.len() as u32,
+        insn_cnt: (code.len() / 8) as u32,
         insns: code.as_ptr() as u64,
         license: license.as_ptr() as u64,
         log_level,
