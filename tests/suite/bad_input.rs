@@ -24,9 +24,7 @@
 //! namespace (never pid 1): if a case wrongly got to the apply step, its mounts would land in
 //! that throwaway namespace, not on the host.
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK, HOOK};
+use crate::common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK, HOOK};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -2,11 +2,9 @@
 //! (tests/common/fakehost.rs), with the hook in config.json. Every run also checks that the
 //! host's mount table is the same after the container exited as before (Bundle::run).
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, HOOK};
-use common::fakehost::FakeHost;
-use common::hostkind;
+use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
+use crate::common::fakehost::FakeHost;
+use crate::common::hostkind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -540,7 +538,7 @@ fn rhel_layouts_of_host_and_image() {
     let h = host();
     let dir = h.dir.join("rhel");
     let rhel = FakeHost::builder()
-        .layout(common::fakehost::LibLayout::Rhel)
+        .layout(crate::common::fakehost::LibLayout::Rhel)
         .build(&dir.join("host"))
         .expect("fake RHEL host");
     let config = bundle::write_config(&dir, &rhel.driver_root(), &rhel.proc_root(), "");

@@ -5,12 +5,10 @@
 //! environment, as on a real node; `NVIDIA_CTK_CONFIG_FILE_PATH` in that environment points the
 //! hook at the simulated GPU host.
 
-mod common;
-
-use common::bundle::{self, out_text};
-use common::dockerd::{docker, start_dockerd};
-use common::fakehost::FakeHost;
-use common::hostkind::{self, HostKind};
+use crate::common::bundle::{self, out_text};
+use crate::common::dockerd::{docker, start_dockerd};
+use crate::common::fakehost::FakeHost;
+use crate::common::hostkind::{self, HostKind};
 use std::path::Path;
 use std::process::Command;
 

@@ -3,10 +3,8 @@
 //! under real runc on the simulated GPU host (on each kind of host, tests/common/hostkind.rs).
 //! The real containerd path is tests/shim_containerd.rs.
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, HOOK};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
+use crate::common::fakehost::FakeHost;
 use serde_json::{json, Map, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -412,7 +410,7 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let uvm = common::fakehost::NVIDIA_UVM_MAJOR;
+    let uvm = crate::common::fakehost::NVIDIA_UVM_MAJOR;
     rules.extend([rule(uvm, 0), rule(uvm, 1), rule(195, 2), rule(195, 255)]);
     want["linux"]["resources"]["devices"] = Value::Array(rules);
     want["hooks"] = b.spec["hooks"].clone();

@@ -4,11 +4,9 @@
 //! driver root, and that the container either ran safely or was refused with a clear message.
 //! (The host mount table is compared before/after by Bundle::run.)
 
-mod common;
-
-use common::bundle::{self, Bundle, Image};
-use common::fakehost::FakeHost;
-use common::hostkind;
+use crate::common::bundle::{self, Bundle, Image};
+use crate::common::fakehost::FakeHost;
+use crate::common::hostkind;
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,8 @@
 //! `nvidia-ctk runtime configure` in upstream's drop-in layout (and read back by doctor through
 //! `containerd config dump` and CRI-O's `crio.conf.d`).
 
-mod common;
-
-use common::bundle::{self, CTK};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, CTK};
+use crate::common::fakehost::FakeHost;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,7 +18,7 @@ fn ctk(args: &[&str]) -> Output {
 
 /// `nvidia-ctk` inside this run's simulated host (common::hostkind).
 fn on_host(args: &[&str]) -> Output {
-    common::hostkind::command(CTK).args(args).output().unwrap()
+    crate::common::hostkind::command(CTK).args(args).output().unwrap()
 }
 
 fn ok_or_panic(out: &Output, what: &str) {
@@ -214,8 +212,8 @@ fn a_healthy_node_is_all_ok() {
     assert_eq!(code, 0, "{text}");
     // The hook's cgroup path as this kind of host has it.
     let cgroup = checks.iter().find(|c| c.0 == "cgroup").unwrap();
-    let want = match common::hostkind::kind() {
-        common::hostkind::HostKind::V1 => "cgroup v1: the hook writes device rules",
+    let want = match crate::common::hostkind::kind() {
+        crate::common::hostkind::HostKind::V1 => "cgroup v1: the hook writes device rules",
         _ => "cgroup v2: the hook extends the container's eBPF device program",
     };
     assert!(cgroup.2.contains(want), "{cgroup:?}");

@@ -4,10 +4,8 @@
 //! crun (`apt-get install -y crun`; its `createContainer` states have `"pid": 0`), the prestart
 //! hook too. Every run also checks that the host's mount table is unchanged (Bundle::run).
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK};
+use crate::common::fakehost::FakeHost;
 use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

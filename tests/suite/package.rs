@@ -8,9 +8,7 @@
 //! The packages come from `NVCT_PACKAGE_DIR` (scripts/test.sh runs `scripts/package.sh
 //! --profile dev` and sets it).
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image};
+use crate::common::bundle::{self, out_text, Bundle, Image};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

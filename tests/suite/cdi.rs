@@ -8,10 +8,8 @@
 //! so that a concurrent test run or a real NVIDIA spec in /etc/cdi never conflicts with it) and
 //! remove it in a Drop guard.
 
-mod common;
-
-use common::bundle::{self, Bundle, Image};
-use common::fakehost::{self, FakeHost};
+use crate::common::bundle::{self, Bundle, Image};
+use crate::common::fakehost::{self, FakeHost};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -324,7 +322,7 @@ fn two_gpu_host_names_and_shared_edits() {
         .position(|t| t.ends_with("libnvidia-cfg.so.550.54.15"))
         .unwrap()
         + 1;
-    for (i, (name, version, _)) in common::fakehost::STUB_OWN_VERSION_LIBS.iter().enumerate() {
+    for (i, (name, version, _)) in crate::common::fakehost::STUB_OWN_VERSION_LIBS.iter().enumerate() {
         want_targets.insert(at + i, format!("{lib}/{name}.so.{version}"));
     }
     // The graphics and display config files, at their own paths.
@@ -1545,7 +1543,7 @@ fn imex_channel_specs() {
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect();
-    let want: Vec<String> = (0..common::fakehost::IMEX_CHANNELS)
+    let want: Vec<String> = (0..crate::common::fakehost::IMEX_CHANNELS)
         .map(|c| c.to_string())
         .chain(["all".to_string()])
         .collect();
@@ -1560,7 +1558,7 @@ fn imex_channel_specs() {
         node["path"], "/dev/nvidia-caps-imex-channels/channel1",
         "{doc}"
     );
-    assert_eq!(node["major"], common::fakehost::NVIDIA_IMEX_MAJOR, "{doc}");
+    assert_eq!(node["major"], crate::common::fakehost::NVIDIA_IMEX_MAJOR, "{doc}");
     // One channel by number or by upstream's channelN name; an unknown one is refused.
     for id in ["1", "channel1"] {
         let doc = parse(&generate(&h, &["--mode", "imex", "--device-id", id]));
