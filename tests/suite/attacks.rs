@@ -1629,6 +1629,7 @@ fn prestart_hook_refuses_a_pid_that_is_not_a_container_being_created() {
         serde_json::to_vec(&b.spec).unwrap(),
     )
     .unwrap();
+    let _quiet = crate::common::engines::quiet();
     let before = bundle::host_mounts();
     let state = serde_json::json!({"ociVersion": "1.0.2", "id": "x", "status": "created", "pid": std::process::id(), "bundle": b.dir});
     let mut child = std::process::Command::new(bundle::HOOK)

@@ -246,6 +246,7 @@ fn state(pid: u32, bundle: &Path) -> Vec<u8> {
 /// Runs the hook with `stdin` as the state and checks that it failed clearly and that neither
 /// `bundle` nor the host mount table changed.
 fn hook_must_fail(case: &str, config: &Path, bundle: &Path, stdin: &[u8], want: &[&str]) {
+    let _quiet = crate::common::engines::quiet();
     let before = (snapshot(bundle), bundle::host_mounts());
     let out = run(
         HOOK,
@@ -270,6 +271,7 @@ fn hook_must_fail(case: &str, config: &Path, bundle: &Path, stdin: &[u8], want: 
 fn shim_must_fail(case: &str, config: &Path, bundle: &Path, want: &[&str]) {
     let h = host();
     let _ = std::fs::remove_file(&h.runtime_ran);
+    let _quiet = crate::common::engines::quiet();
     let before = (snapshot(bundle), bundle::host_mounts());
     let out = run(
         SHIM,
@@ -504,6 +506,7 @@ fn a_bundle_without_config_json_is_let_through_and_logged() {
             bundle.display()
         );
         let case = bundle.display();
+        let _quiet = crate::common::engines::quiet();
         let before = bundle::host_mounts();
         let out = run(
             HOOK,

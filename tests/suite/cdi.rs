@@ -322,7 +322,10 @@ fn two_gpu_host_names_and_shared_edits() {
         .position(|t| t.ends_with("libnvidia-cfg.so.550.54.15"))
         .unwrap()
         + 1;
-    for (i, (name, version, _)) in crate::common::fakehost::STUB_OWN_VERSION_LIBS.iter().enumerate() {
+    for (i, (name, version, _)) in crate::common::fakehost::STUB_OWN_VERSION_LIBS
+        .iter()
+        .enumerate()
+    {
         want_targets.insert(at + i, format!("{lib}/{name}.so.{version}"));
     }
     // The graphics and display config files, at their own paths.
@@ -1251,6 +1254,7 @@ impl Drop for InstalledSpec {
 }
 
 fn podman(rootfs: &Path, device: &str, script: &str) -> (String, String) {
+    let _engine = crate::common::engines::engine();
     let mut cmd = Command::new(bundle::require("podman"));
     cmd.args([
         "run",
@@ -1558,7 +1562,11 @@ fn imex_channel_specs() {
         node["path"], "/dev/nvidia-caps-imex-channels/channel1",
         "{doc}"
     );
-    assert_eq!(node["major"], crate::common::fakehost::NVIDIA_IMEX_MAJOR, "{doc}");
+    assert_eq!(
+        node["major"],
+        crate::common::fakehost::NVIDIA_IMEX_MAJOR,
+        "{doc}"
+    );
     // One channel by number or by upstream's channelN name; an unknown one is refused.
     for id in ["1", "channel1"] {
         let doc = parse(&generate(&h, &["--mode", "imex", "--device-id", id]));
@@ -1842,6 +1850,7 @@ fn podman_read_only_with_the_hooks_d_prestart_hook_gets_the_persistenced_socket(
     });
     std::fs::write(hooks.join("oci-nvidia-hook.json"), hook.to_string()).unwrap();
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let _engine = crate::common::engines::engine();
     let mut cmd = Command::new(bundle::require("podman"));
     cmd.arg("--hooks-dir")
         .arg(&hooks)

@@ -707,6 +707,7 @@ fn crun_run(b: &mut Bundle, script: &str) -> Output {
         serde_json::to_vec_pretty(&b.spec).unwrap(),
     )
     .unwrap();
+    let _quiet = crate::common::engines::quiet();
     let before = bundle::host_mounts();
     let out = Command::new("unshare")
         .args([

@@ -18,7 +18,10 @@ fn ctk(args: &[&str]) -> Output {
 
 /// `nvidia-ctk` inside this run's simulated host (common::hostkind).
 fn on_host(args: &[&str]) -> Output {
-    crate::common::hostkind::command(CTK).args(args).output().unwrap()
+    crate::common::hostkind::command(CTK)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok_or_panic(out: &Output, what: &str) {

@@ -299,6 +299,7 @@ fn bad_input_cases() {
         ("huge state", vec![b' '; 2 << 20], "larger than"),
     ];
     for (name, stdin, needle) in cases {
+        let _quiet = crate::common::engines::quiet();
         let before = bundle::host_mounts();
         let out = hook_with_state(&h.config, &stdin);
         let text = out_text(&out);
@@ -384,6 +385,7 @@ fn twenty_gpu_containers_at_once() {
             (i, b)
         })
         .collect();
+    let _quiet = crate::common::engines::quiet();
     let before = bundle::host_mounts();
     let outs: Vec<(usize, std::process::Output)> = std::thread::scope(|s| {
         let handles: Vec<_> = bundles
