@@ -1594,7 +1594,6 @@ fn patched(real: &[u8], at: usize, with: &[u8]) -> Vec<u8> {
     b
 }
 
-#[test]
 fn ld_cache_cases() {
     // Its own host: every case replaces the driver root's cache.
     let _serial = serial();
@@ -1744,4 +1743,10 @@ fn ld_cache_cases() {
             case.name
         );
     }
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// the ld cache step on broken caches.
+    ld_cache_cases,
 }

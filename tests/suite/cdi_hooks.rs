@@ -236,7 +236,6 @@ fn install_image_ldconfig(rootfs: &Path) {
 
 /// `update-ldcache` writes the cache natively (no ldconfig generator string in it), or with
 /// `--ldconfig-only` by the host ldconfig; libcuda.so.1 resolves either way.
-#[test]
 fn update_ldcache_makes_libcuda_resolvable() {
     let h = host();
     let version = h.host.driver_version();
@@ -298,7 +297,6 @@ fn update_ldcache_makes_libcuda_resolvable() {
     }
 }
 
-#[test]
 fn update_ldcache_refusals() {
     let h = host();
     let cases: &[(&str, &[&str], &str)] = &[
@@ -354,7 +352,6 @@ fn update_ldcache_refusals() {
     }
 }
 
-#[test]
 fn update_ldcache_never_writes_through_a_planted_conf_file() {
     // The conf name is predictable (a hash of the folder list). The image plants a symlink to
     // a host file there, or a hardlink of a host file: the hook writes a temp file and renames
@@ -953,4 +950,14 @@ fn update_application_profile_cases() {
         }
         assert_empty(&canary, name);
     }
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// update-ldcache: native, or by the host ldconfig.
+    update_ldcache_makes_libcuda_resolvable,
+    /// the ldconfig update-ldcache runs.
+    update_ldcache_refusals,
+    /// update-ldcache and the image's ld.so.conf.d.
+    update_ldcache_never_writes_through_a_planted_conf_file,
 }

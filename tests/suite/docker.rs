@@ -12,7 +12,6 @@ use crate::common::hostkind::{self, HostKind};
 use std::path::Path;
 use std::process::Command;
 
-#[test]
 fn docker_run_gpus() {
     bundle::require_root();
     let dir = tempfile::Builder::new()
@@ -135,4 +134,10 @@ fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// dockerd and runc on each cgroup version.
+    docker_run_gpus,
 }

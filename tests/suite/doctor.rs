@@ -179,7 +179,6 @@ impl Node {
     }
 }
 
-#[test]
 fn a_healthy_node_is_all_ok() {
     let node = Node::healthy("healthy");
     let (code, checks, text) = node.doctor();
@@ -239,7 +238,6 @@ fn a_healthy_node_is_all_ok() {
     assert!(stdout.lines().all(|l| l.starts_with("ok  ")), "{stdout}");
 }
 
-#[test]
 fn each_seeded_fault_fails_its_check_with_a_fix() {
     type Seed = fn(&Node);
     // (case, the fault, the check that must fail, words its detail must contain)
@@ -676,7 +674,6 @@ fn not_ok(checks: &Checks) -> (Vec<&str>, Vec<&str>) {
 /// One cause is one failure: the checks that need the failed one are skipped and say which
 /// they need, the node's own set-up is still checked, and no fix writes under a directory that
 /// is not there.
-#[test]
 fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
     const GPU: &[&str] = &[
         "nvml",
@@ -903,4 +900,14 @@ fn a_node_without_allocatable_gpus_is_reported_by_name() {
         c.3.contains("kubectl label node gpu-node-1 --overwrite"),
         "{c:?}"
     );
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// doctor's cgroup and ldconfig checks.
+    a_healthy_node_is_all_ok,
+    /// doctor's ldconfig checks.
+    each_seeded_fault_fails_its_check_with_a_fix,
+    /// doctor's cgroup checks and their dependants.
+    one_cause_is_one_failure_and_its_dependants_are_skipped,
 }

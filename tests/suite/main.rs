@@ -3,14 +3,37 @@
 //! helpers and the library once instead of once per area.
 //!
 //! Host kinds: the container tests run on the kind of GPU node `NVCT_TEST_HOST` names
-//! (`common::hostkind`: cgroup v1, cgroup v2, Ubuntu's ldconfig wrapper). A test whose outcome
-//! depends on that kind (the device cgroup rules, ldconfig and the ld cache, the mount table and
-//! cgroup mounts the tools read) has a name starting with `hostkind_`; scripts/test.sh runs the
-//! whole suite once on this machine's cgroup v1 host and then only those tests again on each
-//! other kind: `NVCT_TEST_HOST=v2 cargo test --test suite -- hostkind_`.
+//! (`common::hostkind`: this machine's cgroup v1, a cgroup v2 host, an Ubuntu-like host whose
+//! `/sbin/ldconfig` is a wrapper script). scripts/test.sh runs every test once on the v1 host,
+//! then again on each other kind only the tests whose outcome depends on the kind: the device
+//! cgroup (v1 `devices.allow` or v2's eBPF program), ldconfig and the ld cache, the library
+//! layout the cache lists, the mount table and `/run` as the runtime sees them, and the checks
+//! of `nvidia-ctk doctor` that read them. Each area names those in its `each_host_kind!` list at
+//! its end, which puts them in its `each_host_kind` module
+//! (`attacks::each_host_kind::device_isolation_in_both_paths`); the re-run is
+//! `NVCT_TEST_HOST=v2 cargo test --test suite -- ::each_host_kind::`. A test that only
+//! starts a GPU container on the way to other assertions (files, nodes, logs, refusals) is not
+//! in the list: the listed ones already fail on a kind where a start does.
 //!
 //! The real-host phase (tests/realhost.rs, a VM) is its own binary: it is `#[ignore]`d here
 //! and run last with `--ignored`.
+
+/// `each_host_kind! { /// why
+/// name, ... }`: the area's tests `name` (plain functions above, no `#[test]` of their own)
+/// as `#[test]`s of its `each_host_kind` module, which scripts/test.sh runs on every host kind.
+macro_rules! each_host_kind {
+    ($($(#[doc = $why:literal])* $name:ident,)*) => {
+        mod each_host_kind {
+            $(
+                $(#[doc = $why])*
+                #[test]
+                fn $name() {
+                    super::$name()
+                }
+            )*
+        }
+    };
+}
 
 mod common;
 

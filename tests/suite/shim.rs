@@ -379,7 +379,6 @@ fn crash_at_each_step_of_the_config_json_write() {
     }
 }
 
-#[test]
 fn legacy_mode_writes_the_device_rules_of_the_hook() {
     // Golden test of the legacy edit on the simulated host: the prestart hook, and one
     // `c MAJ:MIN rw` allow rule per node the hook will inject (GPU 2, the control node and the
@@ -459,7 +458,6 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
     );
 }
 
-#[test]
 fn automatic_kind_is_generated_in_cdi_mode() {
     // `runtime.nvidia.com/gpu=<id>` names no spec file: in cdi mode (and jit-cdi) the shim
     // generates its edits on the spot; the container then runs under real runc with GPU 1.
@@ -559,7 +557,6 @@ fn numbers_in_config_json_survive_the_edit() {
 /// was left unchecked); `NVIDIA_MIG_CONFIG_DEVICES` / `NVIDIA_MIG_MONITOR_DEVICES` are served as
 /// legacy mode serves them: refused for an unprivileged container, the config and monitor cap
 /// nodes (and their `/proc/driver/nvidia/capabilities/mig/` files) for a privileged one.
-#[test]
 fn jit_cdi_requirements_and_mig_requests() {
     bundle::require("runc");
     let dir = tempfile::Builder::new()
@@ -694,4 +691,14 @@ fn jit_cdi_requirements_and_mig_requests() {
         ],
         "{text}"
     );
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// device rules applied by runc on v1 or v2.
+    legacy_mode_writes_the_device_rules_of_the_hook,
+    /// the GPU node opens: runc's device rules from the edits.
+    automatic_kind_is_generated_in_cdi_mode,
+    /// the cap nodes open: runc's device rules from the edits.
+    jit_cdi_requirements_and_mig_requests,
 }
