@@ -364,7 +364,7 @@ fn hook_state_cases() {
             &["no usable pid (got None)"],
         ),
         // crun's createContainer state: the prestart hook needs a pid and says where to
-        // register (the CDI hooks take it: tests/cdi_hooks.rs).
+        // register (the CDI hooks take it: tests/suite/cdi_hooks.rs).
         state_case(
             "pid 0",
             with_pid("0"),

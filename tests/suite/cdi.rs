@@ -1,5 +1,5 @@
 //! `nvidia-ctk cdi generate|list|validate` end to end: the real binary against simulated GPU
-//! hosts (tests/common/fakehost.rs), generated specs checked by our validator (which holds the
+//! hosts (tests/suite/common/fakehost.rs), generated specs checked by our validator (which holds the
 //! CDI JSON schema's rules, src/cdi/validate.rs) and `cdi validate`, and real podman
 //! containers given GPUs through CDI.
 //!

@@ -1,6 +1,6 @@
 //! The CDI hooks (`nvidia-cdi-hook`, `nvidia-ctk hook`) end to end: real `runc run`
 //! containers with the hooks registered as `createContainer` entries (as CDI specs write them)
-//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs), and under a real
+//! with an explicit env, on a simulated GPU host (tests/suite/common/fakehost.rs), and under a real
 //! crun (`apt-get install -y crun`; its `createContainer` states have `"pid": 0`), the prestart
 //! hook too. Every run also checks that the host's mount table is unchanged (Bundle::run).
 

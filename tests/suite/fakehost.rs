@@ -1,4 +1,4 @@
-//! Tests of the fake GPU host (`tests/common/fakehost.rs`), the fake NVML
+//! Tests of the fake GPU host (`tests/suite/common/fakehost.rs`), the fake NVML
 //! (`examples/fake_nvml.rs`) and NVML discovery (`nvct::nvml`) against it.
 //!
 //! Needs root, gcc and /sbin/ldconfig, and `cargo build --examples` first; a missing piece fails

@@ -1,5 +1,5 @@
 //! The prestart hook end to end: real `runc run` containers on a simulated 8-GPU host
-//! (tests/common/fakehost.rs), with the hook in config.json. Every run also checks that the
+//! (tests/suite/common/fakehost.rs), with the hook in config.json. Every run also checks that the
 //! host's mount table is the same after the container exited as before (Bundle::run).
 
 use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};

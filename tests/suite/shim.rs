@@ -1,7 +1,8 @@
 //! The runtime shim end to end: the `create` rewrite of config.json with a fake low-level
 //! runtime that records its argv, pass-through of other commands, and the edited bundles run
-//! under real runc on the simulated GPU host (on each kind of host, tests/common/hostkind.rs).
-//! The real containerd path is tests/shim_containerd.rs.
+//! under real runc on the simulated GPU host (those of the device rules on each kind of host,
+//! tests/suite/common/hostkind.rs).
+//! The real containerd path is tests/suite/shim_containerd.rs.
 
 use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
 use crate::common::fakehost::FakeHost;

@@ -1,7 +1,7 @@
 //! containerd 1.6 as a plain process for black-box tests: private root, state and sockets in
 //! the test's directory. [`start_containerd`]: the CRI plugin off; `ctr -a SOCK run
 //! --runc-binary SHIM` then starts containers through our runtime shim.
-//! [`write_cri_config`] + [`start_containerd_cri`]: the CRI plugin on (tests/cri.rs), served on
+//! [`write_cri_config`] + [`start_containerd_cri`]: the CRI plugin on (tests/suite/cri.rs), served on
 //! the same socket, its runtimes from the config (and the drop-ins it imports).
 
 #![allow(dead_code)]
