@@ -1,10 +1,10 @@
 //! `fake_host`: builds a [`FakeHost`] (a GPU host without a GPU) in a directory, for manual
-//! experiments and demos. The builder itself lives in `tests/common/fakehost.rs`.
+//! experiments and demos. The builder itself lives in `tests/suite/common/fakehost.rs`.
 //!
 //! Usage: `fake_host --gpus N [--mig] [--driver-version V] DIR` (as root, after
 //! `cargo build --examples`).
 
-#[path = "../tests/common/fakehost.rs"]
+#[path = "../tests/suite/common/fakehost.rs"]
 mod fakehost;
 
 use fakehost::FakeHost;

@@ -3,9 +3,9 @@
 # runc, crun, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
 # headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
 # no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
-# systemd (systemd-analyze verify of the units), GNU time (tests/attacks.rs measures the hook's peak
+# systemd (systemd-analyze verify of the units), GNU time (tests/suite/attacks.rs measures the hook's peak
 # memory with it), qemu and mmdebstrap (the real-host phase's VM), and with pip the Python packages of
-# scripts/validate-k8s.sh and tests/cri.rs's CRI client. The Rust toolchain is not installed
+# scripts/validate-k8s.sh and tests/suite/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
 # with its clippy and rustfmt components (added here with rustup when missing).
 set -euo pipefail
@@ -77,7 +77,7 @@ if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("kubern
   echo "install-deps.sh: installing kubernetes-validate 1.37.0 (pip)"
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "kubernetes-validate==1.37.0"
 fi
-# tests/cri.rs: its CRI client (tests/cri/cri.py) speaks gRPC with grpcio and generates its
+# tests/suite/cri.rs: its CRI client (tests/cri/cri.py) speaks gRPC with grpcio and generates its
 # stubs from tests/cri/runtime_v1.proto with grpcio-tools (which ships protoc), pinned.
 if ! python3 -c 'import importlib.metadata as m, sys; sys.exit([m.version(p) for p in ("grpcio-tools", "grpcio", "protobuf")] != ["1.85.1", "1.85.3", "7.36.2"])' 2>/dev/null; then
   echo "install-deps.sh: installing grpcio-tools 1.85.1, grpcio 1.85.3, protobuf 7.36.2 (pip)"

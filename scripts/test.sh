@@ -2,8 +2,9 @@
 # The whole test suite: installs what it needs, checks formatting and lints, builds the fake
 # NVML and the tools, runs every test (unit tests, and black-box tests that start real runc
 # containers, a real containerd and podman), then runs the container tests again on each other
-# kind of GPU node the suite simulates (tests/common/hostkind.rs): a cgroup v2 host and an
-# Ubuntu-like host (cgroup v2, /sbin/ldconfig a shell wrapper of ldconfig.real).
+# kind of GPU node the suite simulates (tests/suite/common/hostkind.rs): a cgroup v2 host and an
+# Ubuntu-like host (cgroup v2, /sbin/ldconfig a shell wrapper of ldconfig.real). Arguments go to
+# every test binary (filters, --nocapture); on the other kinds a filter narrows the re-run set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Progress: one line per step with the time so far; at the end (or at the first failure) one
@@ -47,7 +48,7 @@ fuzz_rc=0
 cargo test --locked --manifest-path fuzz/Cargo.toml 2>&1 | tee "${TMPDIR:-/tmp}/nvct-fuzz.log" || fuzz_rc=$?
 count "${TMPDIR:-/tmp}/nvct-fuzz.log"
 [ "$fuzz_rc" -eq 0 ]
-# --all-features: the test-only `fault-injection` feature (tests/race.rs) is exercised here;
+# --all-features: the test-only `fault-injection` feature (tests/suite/race.rs) is exercised here;
 # it is never part of a default or release build.
 current="building the tools, the static hook binaries and the packages"
 step "$current"
@@ -55,7 +56,7 @@ cargo build --locked --bins --examples --all-features
 # The installed hook binaries are statically linked (an env-less hook entry gets the image's
 # LD_PRELOAD; a static binary has no loader to obey it): nvidia-cdi-hook whole, the prestart
 # hook and nvidia-ctk as fronts that exec the dynamic build from ../libexec/nvct/ (the layout
-# scripts/build-release.sh ships). tests/attacks.rs runs them from NVCT_STATIC_BIN_DIR.
+# scripts/build-release.sh ships). tests/suite/attacks.rs runs them from NVCT_STATIC_BIN_DIR.
 for bin in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
   cargo rustc --locked --all-features --target-dir target/static --bin "$bin" -- -C target-feature=+crt-static
 done
@@ -65,7 +66,7 @@ for bin in nvidia-container-runtime-hook nvidia-ctk; do
 done
 export NVCT_STATIC_BIN_DIR="$PWD/target/static/debug"
 # The .deb and .rpm of these debug builds (scripts/package.sh; a release package would pay an
-# LTO build): tests/package.rs installs the .deb into a scratch root, starts a GPU container
+# LTO build): tests/suite/package.rs installs the .deb into a scratch root, starts a GPU container
 # through the installed hook, removes and purges it, and compares the .rpm with it.
 scripts/package.sh --profile dev
 export NVCT_PACKAGE_DIR="$PWD/target/package"
@@ -93,17 +94,23 @@ phase all "every test (cgroup v1 host)" cargo test --locked --all-targets --all-
 current="the Kubernetes manifests against the Kubernetes schemas"
 step "$current"
 scripts/validate-k8s.sh
-# The runc-based container tests (the prestart hook; the shim's legacy, cdi and jit-cdi edits
-# with our CDI hooks under runc; the installed package's hook), `docker run --gpus` through a
-# real dockerd, and `nvidia-ctk doctor` (its cgroup check sees the simulated host's). containerd (`ctr run`: tests/shim_containerd.rs, tests/shim_cdi.rs,
-# tests/installer.rs; its CRI plugin: tests/cri.rs) and podman
-# (tests/cdi.rs) set CPU limits, and this machine's cpu controller is bound to its cgroup v1
-# hierarchy, so on the simulated v2 host they cannot start any container (GPU or not): they run
-# on v1 only.
-container_tests=(--test hook --test attacks --test race --test cdi_hooks --test shim --test docker --test bad_input --test package --test doctor)
-for host in v2 ubuntu; do
-  phase "$host" "the container tests again on the simulated ${host} host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features "${container_tests[@]}" -- "$@"
-done
+# The tests whose outcome depends on the kind of host (the device cgroup, ldconfig and the ld
+# cache, the library layout, the mount table and /run, doctor's checks of those) run again on
+# the simulated v2 and Ubuntu hosts: each area of tests/suite/ lists them in its
+# `each_host_kind!` (tests/suite/main.rs says how they are chosen). The others (containerd,
+# its CRI plugin and podman among them: they set CPU limits, and this machine's cpu controller is
+# bound to its cgroup v1 hierarchy, so on the simulated v2 host they cannot start any container)
+# run on v1 only. The re-run set is the `each_host_kind` tests this run's arguments select.
+current="listing the host-kind tests"
+host_kind_list=$(cargo test --locked --all-features --test suite -- --list "$@")
+mapfile -t host_kind_tests < <(sed -n 's/^\(.*::each_host_kind::.*\): test$/\1/p' <<<"$host_kind_list")
+if [ "${#host_kind_tests[@]}" -eq 0 ]; then
+  step "no host-kind test selected: the v2 and ubuntu re-runs are skipped"
+else
+  for host in v2 ubuntu; do
+    phase "$host" "the ${#host_kind_tests[@]} host-kind tests again on the simulated ${host} host" env NVCT_TEST_HOST="$host" cargo test --locked --all-features --test suite -- --exact "${host_kind_tests[@]}" "$@"
+  done
+fi
 # The real-host phase: a Debian 12 VM under qemu (systemd, cgroup v2, crun, the engines, the
 # .deb and its units; scripts/realhost/, docs/REALHOST.md). Its image is built once and cached.
 phase realhost "the real-host phase (a Debian 12 VM under qemu)" cargo test --locked --all-features --test realhost -- --ignored "$@"

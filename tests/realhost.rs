@@ -10,6 +10,7 @@
 //! `NVCT_PACKAGE_DIR` (run.sh names whatever is missing). `NVCT_REALHOST_OUT` names the result
 //! directory (default `target/realhost`); run.sh's own variables pass through.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A CRI client for tests/cri.rs: one gRPC call to a CRI runtime, as the kubelet makes it.
+"""A CRI client for tests/suite/cri.rs: one gRPC call to a CRI runtime, as the kubelet makes it.
 
     cri.py STUBS SOCKET Service.Method < request.json > response.json
 

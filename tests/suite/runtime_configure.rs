@@ -6,8 +6,8 @@
 //! run names its files in a temp dir, and [`ctk`] refuses a run that would write the host's /etc.
 //! These tests need root (mount namespaces, overlayfs, chown).
 //!
-//! `UPDATE_GOLDEN=1 cargo test --test runtime_configure` rewrites the golden files; review the
-//! diff before committing. The containerd tests need the `containerd` binary (Debian:
+//! `UPDATE_GOLDEN=1 cargo test --all-features --test suite -- runtime_configure::` rewrites the
+//! golden files; review the diff before committing. The containerd tests need the `containerd` binary (Debian:
 //! `apt-get install -y containerd`) and fail, never skip, without it.
 
 use std::fs;

@@ -3,11 +3,9 @@
 //! and this machine's cpu controller is bound to its cgroup v1 hierarchy, so containerd cannot
 //! start any container (GPU or not) on the simulated v2 host.
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, HOOK};
-use common::containerd::start_containerd;
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
+use crate::common::containerd::start_containerd;
+use crate::common::fakehost::FakeHost;
 use std::process::{Command, Output, Stdio};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");

@@ -7,9 +7,7 @@
 //! canary is never mounted over or written.
 #![cfg(feature = "fault-injection")]
 
-mod common;
-
-use common::bundle::{self, Bundle, Image};
+use crate::common::bundle::{self, Bundle, Image};
 use serde_json::json;
 use std::path::Path;
 

@@ -1,12 +1,10 @@
-//! Tests of the fake GPU host (`tests/common/fakehost.rs`), the fake NVML
+//! Tests of the fake GPU host (`tests/suite/common/fakehost.rs`), the fake NVML
 //! (`examples/fake_nvml.rs`) and NVML discovery (`nvct::host::nvml`) against it.
 //!
 //! Needs root, gcc and /sbin/ldconfig, and `cargo build --examples` first; a missing piece fails
 //! the test with a message saying so, never skips it.
 
-mod common;
-
-use common::fakehost::{
+use crate::common::fakehost::{
     FakeHost, CUDA_VERSION, LIB32_DIR, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
     NVIDIA_UVM_MAJOR, STUB_LIBS32,
 };
@@ -535,7 +533,7 @@ fn discovery_follows_each_library_layout() {
     // host: every driver library is found in the layout's dir (through the ld cache, whose
     // flags say aarch64 on the Grace layout), and the same driver root read for the other
     // architecture finds none of them (so the flags and dirs really decide).
-    use common::fakehost::LibLayout;
+    use crate::common::fakehost::LibLayout;
     use nvct::host::driver::FileKind;
     use nvct::model::Arch;
     let cases = [
@@ -666,7 +664,7 @@ fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
         );
         for path in &drm.nodes {
             let n = inv.nodes.iter().find(|n| &n.path == path).unwrap();
-            assert_eq!(n.major, common::fakehost::DRM_MAJOR, "{path:?}");
+            assert_eq!(n.major, crate::common::fakehost::DRM_MAJOR, "{path:?}");
         }
     }
 }

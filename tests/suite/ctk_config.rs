@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nvidia-ctk");
-const DEFAULT: &str = include_str!("../config/config.toml");
+const DEFAULT: &str = include_str!("../../config/config.toml");
 
 fn ctk(args: &[&str], config_env: &Path) -> Output {
     Command::new(BIN)

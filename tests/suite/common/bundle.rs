@@ -167,6 +167,7 @@ impl Bundle {
     /// `runc run` with `sh -c script`; returns the output. Asserts that the host's mount table
     /// is exactly the same after the container exited as before it started.
     pub fn run(&mut self, script: &str) -> Output {
+        let _quiet = super::engines::quiet();
         let before = host_mounts();
         let out = self.run_unchecked(script);
         let after = host_mounts();

@@ -1,12 +1,10 @@
 //! The prestart hook end to end: real `runc run` containers on a simulated 8-GPU host
-//! (tests/common/fakehost.rs), with the hook in config.json. Every run also checks that the
+//! (tests/suite/common/fakehost.rs), with the hook in config.json. Every run also checks that the
 //! host's mount table is the same after the container exited as before (Bundle::run).
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, HOOK};
-use common::fakehost::FakeHost;
-use common::hostkind;
+use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
+use crate::common::fakehost::FakeHost;
+use crate::common::hostkind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -95,7 +93,6 @@ fn visible_devices_cases() {
     }
 }
 
-#[test]
 fn imex_channels_cases() {
     // NVIDIA_IMEX_CHANNELS: the channel nodes, openable (the device cgroup allows them: ENXIO
     // from a host without the driver, not EPERM); a channel the host lacks refuses the start.
@@ -176,7 +173,6 @@ fn unknown_device_refuses_the_container() {
     }
 }
 
-#[test]
 fn device_cgroup_allows_only_injected_gpus() {
     let h = host();
     let mut b = Bundle::new(&h.dir, Image::Busybox);
@@ -219,7 +215,6 @@ fn device_cgroup_allows_only_injected_gpus() {
     );
 }
 
-#[test]
 fn libraries_binaries_and_ld_cache_in_a_glibc_image() {
     let h = host();
     let mut b = Bundle::new(&h.dir, Image::Glibc);
@@ -301,6 +296,7 @@ fn bad_input_cases() {
         ("huge state", vec![b' '; 2 << 20], "larger than"),
     ];
     for (name, stdin, needle) in cases {
+        let _quiet = crate::common::engines::quiet();
         let before = bundle::host_mounts();
         let out = hook_with_state(&h.config, &stdin);
         let text = out_text(&out);
@@ -372,7 +368,6 @@ fn command_line() {
     }
 }
 
-#[test]
 fn twenty_gpu_containers_at_once() {
     // 20 containers started in parallel through the hook, container i asking for GPU i mod 8:
     // every one starts, sees exactly its GPU (and may open it: ENXIO, not EPERM), and the host
@@ -386,6 +381,7 @@ fn twenty_gpu_containers_at_once() {
             (i, b)
         })
         .collect();
+    let _quiet = crate::common::engines::quiet();
     let before = bundle::host_mounts();
     let outs: Vec<(usize, std::process::Output)> = std::thread::scope(|s| {
         let handles: Vec<_> = bundles
@@ -438,7 +434,6 @@ fn twenty_gpu_containers_at_once() {
 /// How the ld cache is made, by image and config: natively (the image's cache plus ours, no
 /// ldconfig generator string left in the file) or by the host ldconfig (its generator string
 /// in the file); either way libcuda.so.1 resolves and the image's own libc stays in the cache.
-#[test]
 fn ld_cache_native_or_by_the_host_ldconfig() {
     let h = host();
     let disabled = bundle::write_config(
@@ -532,7 +527,6 @@ fn ld_cache_native_or_by_the_host_ldconfig() {
     }
 }
 
-#[test]
 fn rhel_layouts_of_host_and_image() {
     // A RHEL/Fedora host (driver libraries in /usr/lib64) with a RHEL image and with a Debian
     // image: the libraries go to the image's lib dir (probed in the container's mount
@@ -540,7 +534,7 @@ fn rhel_layouts_of_host_and_image() {
     let h = host();
     let dir = h.dir.join("rhel");
     let rhel = FakeHost::builder()
-        .layout(common::fakehost::LibLayout::Rhel)
+        .layout(crate::common::fakehost::LibLayout::Rhel)
         .build(&dir.join("host"))
         .expect("fake RHEL host");
     let config = bundle::write_config(&dir, &rhel.driver_root(), &rhel.proc_root(), "");
@@ -843,7 +837,6 @@ fn cache_listing(rootfs: &Path) -> String {
 /// builds of exactly the requested families are mounted read-only in the image's 32-bit dir
 /// (chosen as upstream does, per image) and listed in its ld cache as i386 (`libc6` without
 /// `x86-64`), next to their 64-bit builds.
-#[test]
 fn compat32_libraries_in_the_images_32_bit_dir() {
     let h = host();
     #[derive(Clone, Copy)]
@@ -974,7 +967,6 @@ fn compat32_libraries_in_the_images_32_bit_dir() {
 /// compat32 in an image whose every usual 32-bit dir is its 64-bit dir (`/usr/lib32` and
 /// `/usr/lib` link to `lib64`): the 32-bit builds go to the multiarch dir
 /// `/usr/lib/i386-linux-gnu` (a directory of their own), none over a 64-bit build.
-#[test]
 fn compat32_never_over_the_64_bit_dir() {
     let h = host();
     let v = h.host.driver_version();
@@ -1013,7 +1005,6 @@ fn compat32_never_over_the_64_bit_dir() {
 /// graphics and display: the selected GPU's own `/dev/dri` card and render nodes (found through
 /// its sysfs `drm/` directory), allowed by the device cgroup (ENXIO from a host without the
 /// driver, never EPERM), with udev's `/dev/dri/by-path` links; no other GPU's; none for compute.
-#[test]
 fn dri_nodes_of_the_selected_gpu() {
     let h = host();
     let (card, render) = FakeHost::drm_names(1);
@@ -1062,4 +1053,26 @@ fn dri_nodes_of_the_selected_gpu() {
             assert!(dri.is_empty() && links.is_empty(), "{text}");
         }
     }
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// the channel nodes open: the device cgroup (v1 rules or v2 eBPF) allows them.
+    imex_channels_cases,
+    /// the device cgroup itself, v1 or v2.
+    device_cgroup_allows_only_injected_gpus,
+    /// libcuda resolves through the ld cache the hook refreshes.
+    libraries_binaries_and_ld_cache_in_a_glibc_image,
+    /// concurrent device cgroup rules and ld cache updates.
+    twenty_gpu_containers_at_once,
+    /// the host ldconfig (Ubuntu's is a wrapper script).
+    ld_cache_native_or_by_the_host_ldconfig,
+    /// library layouts as the ld cache lists them.
+    rhel_layouts_of_host_and_image,
+    /// the i386 entries of the ld cache.
+    compat32_libraries_in_the_images_32_bit_dir,
+    /// the ld cache of a multiarch image.
+    compat32_never_over_the_64_bit_dir,
+    /// the DRI nodes open: allowed by the device cgroup.
+    dri_nodes_of_the_selected_gpu,
 }

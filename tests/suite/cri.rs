@@ -11,11 +11,9 @@
 //! own subset of CRI runtime.v1, the calls and fields used here with the runtime's field
 //! numbers and types): one process per call, JSON in and out, the logic all here.
 
-mod common;
-
-use common::bundle::{self, out_text};
-use common::containerd::{start_containerd_cri, write_cri_config, Containerd};
-use common::installer::{common_args, source_tree, Installer};
+use crate::common::bundle::{self, out_text};
+use crate::common::containerd::{start_containerd_cri, write_cri_config, Containerd};
+use crate::common::installer::{common_args, source_tree, Installer};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -537,7 +535,7 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
         }],
         "containerEdits": {"deviceNodes": [
             {"path": "/dev/nvidiactl", "hostPath": dev.join("nvidiactl"), "major": 195, "minor": 255},
-            {"path": "/dev/nvidia-uvm", "hostPath": dev.join("nvidia-uvm"), "major": common::fakehost::NVIDIA_UVM_MAJOR},
+            {"path": "/dev/nvidia-uvm", "hostPath": dev.join("nvidia-uvm"), "major": crate::common::fakehost::NVIDIA_UVM_MAJOR},
             {"path": "/dev/nvidia-uvm-tools", "hostPath": dev.join("nvidia-uvm-tools")},
         ]},
     });

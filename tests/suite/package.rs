@@ -8,9 +8,7 @@
 //! The packages come from `NVCT_PACKAGE_DIR` (scripts/test.sh runs `scripts/package.sh
 //! --profile dev` and sets it).
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image};
+use crate::common::bundle::{self, out_text, Bundle, Image};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -167,7 +165,6 @@ fn rpm_files(rpm: &Path) -> BTreeSet<String> {
     .collect()
 }
 
-#[test]
 fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
     bundle::require_root();
     bundle::require("runc");
@@ -518,4 +515,10 @@ fn packaged_units_verify() {
         "systemd-analyze verify: {}",
         out_text(&out)
     );
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// the packaged config's ldconfig and cgroup on each host.
+    deb_installs_runs_a_gpu_container_and_removes_cleanly,
 }

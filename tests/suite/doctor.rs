@@ -4,10 +4,8 @@
 //! `nvidia-ctk runtime configure` in upstream's drop-in layout (and read back by doctor through
 //! `containerd config dump` and CRI-O's `crio.conf.d`).
 
-mod common;
-
-use common::bundle::{self, CTK};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, CTK};
+use crate::common::fakehost::FakeHost;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,7 +18,10 @@ fn ctk(args: &[&str]) -> Output {
 
 /// `nvidia-ctk` inside this run's simulated host (common::hostkind).
 fn on_host(args: &[&str]) -> Output {
-    common::hostkind::command(CTK).args(args).output().unwrap()
+    crate::common::hostkind::command(CTK)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok_or_panic(out: &Output, what: &str) {
@@ -178,7 +179,6 @@ impl Node {
     }
 }
 
-#[test]
 fn a_healthy_node_is_all_ok() {
     let node = Node::healthy("healthy");
     let (code, checks, text) = node.doctor();
@@ -214,8 +214,8 @@ fn a_healthy_node_is_all_ok() {
     assert_eq!(code, 0, "{text}");
     // The hook's cgroup path as this kind of host has it.
     let cgroup = checks.iter().find(|c| c.0 == "cgroup").unwrap();
-    let want = match common::hostkind::kind() {
-        common::hostkind::HostKind::V1 => "cgroup v1: the hook writes device rules",
+    let want = match crate::common::hostkind::kind() {
+        crate::common::hostkind::HostKind::V1 => "cgroup v1: the hook writes device rules",
         _ => "cgroup v2: the hook extends the container's eBPF device program",
     };
     assert!(cgroup.2.contains(want), "{cgroup:?}");
@@ -238,7 +238,6 @@ fn a_healthy_node_is_all_ok() {
     assert!(stdout.lines().all(|l| l.starts_with("ok  ")), "{stdout}");
 }
 
-#[test]
 fn each_seeded_fault_fails_its_check_with_a_fix() {
     type Seed = fn(&Node);
     // (case, the fault, the check that must fail, words its detail must contain)
@@ -675,7 +674,6 @@ fn not_ok(checks: &Checks) -> (Vec<&str>, Vec<&str>) {
 /// One cause is one failure: the checks that need the failed one are skipped and say which
 /// they need, the node's own set-up is still checked, and no fix writes under a directory that
 /// is not there.
-#[test]
 fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
     const GPU: &[&str] = &[
         "nvml",
@@ -902,4 +900,14 @@ fn a_node_without_allocatable_gpus_is_reported_by_name() {
         c.3.contains("kubectl label node gpu-node-1 --overwrite"),
         "{c:?}"
     );
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// doctor's cgroup and ldconfig checks.
+    a_healthy_node_is_all_ok,
+    /// doctor's ldconfig checks.
+    each_seeded_fault_fails_its_check_with_a_fix,
+    /// doctor's cgroup checks and their dependants.
+    one_cause_is_one_failure_and_its_dependants_are_skipped,
 }

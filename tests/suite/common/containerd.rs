@@ -1,7 +1,7 @@
 //! containerd 1.6 as a plain process for black-box tests: private root, state and sockets in
 //! the test's directory. [`start_containerd`]: the CRI plugin off; `ctr -a SOCK run
 //! --runc-binary SHIM` then starts containers through our runtime shim.
-//! [`write_cri_config`] + [`start_containerd_cri`]: the CRI plugin on (tests/cri.rs), served on
+//! [`write_cri_config`] + [`start_containerd_cri`]: the CRI plugin on (tests/suite/cri.rs), served on
 //! the same socket, its runtimes from the config (and the drop-ins it imports).
 
 #![allow(dead_code)]
@@ -16,6 +16,8 @@ pub struct Containerd {
     child: Child,
     pub sock: PathBuf,
     pub log: PathBuf,
+    /// Keeps mount-table checks out while it runs (its containers mount on the host).
+    _engine: super::engines::Engine,
 }
 
 impl Drop for Containerd {
@@ -101,6 +103,7 @@ fn spawn(dir: &Path, conf: &Path, config_env: Option<&Path>) -> Containerd {
     let containerd = bundle::require("containerd");
     let sock = dir.join("containerd.sock");
     let log = dir.join("containerd.log");
+    let engine = super::engines::engine();
     let mut cmd = hostkind::command(containerd);
     cmd.arg("--config").arg(conf);
     if let Some(env) = config_env {
@@ -112,7 +115,12 @@ fn spawn(dir: &Path, conf: &Path, config_env: Option<&Path>) -> Containerd {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start containerd");
-    let mut c = Containerd { child, sock, log };
+    let mut c = Containerd {
+        child,
+        sock,
+        log,
+        _engine: engine,
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     while !c.sock.exists() {
         if let Ok(Some(st)) = c.child.try_wait() {

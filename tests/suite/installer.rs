@@ -4,12 +4,10 @@
 //! restart through `chroot <host root>`; SIGTERM then puts every engine file back to its
 //! original bytes and removes the install.
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image};
-use common::containerd::start_containerd;
-use common::dockerd::{docker, start_dockerd};
-use common::installer::{common_args, source_tree, Installer, INSTALLER};
+use crate::common::bundle::{self, out_text, Bundle, Image};
+use crate::common::containerd::start_containerd;
+use crate::common::dockerd::{docker, start_dockerd};
+use crate::common::installer::{common_args, source_tree, Installer, INSTALLER};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -24,9 +24,7 @@
 //! namespace (never pid 1): if a case wrongly got to the apply step, its mounts would land in
 //! that throwaway namespace, not on the host.
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK, HOOK};
+use crate::common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK, HOOK};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -248,6 +246,7 @@ fn state(pid: u32, bundle: &Path) -> Vec<u8> {
 /// Runs the hook with `stdin` as the state and checks that it failed clearly and that neither
 /// `bundle` nor the host mount table changed.
 fn hook_must_fail(case: &str, config: &Path, bundle: &Path, stdin: &[u8], want: &[&str]) {
+    let _quiet = crate::common::engines::quiet();
     let before = (snapshot(bundle), bundle::host_mounts());
     let out = run(
         HOOK,
@@ -272,6 +271,7 @@ fn hook_must_fail(case: &str, config: &Path, bundle: &Path, stdin: &[u8], want: 
 fn shim_must_fail(case: &str, config: &Path, bundle: &Path, want: &[&str]) {
     let h = host();
     let _ = std::fs::remove_file(&h.runtime_ran);
+    let _quiet = crate::common::engines::quiet();
     let before = (snapshot(bundle), bundle::host_mounts());
     let out = run(
         SHIM,
@@ -364,7 +364,7 @@ fn hook_state_cases() {
             &["no usable pid (got None)"],
         ),
         // crun's createContainer state: the prestart hook needs a pid and says where to
-        // register (the CDI hooks take it: tests/cdi_hooks.rs).
+        // register (the CDI hooks take it: tests/suite/cdi_hooks.rs).
         state_case(
             "pid 0",
             with_pid("0"),
@@ -506,6 +506,7 @@ fn a_bundle_without_config_json_is_let_through_and_logged() {
             bundle.display()
         );
         let case = bundle.display();
+        let _quiet = crate::common::engines::quiet();
         let before = bundle::host_mounts();
         let out = run(
             HOOK,
@@ -1593,7 +1594,6 @@ fn patched(real: &[u8], at: usize, with: &[u8]) -> Vec<u8> {
     b
 }
 
-#[test]
 fn ld_cache_cases() {
     // Its own host: every case replaces the driver root's cache.
     let _serial = serial();
@@ -1743,4 +1743,10 @@ fn ld_cache_cases() {
             case.name
         );
     }
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// the ld cache step on broken caches.
+    ld_cache_cases,
 }

@@ -1,13 +1,11 @@
 //! The CDI hooks (`nvidia-cdi-hook`, `nvidia-ctk hook`) end to end: real `runc run`
 //! containers with the hooks registered as `createContainer` entries (as CDI specs write them)
-//! with an explicit env, on a simulated GPU host (tests/common/fakehost.rs), and under a real
+//! with an explicit env, on a simulated GPU host (tests/suite/common/fakehost.rs), and under a real
 //! crun (`apt-get install -y crun`; its `createContainer` states have `"pid": 0`), the prestart
 //! hook too. Every run also checks that the host's mount table is unchanged (Bundle::run).
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, out_text, Bundle, Image, CDI_HOOK, CTK};
+use crate::common::fakehost::FakeHost;
 use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -238,7 +236,6 @@ fn install_image_ldconfig(rootfs: &Path) {
 
 /// `update-ldcache` writes the cache natively (no ldconfig generator string in it), or with
 /// `--ldconfig-only` by the host ldconfig; libcuda.so.1 resolves either way.
-#[test]
 fn update_ldcache_makes_libcuda_resolvable() {
     let h = host();
     let version = h.host.driver_version();
@@ -300,7 +297,6 @@ fn update_ldcache_makes_libcuda_resolvable() {
     }
 }
 
-#[test]
 fn update_ldcache_refusals() {
     let h = host();
     let cases: &[(&str, &[&str], &str)] = &[
@@ -356,7 +352,6 @@ fn update_ldcache_refusals() {
     }
 }
 
-#[test]
 fn update_ldcache_never_writes_through_a_planted_conf_file() {
     // The conf name is predictable (a hash of the folder list). The image plants a symlink to
     // a host file there, or a hardlink of a host file: the hook writes a temp file and renames
@@ -709,6 +704,7 @@ fn crun_run(b: &mut Bundle, script: &str) -> Output {
         serde_json::to_vec_pretty(&b.spec).unwrap(),
     )
     .unwrap();
+    let _quiet = crate::common::engines::quiet();
     let before = bundle::host_mounts();
     let out = Command::new("unshare")
         .args([
@@ -954,4 +950,14 @@ fn update_application_profile_cases() {
         }
         assert_empty(&canary, name);
     }
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// update-ldcache: native, or by the host ldconfig.
+    update_ldcache_makes_libcuda_resolvable,
+    /// the ldconfig update-ldcache runs.
+    update_ldcache_refusals,
+    /// update-ldcache and the image's ld.so.conf.d.
+    update_ldcache_never_writes_through_a_planted_conf_file,
 }

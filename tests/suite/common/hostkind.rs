@@ -1,5 +1,6 @@
 //! The kind of GPU node the container tests run on, from `NVCT_TEST_HOST` (scripts/test.sh runs
-//! the container tests once per kind):
+//! every test on `v1`, and the tests whose outcome depends on the kind, each area's
+//! `each_host_kind!` list, once more per other kind):
 //! - `v1` (the default): this machine as it is, cgroup v1 (hybrid) and Debian's ldconfig;
 //! - `v2`: the runtime (runc, or containerd and what it starts) runs in a private mount
 //!   namespace with `cgroup2` on `/sys/fs/cgroup`, so runc creates the container's cgroup on

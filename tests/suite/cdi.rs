@@ -1,5 +1,5 @@
 //! `nvidia-ctk cdi generate|list|validate` end to end: the real binary against simulated GPU
-//! hosts (tests/common/fakehost.rs), generated specs checked by our validator (which holds the
+//! hosts (tests/suite/common/fakehost.rs), generated specs checked by our validator (which holds the
 //! CDI JSON schema's rules, src/cdi/validate.rs) and `cdi validate`, and real podman
 //! containers given GPUs through CDI.
 //!
@@ -8,10 +8,8 @@
 //! so that a concurrent test run or a real NVIDIA spec in /etc/cdi never conflicts with it) and
 //! remove it in a Drop guard.
 
-mod common;
-
-use common::bundle::{self, Bundle, Image};
-use common::fakehost::{self, FakeHost};
+use crate::common::bundle::{self, Bundle, Image};
+use crate::common::fakehost::{self, FakeHost};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -324,7 +322,10 @@ fn two_gpu_host_names_and_shared_edits() {
         .position(|t| t.ends_with("libnvidia-cfg.so.550.54.15"))
         .unwrap()
         + 1;
-    for (i, (name, version, _)) in common::fakehost::STUB_OWN_VERSION_LIBS.iter().enumerate() {
+    for (i, (name, version, _)) in crate::common::fakehost::STUB_OWN_VERSION_LIBS
+        .iter()
+        .enumerate()
+    {
         want_targets.insert(at + i, format!("{lib}/{name}.so.{version}"));
     }
     // The graphics and display config files, at their own paths.
@@ -1189,6 +1190,7 @@ impl Drop for InstalledSpec {
 }
 
 fn podman(rootfs: &Path, device: &str, script: &str) -> (String, String) {
+    let _engine = crate::common::engines::engine();
     let mut cmd = Command::new(bundle::require("podman"));
     cmd.args([
         "run",
@@ -1481,7 +1483,7 @@ fn imex_channel_specs() {
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect();
-    let want: Vec<String> = (0..common::fakehost::IMEX_CHANNELS)
+    let want: Vec<String> = (0..crate::common::fakehost::IMEX_CHANNELS)
         .map(|c| c.to_string())
         .chain(["all".to_string()])
         .collect();
@@ -1496,7 +1498,11 @@ fn imex_channel_specs() {
         node["path"], "/dev/nvidia-caps-imex-channels/channel1",
         "{doc}"
     );
-    assert_eq!(node["major"], common::fakehost::NVIDIA_IMEX_MAJOR, "{doc}");
+    assert_eq!(
+        node["major"],
+        crate::common::fakehost::NVIDIA_IMEX_MAJOR,
+        "{doc}"
+    );
     // One channel by number or by upstream's channelN name; an unknown one is refused.
     for id in ["1", "channel1"] {
         let doc = parse(&generate(&h, &["--mode", "imex", "--device-id", id]));
@@ -1780,6 +1786,7 @@ fn podman_read_only_with_the_hooks_d_prestart_hook_gets_the_persistenced_socket(
     });
     std::fs::write(hooks.join("oci-nvidia-hook.json"), hook.to_string()).unwrap();
     let rootfs = Bundle::new(scratch(), Image::Busybox).rootfs();
+    let _engine = crate::common::engines::engine();
     let mut cmd = Command::new(bundle::require("podman"));
     cmd.arg("--hooks-dir")
         .arg(&hooks)

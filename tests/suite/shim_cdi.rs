@@ -4,11 +4,9 @@
 //! `jit-cdi` mode (no spec file), compared with what the legacy hook path gives for the same
 //! request. Needs root, containerd, ctr, runc, busybox: fails loudly without them.
 
-mod common;
-
-use common::bundle::{self, Bundle, Image, CDI_HOOK, CTK, HOOK};
-use common::containerd::{start_containerd, Containerd};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, Bundle, Image, CDI_HOOK, CTK, HOOK};
+use crate::common::containerd::{start_containerd, Containerd};
+use crate::common::fakehost::FakeHost;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

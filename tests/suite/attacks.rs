@@ -4,11 +4,9 @@
 //! driver root, and that the container either ran safely or was refused with a clear message.
 //! (The host mount table is compared before/after by Bundle::run.)
 
-mod common;
-
-use common::bundle::{self, Bundle, Image};
-use common::fakehost::FakeHost;
-use common::hostkind;
+use crate::common::bundle::{self, Bundle, Image};
+use crate::common::fakehost::FakeHost;
+use crate::common::hostkind;
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -452,7 +450,6 @@ fn shim_create(b: &mut Bundle, config: &Path) {
     b.spec = serde_json::from_slice(&std::fs::read(&cfg_json).unwrap()).unwrap();
 }
 
-#[test]
 fn image_ldconfig_and_ld_so_conf_d_are_never_used_on_the_host() {
     let h = host();
     let canary_dir = canary(&h.dir, "canary-ldconfig");
@@ -569,7 +566,6 @@ fn evil_library(src: &Path, canary: &Path, dir: &Path) -> PathBuf {
     lib
 }
 
-#[test]
 fn image_loader_env_never_reaches_host_side_processes() {
     // The image's env names a library inside the image for every loader variable. The
     // constructor writes a canary at a path that exists only on the host: a host-side process
@@ -751,7 +747,6 @@ fn graphics_and_display_config_files_in_both_paths() {
 /// probes the image's: `/usr/lib32` in busybox; a CDI spec keeps the driver's own,
 /// `/usr/lib/i386-linux-gnu`) and the container's ld cache lists them as i386 (`libc6`
 /// without `x86-64`).
-#[test]
 fn compat32_libraries_in_both_paths() {
     let h = host();
     let work = h.dir.join("compat32");
@@ -799,7 +794,6 @@ fn compat32_libraries_in_both_paths() {
 /// Not an attack: the GPU's `/dev/dri` nodes through the two-path harness, with graphics:
 /// GPU 0's card and render nodes (its sysfs `drm/` entries), allowed by the device rules (ENXIO
 /// from a host without the driver, not EPERM), and the `/dev/dri/by-path` links to them.
-#[test]
 fn dri_nodes_in_both_paths() {
     let h = host();
     let work = h.dir.join("dri");
@@ -843,7 +837,6 @@ fn dri_nodes_in_both_paths() {
 /// `gbm/nvidia-drm_gbm.so` -> `../libnvidia-allocator.so.1` (which resolves) and
 /// `libGLX_indirect.so.0` -> libGLX_nvidia. An image with Mesa's `libGLX_indirect.so.0` keeps
 /// it with the prestart hook; a CDI spec replaces it, as upstream's `create-symlinks` does.
-#[test]
 fn gbm_and_glx_indirect_in_both_paths() {
     // GBM's backend link, libGLX_indirect (Mesa's kept by the prestart hook), and the EGL GBM
     // platform library.
@@ -973,7 +966,6 @@ fn application_profile_vdpau_and_libcuda_dir_in_both_paths() {
 /// A host directory bound at `/etc/nvidia` (a pod's volume): the application profile is not
 /// created there (the host's directory stays as it was), and the container starts without it,
 /// in both paths.
-#[test]
 fn application_profile_skips_a_host_volume_at_etc_nvidia() {
     let h = host();
     let work = h.dir.join("app-profile-volume");
@@ -1003,7 +995,6 @@ fn application_profile_skips_a_host_volume_at_etc_nvidia() {
 /// Not an attack: IMEX channels through the two-path harness. The requested channel is in
 /// the container and allowed by its device rules (ENXIO from a host without the driver, not
 /// EPERM); the other is not there.
-#[test]
 fn imex_channels_in_both_paths() {
     let h = host();
     let work = h.dir.join("imex");
@@ -1030,7 +1021,6 @@ fn imex_channels_in_both_paths() {
 /// `NVIDIA_MOFED=enabled` give the host's `/dev/nvidia-fs*` and `/dev/infiniband/uverbs*`
 /// nodes, allowed by the device rules (ENXIO from nodes without a driver, not EPERM), and GDS's
 /// `/etc/cufile.json`; without the variables (or with another value than `enabled`) none.
-#[test]
 fn opt_in_sets_in_both_paths() {
     let h = host();
     let work = h.dir.join("opt-in");
@@ -1087,7 +1077,6 @@ fn opt_in_sets_in_both_paths() {
 /// container gets its GPU's node and exactly the two access nodes of that MIG device (its GPU
 /// instance and compute instance), allowed by its device rules, and their access files under
 /// `/proc/driver/nvidia/capabilities`; the other MIG device's are not there.
-#[test]
 fn mig_device_in_both_paths() {
     let h = host();
     let dir = h.dir.join("mig");
@@ -1164,7 +1153,6 @@ fn mig_device_in_both_paths() {
     }
 }
 
-#[test]
 fn device_isolation_in_both_paths() {
     // Only GPU 0 is injected. The container has CAP_MKNOD (as Docker's default set grants):
     // making GPU 1's node works, opening it does not (the device cgroup: EPERM), while GPU 0
@@ -1268,7 +1256,6 @@ struct CompatCase {
     listed: bool,
 }
 
-#[test]
 fn cuda_compat_libraries_from_the_image_in_both_paths() {
     // Forward compatibility only ever writes an ld.so.conf.d entry inside the rootfs naming
     // /usr/local/cuda/compat, and only for one regular, newer libcuda there. Nothing from the
@@ -1406,7 +1393,6 @@ fn cuda_compat_libraries_from_the_image_in_both_paths() {
     }
 }
 
-#[test]
 fn image_ldconfig_is_never_run_in_the_cdi_path() {
     // The jit-cdi spec's update-ldcache hook runs an ldconfig: the host's, opened on the host,
     // never one of the image's (which would write a marker next to the bundle). The ld cache
@@ -1465,7 +1451,6 @@ fn mkfifo(path: &Path) {
     assert_eq!(rc, 0, "mkfifo {}", path.display());
 }
 
-#[test]
 fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
     // A FIFO blocks the host ldconfig's open() for ever; /dev/zero grows one line without end,
     // /dev/urandom spins a CPU; the native writer must not read any of them as the image's cache. Each start must end within seconds (the ldconfig child is
@@ -1566,7 +1551,6 @@ fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
     });
 }
 
-#[test]
 fn prestart_hook_refuses_a_pid_that_is_not_a_container_being_created() {
     // Registered at createContainer (a hand-written hooks.d entry), runc runs the hook inside
     // the container's pid namespace: the state's pid is 1, and /proc/1 there is the host's
@@ -1627,6 +1611,7 @@ fn prestart_hook_refuses_a_pid_that_is_not_a_container_being_created() {
         serde_json::to_vec(&b.spec).unwrap(),
     )
     .unwrap();
+    let _quiet = crate::common::engines::quiet();
     let before = bundle::host_mounts();
     let state = serde_json::json!({"ociVersion": "1.0.2", "id": "x", "status": "created", "pid": std::process::id(), "bundle": b.dir});
     let mut child = std::process::Command::new(bundle::HOOK)
@@ -1655,7 +1640,6 @@ fn out_has(out: &std::process::Output, needle: &str) -> bool {
         || String::from_utf8_lossy(&out.stdout).contains(needle)
 }
 
-#[test]
 fn host_volumes_get_no_files_and_shared_mounts_no_mounts() {
     // A host directory bound into the container as a volume, and the image's lib dir pointing
     // into it: the hook would create its mount-point files (and a libcuda.so link) there, on
@@ -1774,7 +1758,6 @@ impl Drop for HostTmpfs {
 /// lib dir it refuses the start naming the rule. Through the CDI path runc itself creates its
 /// mount points (runc's behaviour, as under upstream's spec), so there only our hooks' files
 /// are checked.
-#[test]
 fn run_tmpfs_gets_the_socket_and_host_tmpfs_volumes_get_nothing() {
     let h = host();
     let work = h.dir.join("tmpfs-rule");
@@ -1922,7 +1905,6 @@ fn static_bin(name: &str) -> PathBuf {
     path
 }
 
-#[test]
 fn env_less_hook_entries_never_load_the_image_library() {
     // CDI specs and hooks.d files written by older toolkits, or by hand, run our binaries
     // without an `env`: runc then gives a createContainer hook the container's environment,
@@ -2077,7 +2059,6 @@ const LD_CACHE_RSS_BOUND_KIB: u64 = 64 * 1024;
 /// Its wall time per start (the ldconfig child alone may take its 5 s limit).
 const LD_CACHE_WALL_BOUND_S: f64 = 15.0;
 
-#[test]
 fn hostile_ld_cache_is_not_decoded_past_a_real_caches_bounds_in_both_paths() {
     // A few MiB of cache (a gzipped layer of under 1 MB) whose millions of entries share 16
     // strings once made the hook decode, merge, sort and write them all (1 GiB of RSS, 20 s
@@ -2182,7 +2163,6 @@ fn hostile_ld_cache_is_not_decoded_past_a_real_caches_bounds_in_both_paths() {
     });
 }
 
-#[test]
 fn ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths() {
     // glibc's ldconfig writes its new cache to /etc/ld.so.cache~ with O_CREAT|O_TRUNC: an
     // image's hardlink there (a plain-directory rootfs on the host's file system) to a host
@@ -2264,4 +2244,46 @@ fn ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths(
             "the host ldconfig wrote the cache: {context}"
         );
     }
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// which ldconfig runs, and on what.
+    image_ldconfig_and_ld_so_conf_d_are_never_used_on_the_host,
+    /// host-side processes: Ubuntu's ldconfig is a dynamic shell.
+    image_loader_env_never_reaches_host_side_processes,
+    /// the i386 entries of the ld cache.
+    compat32_libraries_in_both_paths,
+    /// the DRI nodes open: allowed by the device rules.
+    dri_nodes_in_both_paths,
+    /// libraries found by soname through the ld cache.
+    gbm_and_glx_indirect_in_both_paths,
+    /// a host volume as the mount table shows it.
+    application_profile_skips_a_host_volume_at_etc_nvidia,
+    /// the channel opens: allowed by the device rules.
+    imex_channels_in_both_paths,
+    /// the GDS and MOFED nodes open: allowed by the device rules.
+    opt_in_sets_in_both_paths,
+    /// the MIG access nodes open: allowed by the device rules.
+    mig_device_in_both_paths,
+    /// the device cgroup itself, v1 or v2.
+    device_isolation_in_both_paths,
+    /// the compat libraries through the ld cache.
+    cuda_compat_libraries_from_the_image_in_both_paths,
+    /// which ldconfig the CDI hook runs.
+    image_ldconfig_is_never_run_in_the_cdi_path,
+    /// the ld cache step (and its memory cgroup on v1).
+    ld_cache_step_cannot_be_hung_or_flooded_in_both_paths,
+    /// mount namespaces: the runtime's is private on v2.
+    prestart_hook_refuses_a_pid_that_is_not_a_container_being_created,
+    /// mount propagation: private in the v2 runtime's namespace.
+    host_volumes_get_no_files_and_shared_mounts_no_mounts,
+    /// /run and host tmpfs mounts as the runtime sees them.
+    run_tmpfs_gets_the_socket_and_host_tmpfs_volumes_get_nothing,
+    /// host-side processes: Ubuntu's ldconfig is a dynamic shell.
+    env_less_hook_entries_never_load_the_image_library,
+    /// the ld cache step on a hostile cache.
+    hostile_ld_cache_is_not_decoded_past_a_real_caches_bounds_in_both_paths,
+    /// the host ldconfig's scratch file.
+    ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths,
 }

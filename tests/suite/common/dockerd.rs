@@ -13,6 +13,8 @@ pub struct Dockerd {
     pub sock: PathBuf,
     pub log: PathBuf,
     child: Child,
+    /// Keeps mount-table checks out while it runs (its containers mount on the host).
+    _engine: super::engines::Engine,
 }
 
 impl Drop for Dockerd {
@@ -29,6 +31,7 @@ pub fn start_dockerd(dir: &Path, config: &Path, config_file: Option<&Path>) -> D
     let hook_dir = Path::new(HOOK).parent().unwrap();
     let sock = dir.join("docker.sock");
     let log = dir.join("dockerd.log");
+    let engine = super::engines::engine();
     let mut cmd = hostkind::command(dockerd);
     if let Some(f) = config_file {
         cmd.arg("--config-file").arg(f);
@@ -58,7 +61,12 @@ pub fn start_dockerd(dir: &Path, config: &Path, config_file: Option<&Path>) -> D
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start dockerd");
-    let mut d = Dockerd { child, sock, log };
+    let mut d = Dockerd {
+        sock,
+        log,
+        child,
+        _engine: engine,
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(Some(st)) = d.child.try_wait() {

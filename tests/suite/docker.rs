@@ -5,16 +5,13 @@
 //! environment, as on a real node; `NVIDIA_CTK_CONFIG_FILE_PATH` in that environment points the
 //! hook at the simulated GPU host.
 
-mod common;
-
-use common::bundle::{self, out_text};
-use common::dockerd::{docker, start_dockerd};
-use common::fakehost::FakeHost;
-use common::hostkind::{self, HostKind};
+use crate::common::bundle::{self, out_text};
+use crate::common::dockerd::{docker, start_dockerd};
+use crate::common::fakehost::FakeHost;
+use crate::common::hostkind::{self, HostKind};
 use std::path::Path;
 use std::process::Command;
 
-#[test]
 fn docker_run_gpus() {
     bundle::require_root();
     let dir = tempfile::Builder::new()
@@ -137,4 +134,10 @@ fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// dockerd and runc on each cgroup version.
+    docker_run_gpus,
 }

@@ -1,12 +1,11 @@
 //! The runtime shim end to end: the `create` rewrite of config.json with a fake low-level
 //! runtime that records its argv, pass-through of other commands, and the edited bundles run
-//! under real runc on the simulated GPU host (on each kind of host, tests/common/hostkind.rs).
-//! The real containerd path is tests/shim_containerd.rs.
+//! under real runc on the simulated GPU host (those of the device rules on each kind of host,
+//! tests/suite/common/hostkind.rs).
+//! The real containerd path is tests/suite/shim_containerd.rs.
 
-mod common;
-
-use common::bundle::{self, out_text, Bundle, Image, HOOK};
-use common::fakehost::FakeHost;
+use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
+use crate::common::fakehost::FakeHost;
 use serde_json::{json, Map, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -381,7 +380,6 @@ fn crash_at_each_step_of_the_config_json_write() {
     }
 }
 
-#[test]
 fn legacy_mode_writes_the_device_rules_of_the_hook() {
     // Golden test of the legacy edit on the simulated host: the prestart hook, and one
     // `c MAJ:MIN rw` allow rule per node the hook will inject (GPU 2, the control node and the
@@ -412,7 +410,7 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let uvm = common::fakehost::NVIDIA_UVM_MAJOR;
+    let uvm = crate::common::fakehost::NVIDIA_UVM_MAJOR;
     rules.extend([rule(uvm, 0), rule(uvm, 1), rule(195, 2), rule(195, 255)]);
     want["linux"]["resources"]["devices"] = Value::Array(rules);
     want["hooks"] = b.spec["hooks"].clone();
@@ -461,7 +459,6 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
     );
 }
 
-#[test]
 fn automatic_kind_is_generated_in_cdi_mode() {
     // `runtime.nvidia.com/gpu=<id>` names no spec file: in cdi mode (and jit-cdi) the shim
     // generates its edits on the spot; the container then runs under real runc with GPU 1.
@@ -561,7 +558,6 @@ fn numbers_in_config_json_survive_the_edit() {
 /// was left unchecked); `NVIDIA_MIG_CONFIG_DEVICES` / `NVIDIA_MIG_MONITOR_DEVICES` are served as
 /// legacy mode serves them: refused for an unprivileged container, the config and monitor cap
 /// nodes (and their `/proc/driver/nvidia/capabilities/mig/` files) for a privileged one.
-#[test]
 fn jit_cdi_requirements_and_mig_requests() {
     bundle::require("runc");
     let dir = tempfile::Builder::new()
@@ -696,4 +692,14 @@ fn jit_cdi_requirements_and_mig_requests() {
         ],
         "{text}"
     );
+}
+
+// The tests whose outcome depends on the kind of host: run again on each (tests/suite/main.rs).
+each_host_kind! {
+    /// device rules applied by runc on v1 or v2.
+    legacy_mode_writes_the_device_rules_of_the_hook,
+    /// the GPU node opens: runc's device rules from the edits.
+    automatic_kind_is_generated_in_cdi_mode,
+    /// the cap nodes open: runc's device rules from the edits.
+    jit_cdi_requirements_and_mig_requests,
 }
