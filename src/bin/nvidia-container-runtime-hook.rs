@@ -213,11 +213,7 @@ fn inject(
     log: &mut Logger,
     t: &mut Timings,
 ) -> Result<()> {
-    let view = ContainerView {
-        env: oci::env(spec),
-        mounts: oci::mounts(spec),
-        privileged: oci::is_privileged(spec),
-    };
+    let view = ContainerView::of(spec);
     let resolved =
         request::resolve(&view, config).context("the container's GPU request is not valid")?;
     for n in &resolved.notes {

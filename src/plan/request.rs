@@ -108,6 +108,16 @@ pub struct Resolved {
 }
 
 impl ContainerView {
+    /// The view of a config.json: its env, its mounts, whether it is privileged. The one
+    /// place both the prestart hook and the shim take it from.
+    pub fn of(spec: &oci_spec::runtime::Spec) -> ContainerView {
+        ContainerView {
+            env: crate::oci::env(spec),
+            mounts: crate::oci::mounts(spec),
+            privileged: crate::oci::is_privileged(spec),
+        }
+    }
+
     /// Last definition wins, as with a Go map built from the list.
     fn get(&self, key: &str) -> Option<&str> {
         self.env

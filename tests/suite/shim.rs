@@ -7,6 +7,7 @@
 use crate::common::bundle::{self, out_text, Bundle, Image, HOOK};
 use crate::common::fakehost::FakeHost;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -644,7 +645,8 @@ fn jit_cdi_requirements_and_mig_requests() {
         .env("NVIDIA_MIG_MONITOR_DEVICES=all")
         .add_capability("CAP_SYS_ADMIN");
     create(&mut b, &config, &record, "privileged MIG config", false);
-    let nodes: Vec<String> = b.spec["linux"]["devices"]
+    // (The order of device nodes is the planner's, sorted by path; the set is what counts.)
+    let nodes: BTreeSet<String> = b.spec["linux"]["devices"]
         .as_array()
         .unwrap()
         .iter()
@@ -659,7 +661,9 @@ fn jit_cdi_requirements_and_mig_requests() {
             "/dev/nvidia-caps/nvidia-cap13",
             "/dev/nvidia-caps/nvidia-cap1",
             "/dev/nvidia-caps/nvidia-cap2",
-        ],
+        ]
+        .map(String::from)
+        .into(),
         "{}",
         serde_json::to_string_pretty(&b.spec["linux"]).unwrap()
     );

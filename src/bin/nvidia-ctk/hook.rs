@@ -55,8 +55,8 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
     let result = match state {
         Some(path) => std::fs::File::open(&path)
             .with_context(|| format!("--container-spec {}", path.display()))
-            .and_then(|f| Ok(nvct::cdi_hooks::run(&e, f)?)),
-        None => Ok(nvct::cdi_hooks::run(&e, std::io::stdin().lock())?),
+            .and_then(|f| nvct::cdi_hooks::run(&e, f).map_err(anyhow::Error::from)),
+        None => nvct::cdi_hooks::run(&e, std::io::stdin().lock()).map_err(anyhow::Error::from),
     };
     match result {
         Ok(notes) => {
