@@ -31,6 +31,7 @@ use crate::container::rootfs::{is_clean_absolute, HostMounts, Rootfs, RootfsErro
 use crate::container::symlinks::{self, SymlinkError};
 use crate::devices;
 use crate::discover;
+use crate::log::Steps;
 use crate::oci::{self, HookState, OciError};
 use crate::plan::{self, ProcMask, Symlink};
 use crate::root::DriverRoot;
@@ -113,8 +114,8 @@ impl Container {
     /// The creation rule's reference ([`HostMounts`]) is the runtime's mount table: ours,
     /// read before we enter; or, when the runtime started us inside the container's mount
     /// namespace already (createContainer), the host init's (`/proc` is still the host's
-    /// there, before pivot_root).
-    pub fn enter(&self) -> Result<Rootfs, HookError> {
+    /// there, before pivot_root). Marks `host-mounts`, `setns` (when entering) and `rootfs`.
+    pub fn enter(&self, steps: &mut Steps) -> Result<Rootfs, HookError> {
         // Already in the container's mount namespace: runc's createContainer (our parent is
         // the container's init) and crun's createContainer/startContainer (no pid: crun runs
         // those hooks from the container's init).
@@ -124,9 +125,13 @@ impl Container {
             .filter(|&pid| std::os::unix::process::parent_id() != pid);
         let Some(pid) = theirs else {
             let host = HostMounts::open(Path::new("/proc/1/mountinfo"))?;
-            return Ok(Rootfs::open(&self.rootfs, host)?);
+            steps.mark("host-mounts");
+            let root = Rootfs::open(&self.rootfs, host)?;
+            steps.mark("rootfs");
+            return Ok(root);
         };
         let host = HostMounts::of_this_namespace()?;
+        steps.mark("host-mounts");
         {
             let path = PathBuf::from(format!("/proc/{pid}/ns/mnt"));
             let err = |source| HookError::Namespace {
@@ -143,7 +148,10 @@ impl Container {
                 sys::setns(theirs.as_fd(), libc::CLONE_NEWNS).map_err(err)?;
             }
         }
-        Ok(Rootfs::open(&self.rootfs, host)?)
+        steps.mark("setns");
+        let root = Rootfs::open(&self.rootfs, host)?;
+        steps.mark("rootfs");
+        Ok(root)
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use nvct::cdi_hooks::{self, Container};
+use nvct::log::{Logger, Steps};
 
 #[derive(Args, Debug)]
 pub struct HookArgs {
@@ -111,8 +112,9 @@ struct Edits {
     app_profile: bool,
 }
 
-/// What the binary should print as its name in messages.
-pub fn run(args: HookArgs, program: &str) -> Result<()> {
+/// What the binary should print as its name in messages. With `debug` (the global `--debug`),
+/// the step timings of the edits go to stderr.
+pub fn run(args: HookArgs, program: &'static str, debug: bool) -> Result<()> {
     let edits = match args.command {
         HookCommand::CreateSymlinks { links } => Edits {
             links: Some(links),
@@ -172,7 +174,12 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
             return Ok(());
         }
     };
-    apply(edits, args.container_spec.as_deref()).inspect_err(|e| {
+    let mut steps = Steps::start();
+    let result = apply(edits, args.container_spec.as_deref(), &mut steps);
+    if debug {
+        Logger::stderr_only(program).debug(&steps.line());
+    }
+    result.inspect_err(|e| {
         // crun throws a hook's stderr away: the system log keeps the reason.
         let tag = program.split(' ').next().unwrap_or(program);
         let text = nvct::log::error_text(e.chain());
@@ -182,7 +189,8 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
 
 /// Makes `e` in the container of the state on stdin, in the prestart hook's order: links,
 /// /proc mask, forward compat, ld cache, application profile. Host inputs first, then the container is entered once.
-fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
+/// Each step ends with a mark in `steps`.
+fn apply(e: Edits, state: Option<&std::path::Path>, steps: &mut Steps) -> Result<()> {
     let links = e
         .links
         .iter()
@@ -194,6 +202,7 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
         .as_ref()
         .map(|(_, path, _)| nvct::container::ldconfig::open_host(path))
         .transpose()?;
+    steps.mark("args");
     let c = match state.filter(|p| !p.as_os_str().is_empty() && *p != std::path::Path::new("-")) {
         Some(path) => {
             let file = std::fs::File::open(path)
@@ -202,11 +211,13 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
         }
         None => Container::from_state(std::io::stdin().lock())?,
     };
+    steps.mark("state");
     let mask = match &e.mask {
         // Nothing to mask (no driver files on this host): nothing to do for this edit.
         Some(proc_root) => cdi_hooks::masked_proc_driver(proc_root, &c),
         None => None,
     };
+    steps.mark("mask-rediscovery");
     if e.links.is_none()
         && mask.is_none()
         && e.cuda_compat.is_none()
@@ -215,20 +226,27 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
     {
         return Ok(());
     }
-    let root = c.enter()?;
+    let root = c.enter(steps)?;
     if e.links.is_some() {
         cdi_hooks::create_symlinks(&root, &links)?;
+        steps.mark("symlinks");
     }
     if let Some(mask) = &mask {
         cdi_hooks::disable_device_node_modification(&root, mask)?;
+        steps.mark("proc-mask");
     }
     if let Some((version, dir)) = &e.cuda_compat {
         nvct::container::ldso_conf::enable_cuda_compat(&root, version, dir)?;
+        steps.mark("cuda-compat");
     }
     if let (Some(ldconfig), Some((folders, _, native))) = (&ldconfig, &e.ldcache) {
         let fd = std::os::fd::AsFd::as_fd(ldconfig);
-        cdi_hooks::update_ldcache(&root, &c, fd, folders, *native)
+        let how = cdi_hooks::update_ldcache(&root, &c, fd, folders, *native)
             .with_context(|| format!("update-ldcache for container {}", c.state.id))?;
+        steps.mark(match how {
+            nvct::container::ld_cache::Refreshed::Native { .. } => "ldcache-native",
+            nvct::container::ld_cache::Refreshed::Ldconfig { .. } => "ldcache-ldconfig",
+        });
     }
     if e.app_profile {
         let written = nvct::container::app_profile::write(&root)
@@ -236,6 +254,7 @@ fn apply(e: Edits, state: Option<&std::path::Path>) -> Result<()> {
         if let Some(note) = nvct::apply::app_profile_note(&written) {
             eprintln!("warning: {note}");
         }
+        steps.mark("app-profile");
     }
     Ok(())
 }
