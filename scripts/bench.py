@@ -601,6 +601,7 @@ if breakdown:
     breakdown_mode()
 else:
     prepared, na = rounds_of_starts()
+    print(f"\nload average (1, 5, 15 min) after the rounds: {loadavg()}")
     if concurrency:
         concurrent_starts()
     generate_and_rss(prepared, na)

@@ -138,12 +138,11 @@ fn create(
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
-                let planned = discover::discover_with(&root, nvct::plan::needs_nvml(&req))
+                let discovered = discover::discover_with(&root, nvct::plan::needs_nvml(&req));
+                steps.mark("discovery");
+                let planned = discovered
                     .map_err(anyhow::Error::from)
-                    .and_then(|inv| {
-                        steps.mark("discovery");
-                        Ok(nvct::plan::plan(&req, &inv, &layout)?)
-                    });
+                    .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
                 match planned {
                     Ok(plan) => {
                         nvct::spec_edit::allow_devices(&mut spec, &plan.cgroup_rules, &path)?;
