@@ -293,7 +293,7 @@ def rounds_of_starts():
             times[key][r] = start(prepared[key])[0]
     base_key = (sets[0], "runc")
     base = statistics.median([t for t in times.get(base_key, []) if t is not None] or [0])
-    print(f"\n{rounds} shuffled rounds; engine-style start of busybox true, simulated 8-GPU host "
+    print(f"\n{rounds} shuffled round{'s' if rounds != 1 else ''}; engine-style start of busybox true, simulated 8-GPU host "
           f"(ms; added = median minus plain runc's median)")
     print(f"{'set':<4}{'scenario':<15}{'median':>8}{'p10':>8}{'p90':>8}{'added':>8}{'n':>5}")
     for name in SCENARIOS:

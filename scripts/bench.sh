@@ -26,10 +26,10 @@
 #                   same rounds, each with its own flags; per-round ratios A/B are printed. A
 #                   scenario a set cannot run here is printed as "n/a: <reason>", not failed.
 #   --concurrency N containers started at once (default 50; 0 skips it)
-#   --breakdown N   instead of the rounds: N jit-cdi starts (busybox and Debian-like) and N
-#                   legacy starts with debug logging, then the median per step of the
-#                   apply-edits hook and of the shim (their debug logs' "step timings" lines)
-#                   and the wall time of every hook process (B: wall times only)
+#   --breakdown N   instead of the rounds: N starts each of jit-cdi, jit-cdi-glibc, cdi,
+#                   legacy-1 and shim-nogpu with debug logs on, then the median (p10, p90) per
+#                   step of the apply-edits hook, the shim and the prestart hook (their "step
+#                   timings" lines) and the wall time of every hook process (B: wall times only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=30
