@@ -82,4 +82,5 @@ cp -al "/usr/lib/$multiarch" "$work/lower-glibc/usr/lib/" 2>/dev/null || cp -a "
 cp -a /etc/ld.so.conf /etc/ld.so.conf.d "$work/lower-glibc/etc/"
 ldconfig -r "$work/lower-glibc"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
-exec python3 scripts/bench.py "$work" "$rounds" "$sets" "$concurrency" "$breakdown" "$commit" "$compare"
+# Not exec: the EXIT trap removes the work directory afterwards.
+python3 scripts/bench.py "$work" "$rounds" "$sets" "$concurrency" "$breakdown" "$commit" "$compare"
