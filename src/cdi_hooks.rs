@@ -29,6 +29,7 @@ use crate::container::rootfs::{HostMounts, Rootfs, RootfsError};
 use crate::host::devices;
 use crate::host::discover;
 use crate::host::root::DriverRoot;
+use crate::log::Steps;
 use crate::model::ProcMask;
 use crate::oci::{self, HookState, OciError};
 use crate::plan;
@@ -107,7 +108,7 @@ impl Container {
     /// read before we enter; or, when the runtime started us inside the container's mount
     /// namespace already (createContainer), the host init's (`/proc` is still the host's
     /// there, before pivot_root).
-    pub fn enter(&self) -> Result<Rootfs, HookError> {
+    pub fn enter(&self, steps: &mut Steps) -> Result<Rootfs, HookError> {
         // Already in the container's mount namespace: runc's createContainer (our parent is
         // the container's init) and crun's createContainer/startContainer (no pid: crun runs
         // those hooks from the container's init).
@@ -117,9 +118,13 @@ impl Container {
             .filter(|&pid| std::os::unix::process::parent_id() != pid);
         let Some(pid) = theirs else {
             let host = HostMounts::open(Path::new("/proc/1/mountinfo"))?;
-            return Ok(Rootfs::open(&self.rootfs, host)?);
+            steps.mark("host-mounts");
+            let root = Rootfs::open(&self.rootfs, host)?;
+            steps.mark("rootfs");
+            return Ok(root);
         };
         let host = HostMounts::of_this_namespace()?;
+        steps.mark("host-mounts");
         {
             let path = PathBuf::from(format!("/proc/{pid}/ns/mnt"));
             let err = |source| HookError::Namespace {
@@ -136,25 +141,33 @@ impl Container {
                 sys::setns(theirs.as_fd(), libc::CLONE_NEWNS).map_err(err)?;
             }
         }
-        Ok(Rootfs::open(&self.rootfs, host)?)
+        steps.mark("setns");
+        let root = Rootfs::open(&self.rootfs, host)?;
+        steps.mark("rootfs");
+        Ok(root)
     }
 }
 
 /// Makes `e` in the container of the OCI state read from `state`: host inputs first (the
 /// host ldconfig, the `/proc` mask from the host's procfs), then the container is entered
 /// once and [`edits::apply`] makes every edit in the one order.
-pub fn run(e: &Edits, state: impl Read) -> Result<edits::Notes, HookError> {
+pub fn run(e: &Edits, state: impl Read, steps: &mut Steps) -> Result<edits::Notes, HookError> {
     let ldconfig = e
         .ldcache
         .as_ref()
         .map(|l| ldconfig::open_host(edits::ldconfig_path(l)))
         .transpose()?;
+    steps.mark("args");
     let c = Container::from_state(state)?;
+    steps.mark("state");
     // Nothing to mask (no driver files on this host): nothing to do for this edit.
     let mask = e
         .mask
         .as_ref()
         .and_then(|proc_root| masked_proc_driver(proc_root, &c));
+    if e.mask.is_some() {
+        steps.mark("mask-rediscovery");
+    }
     let symlinks = e.links.as_deref().unwrap_or_default();
     if e.links.is_none()
         && mask.is_none()
@@ -164,7 +177,7 @@ pub fn run(e: &Edits, state: impl Read) -> Result<edits::Notes, HookError> {
     {
         return Ok(edits::Notes::default());
     }
-    let root = c.enter()?;
+    let root = c.enter(steps)?;
     let ldcache = match (&ldconfig, &e.ldcache) {
         (Some(fd), Some(l)) => Some(edits::LdWork {
             ldconfig: fd.as_fd(),
@@ -184,7 +197,7 @@ pub fn run(e: &Edits, state: impl Read) -> Result<edits::Notes, HookError> {
         ldcache,
         app_profile: e.app_profile,
     };
-    edits::apply(&root, &work).map_err(|source| HookError::Edit {
+    edits::apply(&root, &work, steps).map_err(|source| HookError::Edit {
         id: c.state.id.clone(),
         source,
     })

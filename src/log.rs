@@ -15,7 +15,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
@@ -118,6 +118,15 @@ impl Logger {
         log
     }
 
+    /// A logger at debug level writing `<program>: <msg>` lines to stderr only (the CDI hooks'
+    /// `--debug`).
+    pub fn stderr_only(program: &'static str) -> Logger {
+        let mut log = Logger::new(None, Format::Text);
+        log.level = Level::Debug;
+        log.stderr = Some(program);
+        log
+    }
+
     /// Adds a file to write to ("" and `/dev/null` mean none; an unopenable file is skipped).
     pub(crate) fn add_file(&mut self, path: &Path) {
         let unset = path.as_os_str().is_empty() || path == Path::new("/dev/null");
@@ -168,6 +177,45 @@ impl Logger {
     }
     pub fn debug(&mut self, msg: &str) {
         self.log(Level::Debug, msg);
+    }
+}
+
+/// Step timings for the debug log: [`Steps::mark`] after each step records the microseconds
+/// since the previous mark; [`Steps::line`] is one line `step timings (us): a=12 b=340 total=352`
+/// (scripts/bench.sh `--breakdown` reads it). Timings are logged, never asserted.
+#[derive(Debug)]
+pub struct Steps {
+    start: Instant,
+    last: Instant,
+    parts: Vec<(&'static str, u128)>,
+}
+
+impl Steps {
+    pub fn start() -> Steps {
+        let now = Instant::now();
+        Steps {
+            start: now,
+            last: now,
+            parts: Vec::new(),
+        }
+    }
+
+    /// Ends the step `name` (the time since the previous mark, or the start).
+    pub fn mark(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.parts
+            .push((name, now.duration_since(self.last).as_micros()));
+        self.last = now;
+    }
+
+    /// The marks so far and the total since the start.
+    pub fn line(&self) -> String {
+        let mut out = String::from("step timings (us):");
+        for (name, us) in &self.parts {
+            out.push_str(&format!(" {name}={us}"));
+        }
+        out.push_str(&format!(" total={}", self.start.elapsed().as_micros()));
+        out
     }
 }
 
@@ -296,6 +344,24 @@ mod tests {
         for (name, format, level, msg, want) in cases {
             assert_eq!(format_line(format, level, msg, 0), want, "case {name}");
         }
+    }
+
+    #[test]
+    fn step_line_names_each_step_and_the_total() {
+        let mut steps = Steps::start();
+        steps.mark("read");
+        steps.mark("write");
+        let line = steps.line();
+        let names: Vec<&str> = line
+            .trim_start_matches("step timings (us): ")
+            .split(' ')
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                assert!(v.parse::<u128>().is_ok(), "{kv} in {line}");
+                k
+            })
+            .collect();
+        assert_eq!(names, ["read", "write", "total"]);
     }
 
     #[test]

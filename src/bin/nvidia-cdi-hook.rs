@@ -16,7 +16,7 @@ use std::process::ExitCode;
     about = "Hooks referenced from NVIDIA CDI specs"
 )]
 struct Cli {
-    /// Accepted for compatibility (upstream's global flags).
+    /// Print each step's time (microseconds) to stderr.
     #[arg(long, short = 'd', global = true)]
     debug: bool,
     /// Accepted for compatibility (upstream's global flags).
@@ -29,7 +29,7 @@ struct Cli {
 fn main() -> ExitCode {
     nvct::process::start_hook();
     let cli = Cli::parse();
-    match hook::run(cli.hook, "nvidia-cdi-hook") {
+    match hook::run(cli.hook, "nvidia-cdi-hook", cli.debug) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use nvct::config::{self, Config};
 use nvct::fsutil::{self, Step, WriteOptions};
 use nvct::host::discover;
-use nvct::log::{Format, Logger};
+use nvct::log::{Format, Logger, Steps};
 use nvct::oci;
 use nvct::out::shim;
 use std::ffi::OsString;
@@ -26,6 +26,7 @@ fn which(name: &str) -> Option<PathBuf> {
 }
 
 fn main() {
+    let mut steps = Steps::start();
     let raw: Vec<OsString> = std::env::args_os().skip(1).collect();
     let args: Vec<String> = raw
         .iter()
@@ -34,8 +35,9 @@ fn main() {
     let inv = shim::parse_args(&args);
     let format = Format::parse(inv.log_format.as_deref().unwrap_or("text"));
     let mut log = Logger::new(inv.log.as_deref(), format);
+    steps.mark("args");
     // try_run only returns on failure (success ends in exec).
-    let err = match try_run(&raw, &args, &inv, &mut log) {
+    let err = match try_run(&raw, &args, &inv, &mut log, &mut steps) {
         Ok(never) => match never {},
         Err(e) => e,
     };
@@ -50,6 +52,7 @@ fn try_run(
     args: &[String],
     inv: &shim::Invocation,
     log: &mut Logger,
+    steps: &mut Steps,
 ) -> Result<std::convert::Infallible> {
     let from_env = std::env::var_os(config::CONFIG_PATH_ENV)
         .filter(|v| !v.is_empty())
@@ -61,9 +64,11 @@ fn try_run(
         log.warning(w);
     }
     log.debug(&format!("args {args:?}, config {}", config_path.display()));
+    steps.mark("config");
 
     let runtime = shim::find_runtime(&config.runtime.runtimes, &which)?;
     log.debug(&format!("low-level runtime {}", runtime.display()));
+    steps.mark("find-runtime");
 
     if inv.version && inv.command.is_none() {
         println!(
@@ -74,8 +79,16 @@ fn try_run(
     } else if inv.is_create() {
         let cwd = std::env::current_dir().context("cannot get the current directory")?;
         let bundle = inv.bundle_or(&cwd);
-        create(&bundle, &config, &config_path, from_env.as_deref(), log)?;
+        create(
+            &bundle,
+            &config,
+            &config_path,
+            from_env.as_deref(),
+            log,
+            steps,
+        )?;
     }
+    log.debug(&steps.line());
     let e = Command::new(&runtime).arg0(&runtime).args(raw).exec();
     Err(anyhow::Error::new(e).context(format!(
         "cannot run the low-level runtime {}",
@@ -89,10 +102,13 @@ fn create(
     config_path: &Path,
     from_env: Option<&Path>,
     log: &mut Logger,
+    steps: &mut Steps,
 ) -> Result<()> {
     let path = bundle.join("config.json");
     let bytes = oci::read_capped(&path, oci::MAX_SPEC_BYTES)?;
+    steps.mark("spec-read");
     let action = shim::decide(&bytes, &path, config)?;
+    steps.mark("decide");
     if action == shim::Action::PassThrough {
         log.info(&format!(
             "{}: no GPU requested; config.json unchanged",
@@ -105,6 +121,7 @@ fn create(
             path: path.clone(),
             source,
         })?;
+    steps.mark("spec-parse");
     let done = match action {
         shim::Action::PassThrough => unreachable!("returned above"),
         shim::Action::Legacy(req) => {
@@ -115,12 +132,15 @@ fn create(
                 return Ok(());
             }
             let mut done = format!("{}: added prestart hook {}", req.summary(), hook.display());
+            steps.mark("add-hook");
             if !config.cli.no_cgroups {
                 // The device rules of what the hook will inject, in the spec too. When the
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
-                let planned = discover::discover_with(&root, nvct::plan::needs_nvml(&req))
+                let discovered = discover::discover_with(&root, nvct::plan::needs_nvml(&req));
+                steps.mark("discovery");
+                let planned = discovered
                     .map_err(anyhow::Error::from)
                     .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
                 match planned {
@@ -153,6 +173,7 @@ fn create(
                 for w in warnings {
                     log.warning(&w);
                 }
+                steps.mark("spec-dirs");
                 let searched = config.runtime.modes.cdi.spec_dirs.join(", ");
                 shim::inject_from_specs(
                     &mut spec,
@@ -165,7 +186,7 @@ fn create(
             }
             if !auto.is_empty() {
                 let jit = shim::jit_request(auto, config, &path)?;
-                inject_jit(&mut spec, &jit, config, &path, log)?;
+                inject_jit(&mut spec, &jit, config, &path, log, steps)?;
             }
             format!("injected CDI devices {} (cdi mode)", join(&names))
         }
@@ -179,7 +200,7 @@ fn create(
                     jit.unchecked_requirements.join(" and ")
                 ));
             }
-            let cdi_hook = inject_jit(&mut spec, &jit, config, &path, log)?;
+            let cdi_hook = inject_jit(&mut spec, &jit, config, &path, log, steps)?;
             format!(
                 "injected CDI devices {} (jit-cdi mode, hooks {})",
                 join(&jit.names),
@@ -187,8 +208,10 @@ fn create(
             )
         }
     };
+    steps.mark("edit");
     let mut out = serde_json::to_vec_pretty(&spec).context("cannot serialize config.json")?;
     out.push(b'\n');
+    steps.mark("serialize");
     let fault = match std::env::var("NVCT_FAULT_AT") {
         Ok(name) => Some(fsutil::abort_at(
             Step::parse(&name)
@@ -202,6 +225,7 @@ fn create(
         fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)),
     };
     fsutil::write_atomic(&path, &out, &wopts)?;
+    steps.mark("write");
     log.info(&format!("{}: {done}", path.display()));
     Ok(())
 }
@@ -214,9 +238,12 @@ fn inject_jit(
     config: &Config,
     path: &Path,
     log: &mut Logger,
+    steps: &mut Steps,
 ) -> Result<PathBuf> {
     let cdi_hook = shim::find_cdi_hook(config, &which)?;
-    let inv = discover::discover(&config.driver())?;
+    let inv = discover::discover(&config.driver());
+    steps.mark("discovery");
+    let inv = inv?;
     for note in &inv.notes {
         log.debug(note);
     }

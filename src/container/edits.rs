@@ -7,6 +7,7 @@
 
 use super::rootfs::{is_clean_absolute, Rootfs};
 use super::{app_profile, ld_cache, ldconfig, ldso_conf, proc_mask, symlinks};
+use crate::log::Steps;
 use crate::model::{ProcMask, Symlink};
 use std::collections::BTreeSet;
 use std::os::fd::BorrowedFd;
@@ -481,22 +482,31 @@ pub enum ApplyError {
 /// Makes `w` in the container `root`, in the one order: links, `/proc` mask, forward compat
 /// (which the ld cache then reads), ld cache, application profile (from the `/dev/nvidiaN`
 /// nodes the container has by then).
-pub fn apply(root: &Rootfs, w: &Work) -> Result<Notes, ApplyError> {
+/// Each step ends with a mark in `steps` (the debug log's step timings).
+pub fn apply(root: &Rootfs, w: &Work, steps: &mut Steps) -> Result<Notes, ApplyError> {
     let mut notes = Notes::default();
     symlinks::create(root, w.symlinks)?;
+    steps.mark("symlinks");
     if let Some(mask) = w.proc_mask {
         proc_mask::mount(root, mask).map_err(ApplyError::Mask)?;
+        steps.mark("proc-mask");
     }
     if let Some((version, dir)) = w.cuda_compat {
         ldso_conf::enable_cuda_compat(root, version, dir)?;
+        steps.mark("cuda-compat");
     }
     if let Some(l) = &w.ldcache {
         let refreshed = ld_cache::refresh(root, l.ldconfig, l.folders, &l.libs, l.native)?;
+        steps.mark(match refreshed {
+            ld_cache::Refreshed::Native { .. } => "ldcache-native",
+            ld_cache::Refreshed::Ldconfig { .. } => "ldcache-ldconfig",
+        });
         notes.ld_cache = Some(refreshed.to_string());
     }
     if w.app_profile {
         let written = app_profile::write(root)?;
         notes.app_profile = app_profile::note(&written);
+        steps.mark("app-profile");
     }
     Ok(notes)
 }

@@ -306,7 +306,8 @@ fn in_container(
         ldcache,
         app_profile: plan.app_profile,
     };
-    let made = edits::apply(&root, &work).map_err(|e| e.to_string())?;
+    let made =
+        edits::apply(&root, &work, &mut crate::log::Steps::start()).map_err(|e| e.to_string())?;
     notes.extend(made.ld_cache);
     notes.extend(made.app_profile);
     Ok((!notes.is_empty()).then(|| notes.join("; ")))

@@ -692,6 +692,60 @@ fn command_line_cases() {
     }
 }
 
+/// `--debug` puts one line of step timings on stderr (scripts/bench.sh --breakdown reads it),
+/// for `nvidia-cdi-hook` and `nvidia-ctk hook` alike; without it stderr stays empty. Only the
+/// step names are checked, never the times.
+#[test]
+fn debug_prints_the_step_timings() {
+    let h = host();
+    let bundle = h.dir.join(format!("debug-steps-{}", std::process::id()));
+    std::fs::create_dir_all(bundle.join("rootfs")).unwrap();
+    std::fs::write(
+        bundle.join("config.json"),
+        r#"{"ociVersion":"1.0.2","root":{"path":"rootfs"}}"#,
+    )
+    .unwrap();
+    let state = format!(r#"{{"pid":0,"bundle":"{}"}}"#, bundle.display());
+    let cases: &[(&str, &str, &[&str], Option<&str>)] = &[
+        (
+            "nvidia-cdi-hook --debug",
+            CDI_HOOK,
+            &["--debug", "apply-edits"],
+            Some("nvidia-cdi-hook: step timings (us): args="),
+        ),
+        (
+            "nvidia-ctk --debug hook",
+            CTK,
+            &["--debug", "hook", "apply-edits"],
+            Some("nvidia-ctk hook: step timings (us): args="),
+        ),
+        ("no --debug: nothing", CDI_HOOK, &["apply-edits"], None),
+    ];
+    for (name, binary, args, want) in cases {
+        let out = direct(binary, args, state.as_bytes());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "case {name}: {err}");
+        match want {
+            Some(prefix) => {
+                let line = err.lines().find(|l| l.starts_with(prefix));
+                let line = line.unwrap_or_else(|| panic!("case {name}: no {prefix:?} in {err}"));
+                let steps: Vec<&str> = line
+                    .split_once("(us): ")
+                    .unwrap()
+                    .1
+                    .split(' ')
+                    .map(|kv| kv.split_once('=').unwrap().0)
+                    .collect();
+                // Nothing to edit: the state is read, then the hook stops before entering (no
+                // mask asked for: nothing rediscovered).
+                assert_eq!(steps, ["args", "state", "total"], "case {name}: {line}");
+            }
+            None => assert!(!err.contains("step timings"), "case {name}: {err}"),
+        }
+    }
+    std::fs::remove_dir_all(&bundle).unwrap();
+}
+
 /// `crun run` of `b` with `sh -c script`. crun 1.8 refuses this machine's hybrid cgroup
 /// layout ("cgroups in hybrid mode not supported"), so it runs in a private mount namespace
 /// without the cgroup2 mount at /sys/fs/cgroup/unified and with `--cgroup-manager=disabled`

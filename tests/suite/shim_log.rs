@@ -205,6 +205,26 @@ fn log_level_and_debug_file() {
             "{}: {text}",
             p.display()
         );
+        // The step timings (scripts/bench.sh --breakdown): names checked, never the times.
+        let steps = text
+            .lines()
+            .find_map(|l| l.split_once("msg=\"step timings (us): "))
+            .map(|(_, rest)| rest.trim_end_matches('"'))
+            .unwrap_or_else(|| panic!("{}: no step timings: {text}", p.display()));
+        let names: Vec<&str> = steps
+            .split(' ')
+            .map(|kv| kv.split_once('=').unwrap().0)
+            .collect();
+        for want in [
+            "config",
+            "spec-read",
+            "decide",
+            "discovery",
+            "write",
+            "total",
+        ] {
+            assert!(names.contains(&want), "{}: {want} in {steps}", p.display());
+        }
         assert!(
             text.contains("level=info msg=") && text.contains("added prestart hook"),
             "{}: {text}",

@@ -7,6 +7,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use nvct::container::edits::{self, Invocation};
+use nvct::log::{Logger, Steps};
 
 #[derive(Args, Debug)]
 #[command(after_help = edits::USAGE)]
@@ -20,8 +21,10 @@ pub struct HookArgs {
     args: Vec<String>,
 }
 
-/// Runs the hook `args` name; `program` is the binary's name in messages.
-pub fn run(args: HookArgs, program: &str) -> Result<()> {
+/// Runs the hook `args` name; `program` is the binary's name in messages. With `debug` (the
+/// global `--debug`), the step timings go to stderr as a debug line.
+pub fn run(args: HookArgs, program: &'static str, debug: bool) -> Result<()> {
+    let mut steps = Steps::start();
     // Upstream's global flags, accepted anywhere and ignored.
     let raw: Vec<String> = args
         .args
@@ -55,9 +58,13 @@ pub fn run(args: HookArgs, program: &str) -> Result<()> {
     let result = match state {
         Some(path) => std::fs::File::open(&path)
             .with_context(|| format!("--container-spec {}", path.display()))
-            .and_then(|f| nvct::cdi_hooks::run(&e, f).map_err(anyhow::Error::from)),
-        None => nvct::cdi_hooks::run(&e, std::io::stdin().lock()).map_err(anyhow::Error::from),
+            .and_then(|f| nvct::cdi_hooks::run(&e, f, &mut steps).map_err(anyhow::Error::from)),
+        None => nvct::cdi_hooks::run(&e, std::io::stdin().lock(), &mut steps)
+            .map_err(anyhow::Error::from),
     };
+    if debug {
+        Logger::stderr_only(program).debug(&steps.line());
+    }
     match result {
         Ok(notes) => {
             if let Some(note) = notes.app_profile {

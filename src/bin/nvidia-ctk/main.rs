@@ -104,7 +104,7 @@ fn main() -> ExitCode {
         Command::Config(args) => config::run(args, v),
         Command::Hook(args) => {
             nvct::process::start_hook();
-            hook::run(args, "nvidia-ctk hook")
+            hook::run(args, "nvidia-ctk hook", v.debug)
         }
         Command::Cdi(args) => cdi::run(args, v),
         Command::System(args) => system::run(args, v),

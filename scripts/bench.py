@@ -1,0 +1,608 @@
+#!/usr/bin/env python3
+"""The timing half of scripts/bench.sh, which builds the binaries, makes the fake hosts and the
+images, and runs this as `bench.py WORK ROUNDS SETS CONCURRENCY BREAKDOWN COMMIT COMPARE_DIR`
+(run scripts/bench.sh, not this; method in docs/PERFORMANCE.md).
+
+WORK holds a directory of binaries per set (A: this checkout; B: --compare), the fake hosts
+(host: 8 GPUs, host64: 64) and the images (lower: busybox; lower-glibc: Debian-like). Each set is
+probed for what it can run here: a set whose `nvidia-ctk cdi generate --help` lists no
+`--proc-root` is a peer (upstream's toolkit), run with its own flags; its legacy scenarios need
+libnvidia-container's `nvidia-container-cli`, so they are "n/a" when that is not installed.
+
+A start is engine-style: config.json in a bundle over a fresh overlay rootfs (made before the
+clock starts), `create` (through the shim where the scenario has it) with `--pid-file`, `runc
+start`, wait for the container's process to exit (a pidfd, no polling), `runc delete`.
+"""
+import json
+import os
+import random
+import re
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+work, rounds, sets = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+concurrency, breakdown, commit, compare = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+host, host64 = f"{work}/host", f"{work}/host64"
+
+
+def loadavg():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def first_line(argv):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        return (r.stdout or r.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def print_machine():
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "unknown CPU")
+    cgroup = "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"
+    print(f"machine: {cpu}; {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable); "
+          f"kernel {os.uname().release}; {first_line(['runc', '--version'])}; cgroup {cgroup}")
+    print(f"load average (1, 5, 15 min) at the start: {loadavg()}")
+    print(f"A: this checkout ({commit}), release build, static nvidia-cdi-hook")
+    if "B" in sets:
+        print(f"B: {compare} ({first_line([f'{work}/B/nvidia-ctk', '--version'])})")
+
+
+# --- what each set can run -------------------------------------------------------------------
+
+def probe(s):
+    """The set's abilities: {'proc_root': bool, 'legacy': None or the reason it cannot}."""
+    bins = f"{work}/{s}"
+    r = subprocess.run([f"{bins}/nvidia-ctk", "cdi", "generate", "--help"], capture_output=True,
+                       text=True)
+    proc_root = "--proc-root" in r.stdout + r.stderr
+    legacy = None
+    if not os.access(f"{bins}/nvidia-container-runtime-hook", os.X_OK):
+        legacy = "the set has no nvidia-container-runtime-hook"
+    elif not proc_root and shutil.which("nvidia-container-cli") is None:
+        legacy = ("its prestart hook runs nvidia-container-cli (libnvidia-container), "
+                  "which is not installed here")
+    return {"proc_root": proc_root, "legacy": legacy}
+
+
+ABLE = {s: probe(s) for s in sets}
+
+
+def generate_argv(s, h, out, hook=None):
+    """`cdi generate` for set s on fake host h with the set's own flags: a peer has no
+    --proc-root (upstream reads the GPUs from NVML, the fake one here) and gets none."""
+    argv = [f"{work}/{s}/nvidia-ctk", "cdi", "generate", "--driver-root", f"{h}/driver",
+            "--dev-root", f"{h}/driver", "--output", out]
+    if ABLE[s]["proc_root"]:
+        argv += ["--proc-root", f"{h}/proc"]
+    if hook:
+        argv += ["--nvidia-cdi-hook-path", hook]
+    return argv
+
+
+def config(s, mode, tag, spec_dir=None, bins=None, logs=None):
+    """A config.toml for set s; `logs` (a directory) turns on the debug logs of the shim and
+    the prestart hook. Upstream reads the same keys (it ignores proc-root)."""
+    bins = bins or f"{work}/{s}"
+    path = f"{work}/{s}-{tag}.toml"
+    text = (f'[nvidia-container-cli]\nroot = "{host}/driver"\nproc-root = "{host}/proc"\n')
+    if logs:
+        text += f'debug = "{logs}/{tag}-prestart.log"\n'
+    text += f'[nvidia-container-runtime]\nmode = "{mode}"\nruntimes = ["runc"]\n'
+    if logs:
+        text += f'debug = "{logs}/{tag}-shim.log"\nlog-level = "debug"\n'
+    if spec_dir:
+        text += f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{spec_dir}"]\n'
+    text += (f'[nvidia-container-runtime-hook]\npath = "{bins}/nvidia-container-runtime-hook"\n'
+             f'[nvidia-ctk]\npath = "{bins}/nvidia-ctk"\n')
+    open(path, "w").write(text)
+    return path
+
+
+def runc_spec():
+    if os.path.exists(f"{work}/config.json"):
+        os.remove(f"{work}/config.json")
+    subprocess.run(["runc", "spec"], cwd=work, check=True)
+    spec = json.load(open(f"{work}/config.json"))
+    os.remove(f"{work}/config.json")
+    spec["process"]["terminal"] = False
+    spec["process"]["args"] = ["true"]
+    return spec
+
+
+SPEC = runc_spec()
+GPU0 = ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+
+
+class NotApplicable(Exception):
+    pass
+
+
+def scenario(s, name, bins=None, logs=None):
+    """(config.json, runtime argv prefix, env, image) for one scenario of set s, or raises
+    NotApplicable with the reason the set cannot run it here."""
+    spec = json.loads(json.dumps(SPEC))
+    env = dict(os.environ)
+    bins = bins or f"{work}/{s}"
+    rt = ["runc"]
+    image = "lower-glibc" if name.endswith("-glibc") else "lower"
+    base = name.removesuffix("-glibc")
+    tag = f"{name}-{os.path.basename(bins)}"
+    if base in ("hook-1", "hook-8", "legacy-1") and ABLE[s]["legacy"]:
+        raise NotApplicable(ABLE[s]["legacy"])
+    if base == "shim-nogpu" and not os.access(f"{bins}/nvidia-container-runtime-hook", os.X_OK):
+        # Upstream's legacy mode adds its hook to every container; without a GPU that hook
+        # exits before it would run nvidia-container-cli.
+        raise NotApplicable("the set has no nvidia-container-runtime-hook (legacy mode adds it)")
+    if base in ("hook-1", "hook-8"):
+        spec["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=" + ("0" if base == "hook-1" else "all"),
+                                   "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+        spec["hooks"] = {"prestart": [{"path": f"{bins}/nvidia-container-runtime-hook",
+                                       "args": ["nvidia-container-runtime-hook", "-config",
+                                                config(s, "legacy", tag, bins=bins, logs=logs),
+                                                "prestart"],
+                                       "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}]}
+    elif base == "cdi":
+        rt = [f"{bins}/nvidia-container-runtime"]
+        spec_dir = f"{work}/{s}-{tag}-specs"
+        os.makedirs(spec_dir, exist_ok=True)
+        r = subprocess.run(generate_argv(s, host, f"{spec_dir}/nvidia.yaml", f"{bins}/nvidia-cdi-hook"),
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise NotApplicable(f"cdi generate failed: {r.stderr.strip()[-300:]}")
+        env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "cdi", tag, spec_dir, bins, logs)
+        spec["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"]
+    elif base == "jit-cdi":
+        rt = [f"{bins}/nvidia-container-runtime"]
+        env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "jit-cdi", tag, bins=bins, logs=logs)
+        spec["process"]["env"] += GPU0
+    elif base == "legacy-1":
+        rt = [f"{bins}/nvidia-container-runtime"]
+        env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "legacy", tag, bins=bins, logs=logs)
+        spec["process"]["env"] += GPU0
+    elif base == "shim-nogpu":
+        rt = [f"{bins}/nvidia-container-runtime"]
+        env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "legacy", tag, bins=bins, logs=logs)
+    return spec, rt, env, image
+
+
+# --- one start --------------------------------------------------------------------------------
+
+counter = 0
+counter_lock = threading.Lock()
+
+
+def bundle(prep):
+    """A bundle over a fresh overlay rootfs for prepared scenario `prep`: (dir, container id)."""
+    global counter
+    with counter_lock:
+        counter += 1
+        n = counter
+    spec, _, _, image = prep
+    b = f"{work}/b{n}"
+    for d in ("upper", "work", "merged"):
+        os.makedirs(f"{b}/{d}")
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={work}/{image},upperdir={b}/upper,workdir={b}/work", f"{b}/merged"],
+                   check=True)
+    json.dump(dict(spec, root={"path": f"{b}/merged", "readonly": False}),
+              open(f"{b}/config.json", "w"))
+    return b, f"nvct-bench-{n}"
+
+
+def remove(b):
+    subprocess.run(["umount", f"{b}/merged"], check=True)
+    shutil.rmtree(b)
+
+
+def run(prep, b, cid):
+    """create, start, wait, delete: (seconds, None) or (None, the error's last line)."""
+    _, rt, env, _ = prep
+    t0 = time.perf_counter()
+    # The container inherits create's stdio: a file, never a pipe this process would wait on.
+    with open(f"{b}.err", "w+") as err:
+        ok = subprocess.run(rt + ["create", "--bundle", b, "--pid-file", f"{b}/pid", cid], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    if ok.returncode == 0:
+        pidfd = os.pidfd_open(int(open(f"{b}/pid").read()))
+        try:
+            subprocess.run(["runc", "start", cid], check=True)
+            select.select([pidfd], [], [], 30)
+        finally:
+            os.close(pidfd)
+        subprocess.run(["runc", "delete", cid], check=True)
+    t1 = time.perf_counter()
+    msg = open(f"{b}.err").read().strip().splitlines()[-1:]
+    os.remove(f"{b}.err")
+    if ok.returncode != 0:
+        return None, " ".join(msg)
+    return t1 - t0, None
+
+
+def start(prep):
+    b, cid = bundle(prep)
+    try:
+        return run(prep, b, cid)
+    finally:
+        remove(b)
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+def pct(v, q):
+    """The q-th percentile of v, linear between the closest ranks."""
+    v = sorted(v)
+    if len(v) == 1:
+        return v[0]
+    k = (len(v) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def ms(x):
+    return f"{x * 1000:.1f}"
+
+
+# --- the rounds -------------------------------------------------------------------------------
+
+SCENARIOS = ["runc", "hook-1", "hook-8", "legacy-1", "cdi", "jit-cdi", "shim-nogpu",
+             "hook-1-glibc", "jit-cdi-glibc"]
+
+
+def prepare_all(names, logs=None):
+    """Every scenario of every set: ({(set, name): scenario}, {(set, name): why n/a}). With
+    `logs`, the sets' breakdown copies (`<set>-bd`) with debug logs in that directory."""
+    prepared, na = {}, {}
+    for s in sets:
+        bins = f"{work}/{s}-bd" if logs else None
+        for name in names:
+            if name == "runc" and s != sets[0]:
+                continue
+            try:
+                prepared[(s, name)] = scenario(s, name, bins=bins, logs=logs)
+            except NotApplicable as e:
+                na[(s, name)] = str(e)
+    return prepared, na
+
+
+def warm_up(prepared, failed):
+    """Each scenario once before the rounds: it works, and caches are warm."""
+    for key in list(prepared):
+        t, err = start(prepared[key])
+        if t is None:
+            failed[key] = err
+            del prepared[key]
+
+
+def rounds_of_starts():
+    prepared, na = prepare_all(SCENARIOS)
+    failed = {}
+    warm_up(prepared, failed)
+    times = {key: [None] * rounds for key in prepared}
+    for r in range(rounds):
+        keys = list(prepared)
+        random.shuffle(keys)
+        for key in keys:
+            times[key][r] = start(prepared[key])[0]
+    base_key = (sets[0], "runc")
+    base = statistics.median([t for t in times.get(base_key, []) if t is not None] or [0])
+    print(f"\n{rounds} shuffled round{'s' if rounds != 1 else ''}; engine-style start of busybox true, simulated 8-GPU host "
+          f"(ms; added = median minus plain runc's median)")
+    print(f"{'set':<4}{'scenario':<15}{'median':>8}{'p10':>8}{'p90':>8}{'added':>8}{'n':>5}")
+    for name in SCENARIOS:
+        for s in sets:
+            key = (s, name)
+            if key in times:
+                v = [t for t in times[key] if t is not None]
+                if not v:
+                    print(f"{s:<4}{name:<15}  failed in every round")
+                    continue
+                added = "" if name == "runc" else ms(statistics.median(v) - base)
+                print(f"{s:<4}{name:<15}{ms(statistics.median(v)):>8}{ms(pct(v, 10)):>8}"
+                      f"{ms(pct(v, 90)):>8}{added:>8}{len(v):>5}")
+            elif key in na:
+                print(f"{s:<4}{name:<15}  n/a: {na[key]}")
+            elif key in failed:
+                print(f"{s:<4}{name:<15}  failed: {failed[key]}")
+    if len(sets) == 2:
+        print("\nper-round ratios A/B (same round): of the start time, and of the time added "
+              "over that round's plain runc")
+        print(f"{'scenario':<15}{'wall median':>12}{'p10':>7}{'p90':>7}"
+              f"{'added median':>14}{'p10':>7}{'p90':>7}{'n':>5}")
+        runc = times.get(base_key, [None] * rounds)
+        for name in SCENARIOS:
+            a, b = times.get(("A", name)), times.get(("B", name))
+            if name == "runc" or a is None or b is None:
+                continue
+            wall = [x / y for x, y in zip(a, b) if x and y]
+            added = [(x - r) / (y - r) for x, y, r in zip(a, b, runc)
+                     if x and y and r and y - r > 0]
+            if not wall:
+                continue
+            line = f"{name:<15}{statistics.median(wall):>12.2f}{pct(wall, 10):>7.2f}{pct(wall, 90):>7.2f}"
+            if added:
+                line += f"{statistics.median(added):>14.2f}{pct(added, 10):>7.2f}{pct(added, 90):>7.2f}"
+            else:
+                line += f"{'-':>14}{'':>14}"
+            print(line + f"{len(wall):>5}")
+    return prepared, na
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+def batch(prep, n):
+    """n starts of one scenario at once: (total wall s, [per-start s], [errors])."""
+    bundles = [bundle(prep) for _ in range(n)]
+    results = [None] * n
+    go = threading.Barrier(n + 1)
+
+    def one(i):
+        go.wait()
+        results[i] = run(prep, *bundles[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    go.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    total = time.perf_counter() - t0
+    for b, _ in bundles:
+        remove(b)
+    return total, [t for t, _ in results if t is not None], [e for t, e in results if t is None]
+
+
+def concurrent_starts():
+    names = ["runc", "jit-cdi", "legacy-1"]
+    prepared, na = prepare_all(names)
+    batches = 3
+    totals = {key: [] for key in prepared}
+    each = {key: [] for key in prepared}
+    errors = {key: [] for key in prepared}
+    for _ in range(batches):
+        keys = list(prepared)
+        random.shuffle(keys)
+        for key in keys:
+            total, v, errs = batch(prepared[key], concurrency)
+            totals[key].append(total)
+            each[key] += v
+            errors[key] += errs
+    print(f"\nconcurrency: {concurrency} containers started at once, {batches} batches per "
+          f"scenario (shuffled); total = wall time of a batch (median of the batches), p50/p99 "
+          f"of one start over all batches (ms)")
+    print(f"{'set':<4}{'scenario':<12}{'total':>9}{'p50':>9}{'p99':>9}{'failed':>8}")
+    for name in names:
+        for s in sets:
+            key = (s, name)
+            if key in na:
+                print(f"{s:<4}{name:<12}  n/a: {na[key]}")
+            elif key in totals:
+                v = each[key]
+                p50 = ms(pct(v, 50)) if v else "-"
+                p99 = ms(pct(v, 99)) if v else "-"
+                print(f"{s:<4}{name:<12}{ms(statistics.median(totals[key])):>9}{p50:>9}{p99:>9}"
+                      f"{len(errors[key]):>8}")
+                if errors[key]:
+                    print(f"      first error: {errors[key][0]}")
+
+
+# --- cdi generate and peak RSS ----------------------------------------------------------------
+
+def timed(argv, n=15):
+    v = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = subprocess.run(argv, capture_output=True)
+        v.append(time.perf_counter() - t0)
+        if r.returncode != 0:
+            return None, r.stderr.decode(errors="replace").strip()[-300:]
+    return v, None
+
+
+def rss(argv):
+    out = f"{work}/rss"
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out] + argv, capture_output=True)
+    try:
+        return f"{int(open(out).read().split()[-1]) / 1024:.1f} MiB"
+    except (ValueError, IndexError, OSError):
+        return "n/a"
+
+
+def generate_and_rss(prepared, na):
+    print("\ncdi generate (15 runs each; ms), peak RSS")
+    for s in sets:
+        flags = "" if ABLE[s]["proc_root"] else " (its own flags: no --proc-root, GPUs from NVML)"
+        for gpus, h in ((8, host), (64, host64)):
+            argv = generate_argv(s, h, f"{work}/gen-{s}.yaml")
+            v, err = timed(argv)
+            if v is None:
+                print(f"{s:<4}cdi generate, {gpus} GPUs{flags}: failed: {err}")
+            else:
+                print(f"{s:<4}cdi generate, {gpus} GPUs{flags}: median {ms(statistics.median(v))} "
+                      f"(p10 {ms(pct(v, 10))}, p90 {ms(pct(v, 90))}), peak RSS {rss(argv)}")
+        key = (s, "hook-8")
+        if key not in prepared:
+            print(f"{s:<4}prestart hook, 8 GPUs: peak RSS n/a: {na.get(key, 'it failed')}")
+            continue
+        spec, rt, env, image = prepared[key]
+        hook = spec["hooks"]["prestart"][0]
+        timed_hook = dict(hook, path="/usr/bin/time",
+                          args=["time", "-f", "%M", "-o", f"{work}/rss-hook", hook["path"]] + hook["args"][1:])
+        start((dict(spec, hooks={"prestart": [timed_hook]}), rt, env, image))
+        try:
+            kib = int(open(f"{work}/rss-hook").read().split()[-1])
+            print(f"{s:<4}prestart hook, 8 GPUs: peak RSS {kib / 1024:.1f} MiB")
+        except (ValueError, IndexError, OSError):
+            print(f"{s:<4}prestart hook, 8 GPUs: peak RSS n/a")
+
+
+# --- the breakdown ----------------------------------------------------------------------------
+
+WRAPPER = """#!/bin/bash
+# bench.sh --breakdown: times this hook process and keeps its stderr. The hook's parent is this
+# wrapper, not the container's init, so for this project's hook the state's "pid":1 (runc's
+# createContainer, from the container's pid namespace) becomes 0, which sends the hook down
+# the same path as runc's direct child takes: stay in this mount namespace.
+IFS= read -r -d '' state || true
+{rewrite}
+t0=$EPOCHREALTIME
+"$0.real" {flags} "$@" 2>>{log} <<<"$state"
+rc=$?
+t1=$EPOCHREALTIME
+name=$1; [ "$name" = hook ] && name=$2
+echo "hook-wall $name $(( ${{t1/./}} - ${{t0/./}} ))" >>{log}
+exit $rc
+"""
+
+
+def breakdown_bins(s, logs):
+    """A copy of set s whose CDI hook binaries are bash wrappers that time each hook process
+    (A's with --debug, so it logs its step timings)."""
+    bd = f"{work}/{s}-bd"
+    shutil.copytree(f"{work}/{s}", bd)
+    for name in ("nvidia-cdi-hook", "nvidia-ctk"):
+        os.rename(f"{bd}/{name}", f"{bd}/{name}.real")
+        ours = ABLE[s]["proc_root"]
+        flags = "--debug" if ours and name == "nvidia-cdi-hook" else ""
+        rewrite = 'state=${state/\\"pid\\":1,/\\"pid\\":0,}' if ours else ""
+        open(f"{bd}/{name}", "w").write(WRAPPER.format(flags=flags, rewrite=rewrite,
+                                                       log=f"{logs}/{s}-hooks.log"))
+        os.chmod(f"{bd}/{name}", 0o755)
+
+
+STEPS = re.compile(r"step timings \(us\):((?: [\w-]+=\d+)+)")
+PRESTART = re.compile(r"([\d.]+) ms in all: ([^\"]*)")
+
+
+def parse_steps_line(line):
+    """{step: µs} of one step-timing line (ours: `step timings (us): a=1 ... total=9`; the
+    prestart hook's: `9.00 ms in all: a 0.001, ...`), or None."""
+    m = STEPS.search(line)
+    if m:
+        return {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+    m = PRESTART.search(line)
+    if m:
+        steps = {}
+        for part in m.group(2).split(", "):
+            name, _, value = part.rpartition(" ")
+            steps[name.replace(" ", "-")] = int(float(value) * 1000)
+        steps["total"] = int(float(m.group(1)) * 1000)
+        return steps
+    return None
+
+
+def parse_steps(path):
+    """The step-timing lines of a log: a list of {step: µs}."""
+    if not os.path.exists(path):
+        return []
+    return [r for r in map(parse_steps_line, open(path)) if r is not None]
+
+
+def parse_hooks(path):
+    """A wrapper's log, in order: each hook process's step-timing line (this project's hooks
+    with --debug) comes before its `hook-wall NAME µs` line. {name: [(steps or None, wall)]}."""
+    out, pending = {}, None
+    if not os.path.exists(path):
+        return out
+    for line in open(path):
+        if line.startswith("hook-wall "):
+            _, name, us = line.split()
+            out.setdefault(name, []).append((pending, int(us)))
+            pending = None
+            continue
+        steps = parse_steps_line(line)
+        if steps is not None:
+            pending = steps
+    return out
+
+
+def print_steps(title, runs):
+    if not runs:
+        print(f"\n{title}: no step timings logged")
+        return
+    print(f"\n{title} ({len(runs)} runs; µs)")
+    print(f"  {'step':<24}{'median':>9}{'p10':>9}{'p90':>9}")
+    names = list(dict.fromkeys(k for r in runs for k in r))
+    for name in names:
+        v = [r[name] for r in runs if name in r]
+        print(f"  {name:<24}{statistics.median(v):>9.0f}{pct(v, 10):>9.0f}{pct(v, 90):>9.0f}")
+
+
+def breakdown_mode():
+    logs = f"{work}/logs"
+    os.makedirs(logs)
+    for s in sets:
+        breakdown_bins(s, logs)
+    names = ["jit-cdi", "jit-cdi-glibc", "cdi", "legacy-1", "shim-nogpu"]
+    prepared, na = prepare_all(names, logs=logs)
+    failed = {}
+    warm_up(prepared, failed)
+    # The warm-up's lines are not counted: start the logs afresh.
+    for f in os.listdir(logs):
+        os.truncate(f"{logs}/{f}", 0)
+    keys = list(prepared)
+    counts = {}
+    for _ in range(breakdown):
+        random.shuffle(keys)
+        for key in keys:
+            # One log per scenario for the shim and the prestart hook; one hook log per set,
+            # cut after every start so each scenario's hook lines stay apart.
+            t, err = start(prepared[key])
+            if t is None:
+                failed[key] = err
+            counts[key] = counts.get(key, 0) + 1
+            hooks = f"{logs}/{key[0]}-hooks.log"
+            if os.path.exists(hooks):
+                with open(f"{logs}/{key[0]}-{key[1]}-hooks.log", "a") as out:
+                    out.write(open(hooks).read())
+                os.truncate(hooks, 0)
+    print(f"\nbreakdown: {breakdown} starts of each scenario, debug logs on, busybox true on the "
+          f"simulated 8-GPU host")
+    for (s, name), reason in na.items():
+        print(f"{s} {name}: n/a: {reason}")
+    for (s, name), err in failed.items():
+        print(f"{s} {name}: failed: {err}")
+    for s in sets:
+        for name in names:
+            if (s, name) not in prepared:
+                continue
+            tag = f"{name}-{s}-bd"
+            hooks = f"{logs}/{s}-{name}-hooks.log"
+            ours = ABLE[s]["proc_root"]
+            for hook, runs in parse_hooks(hooks).items():
+                v = [wall for _, wall in runs]
+                per_start = len(v) / max(counts.get((s, name), 1), 1)
+                print(f"\n{s} {name}: hook process `{hook}` ({per_start:g} per start), exec to "
+                      f"exit from its wrapper: median {statistics.median(v):.0f} µs (p10 "
+                      f"{pct(v, 10):.0f}, p90 {pct(v, 90):.0f})")
+                steps = [dict(st, **{"outside-main": wall - st["total"]})
+                         for st, wall in runs if st and "total" in st]
+                if ours:
+                    print_steps(f"{s} {name}: `{hook}` steps (outside-main = wall minus total: "
+                                f"exec, start-up, exit)", steps)
+            if not ours:
+                continue  # a peer logs no step timings: its hooks' wall times only
+            print_steps(f"{s} {name}: the shim", parse_steps(f"{logs}/{tag}-shim.log"))
+            if name == "legacy-1":
+                print_steps(f"{s} {name}: the prestart hook (ms in all: ...)",
+                            parse_steps(f"{logs}/{tag}-prestart.log"))
+
+
+print_machine()
+if breakdown:
+    breakdown_mode()
+else:
+    prepared, na = rounds_of_starts()
+    print(f"\nload average (1, 5, 15 min) after the rounds: {loadavg()}")
+    if concurrency:
+        concurrent_starts()
+    generate_and_rss(prepared, na)
+print(f"\nload average (1, 5, 15 min) at the end: {loadavg()}")
