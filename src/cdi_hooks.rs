@@ -182,7 +182,7 @@ pub fn run(e: &Edits, state: impl Read, steps: &mut Steps) -> Result<edits::Note
         (Some(fd), Some(l)) => Some(edits::LdWork {
             ldconfig: fd.as_fd(),
             folders: &l.folders,
-            libs: injected_libraries(&c, &l.folders),
+            libs: edits::injected_libraries(c.mounts.iter().map(PathBuf::as_path), &l.folders),
             native: l.native,
         }),
         _ => None,
@@ -201,20 +201,6 @@ pub fn run(e: &Edits, state: impl Read, steps: &mut Steps) -> Result<edits::Note
         id: c.state.id.clone(),
         source,
     })
-}
-
-/// The libraries a spec injected: config.json's mounts in `folders` whose names say `.so`.
-fn injected_libraries(container: &Container, folders: &[PathBuf]) -> Vec<PathBuf> {
-    container
-        .mounts
-        .iter()
-        .filter(|m| m.parent().is_some_and(|p| folders.iter().any(|f| f == p)))
-        .filter(|m| {
-            m.file_name()
-                .is_some_and(|n| n.as_bytes().windows(3).any(|w| w == b".so"))
-        })
-        .cloned()
-        .collect()
 }
 
 /// The plan's `proc_mask` for this container, computed on the host as the planner does

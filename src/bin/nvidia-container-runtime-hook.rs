@@ -255,6 +255,7 @@ fn inject(
         no_cgroups: config.cli.no_cgroups,
         arch: root.arch,
         native_ldcache: !config.features.disable_native_ldcache,
+        mounts: oci::mounts(spec).into_iter().map(|(_, d)| d).collect(),
     };
     let applied = apply::apply(&req, &inv, &plan, &target)?;
     t.step("apply");

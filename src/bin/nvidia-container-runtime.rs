@@ -241,7 +241,10 @@ fn inject_jit(
     steps: &mut Steps,
 ) -> Result<PathBuf> {
     let cdi_hook = shim::find_cdi_hook(config, &which)?;
-    let inv = discover::discover(&config.driver());
+    // NVML only when the request needs what only it knows (its start is the slowest step of
+    // discovery on a real host).
+    let nvml = nvct::plan::needs_nvml_cdi(&jit.request);
+    let inv = discover::discover_with(&config.driver(), nvml);
     steps.mark("discovery");
     let inv = inv?;
     for note in &inv.notes {

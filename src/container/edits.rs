@@ -511,6 +511,29 @@ pub fn apply(root: &Rootfs, w: &Work, steps: &mut Steps) -> Result<Notes, ApplyE
     Ok(notes)
 }
 
+/// The libraries injected into the container, for the ld cache: the mounts (container
+/// paths) directly in one of `folders` whose names say `.so`. The one rule of both paths: the
+/// prestart hook gives it the plan's library mounts and config.json's mounts, the CDI hook
+/// config.json's mounts (where the runtime put the spec's), so a volume of the user's there
+/// counts the same in both.
+pub fn injected_libraries<'a>(
+    mounts: impl IntoIterator<Item = &'a Path>,
+    folders: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = mounts
+        .into_iter()
+        .filter(|m| m.parent().is_some_and(|p| folders.iter().any(|f| f == p)))
+        .filter(|m| {
+            m.file_name()
+                .is_some_and(|n| n.as_encoded_bytes().windows(3).any(|w| w == b".so"))
+        })
+        .map(Path::to_path_buf)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The default host ldconfig path of [`LdCache::ldconfig`].
 pub fn ldconfig_path(l: &LdCache) -> &Path {
     l.ldconfig

@@ -61,6 +61,9 @@ pub struct ContainerTarget {
     pub arch: Arch,
     /// Write the ld cache natively where that gives what ldconfig would (`ld_cache.rs`).
     pub native_ldcache: bool,
+    /// Destinations of config.json's own mounts (for the ld cache's injected libraries,
+    /// [`edits::injected_libraries`]).
+    pub mounts: Vec<PathBuf>,
 }
 
 /// What apply did, for the log.
@@ -288,12 +291,14 @@ fn in_container(
     let ldcache = ldconfig.map(|fd| edits::LdWork {
         ldconfig: fd.as_fd(),
         folders: &plan.ldcache_dirs,
-        libs: plan
-            .mounts
-            .iter()
-            .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
-            .map(|m| m.container_path.clone())
-            .collect(),
+        libs: edits::injected_libraries(
+            plan.mounts
+                .iter()
+                .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
+                .map(|m| m.container_path.as_path())
+                .chain(target.mounts.iter().map(PathBuf::as_path)),
+            &plan.ldcache_dirs,
+        ),
         native: target.native_ldcache,
     });
     let work = edits::Work {

@@ -543,6 +543,12 @@ pub fn needs_nvml(req: &Request) -> bool {
     devices || terms
 }
 
+/// [`needs_nvml`] for a CDI request (jit-cdi): there `all` is [`cdi_all`], which needs to know
+/// which GPUs are in MIG mode and their MIG devices, as only NVML does.
+pub fn needs_nvml_cdi(req: &Request) -> bool {
+    needs_nvml(req) || req.devices == Devices::All
+}
+
 fn parse_term(term: &str) -> Option<(&str, &str, &str)> {
     let at = term.find(['<', '>', '=', '!'])?;
     let (key, rest) = term.split_at(at);

@@ -1160,6 +1160,27 @@ fn gbm_and_glx_indirect_cases() {
 }
 
 #[test]
+fn needs_nvml_cdi_cases() {
+    let req = |devices: Devices| request(devices, &[]);
+    let cases = [
+        (
+            "indices",
+            req(Devices::List(vec![DeviceId::Index(0)])),
+            false,
+        ),
+        (
+            "a MIG device",
+            req(Devices::List(vec![DeviceId::MigIndex(0, 1)])),
+            true,
+        ),
+        ("all: which GPUs are in MIG mode", req(Devices::All), true),
+    ];
+    for (name, r, want) in cases {
+        assert_eq!(needs_nvml_cdi(&r), want, "case {name}");
+    }
+}
+
+#[test]
 fn needs_nvml_cases() {
     let list =
         |ids: &[&str]| Devices::List(ids.iter().map(|i| DeviceId::parse(i).unwrap()).collect());
