@@ -592,7 +592,10 @@ mod tests {
                 .map(|e| e.unwrap().file_name().into_string().unwrap())
                 .filter(|n| n.contains(".tmp-"))
                 .collect();
-            assert!(left.is_empty(), "no_fsync {no_fsync}: temp files left {left:?}");
+            assert!(
+                left.is_empty(),
+                "no_fsync {no_fsync}: temp files left {left:?}"
+            );
         }
         for (name, step) in Step::NAMES {
             assert_eq!(Step::parse(name), Some(*step));
