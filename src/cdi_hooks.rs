@@ -227,11 +227,12 @@ pub fn masked_proc_driver(proc_root: &Path, container: &Container) -> Option<Pro
             .map(|(name, _)| name)
             .collect()
     };
-    let pd = discover::read_proc_driver(&root, &gpus, &caps)?;
-    let bus_ids: Vec<&str> = gpus
-        .iter()
+    // Only the container's GPUs' `gpus/<bus id>/` files are read: the mask holds no others.
+    let theirs: Vec<_> = gpus
+        .into_iter()
         .filter(|g| container.gpu_minors.contains(&g.minor))
-        .map(|g| g.bus_id.as_str())
         .collect();
+    let pd = discover::read_proc_driver(&root, &theirs, &caps)?;
+    let bus_ids: Vec<&str> = theirs.iter().map(|g| g.bus_id.as_str()).collect();
     Some(plan::proc_mask(&pd, &bus_ids, &caps))
 }

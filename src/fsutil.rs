@@ -1,6 +1,7 @@
 //! Crash-safe replacement of configuration files owned by someone else (engine configs).
 //!
-//! Owns: atomic write (temp file in the same directory, write, fsync, rename, fsync directory),
+//! Owns: atomic write (temp file in the same directory, write, fsync, rename, fsync directory;
+//! [`WriteOptions::no_fsync`] drops the fsyncs for the shim's bundle `config.json` only),
 //! keeping the file's mode and owner, the `<file>.bak` backup of the previous content (with the
 //! file's mode and owner, written only once the new content is), and removal with the same
 //! backup. A path that is a symlink is written at its target ([`real_path`]). It never writes when the content is unchanged and never truncates a file
@@ -100,11 +101,11 @@ pub enum Step {
     TempCreated,
     /// The content is written to the temp file, not yet synced, mode not yet set.
     TempWritten,
-    /// Owner and mode are set and the temp file is fsynced.
+    /// Owner and mode are set and the temp file is fsynced (not with `no_fsync`).
     TempSynced,
     /// The temp file was renamed over the file; the directory is not yet fsynced.
     Renamed,
-    /// The directory is fsynced: the write is complete.
+    /// The directory is fsynced (not with `no_fsync`): the write is complete.
     DirSynced,
 }
 
@@ -141,6 +142,12 @@ pub struct WriteOptions<'a> {
     /// TEST-ONLY fault injection: called at each [`Step`] of the write of the file itself (not
     /// of its `.bak`) with the path the step touched (the temp file, then the file).
     pub fault: Option<&'a dyn Fn(Step, &Path)>,
+    /// Skip both fsyncs (the temp file's and the directory's); the rename stays, so no reader
+    /// ever sees a half-written file. Only for a file whose loss in a crash loses nothing: the
+    /// shim's bundle `config.json` (runc reads it right away, and a crash that could lose it
+    /// ends the container with it). Operators' files (engine configs, CDI specs, the
+    /// installer's state) keep the default: durable.
+    pub no_fsync: bool,
 }
 
 /// `<file>.bak`.
@@ -299,7 +306,9 @@ fn write_atomic_as(
         if let Some(src) = attrs_from {
             crate::sys::copy_xattrs(src, std::os::fd::AsFd::as_fd(&f));
         }
-        f.sync_all().map_err(io_err(path, "fsync the temp file"))?;
+        if !opts.no_fsync {
+            f.sync_all().map_err(io_err(path, "fsync the temp file"))?;
+        }
         fault(Step::TempSynced, &tmp);
         // The backup only once the new content is safely written: a write that fails (read-only
         // fs, not root) leaves no `.bak` behind; one whose rename fails (an immutable file) puts
@@ -330,7 +339,9 @@ fn write_atomic_as(
     }
     result?;
     fault(Step::Renamed, path);
-    sync_dir(dir)?;
+    if !opts.no_fsync {
+        sync_dir(dir)?;
+    }
     fault(Step::DirSynced, path);
     Ok(if old.is_some() {
         Written::Replaced
@@ -496,6 +507,7 @@ mod tests {
             let opts = WriteOptions {
                 backup: true,
                 fault: None,
+                no_fsync: false,
             };
             write_atomic(&p, b"secret = 2\n", &opts).unwrap();
             for f in [p.clone(), backup_path(&p)] {
@@ -536,6 +548,7 @@ mod tests {
         let opts = WriteOptions {
             backup: true,
             fault: None,
+            no_fsync: false,
         };
         write_atomic(&p, b"{\"a\": 1}", &opts).unwrap();
         assert_eq!(get(&p).as_deref(), Some(&b"kept!"[..]), "the new file");
@@ -548,28 +561,42 @@ mod tests {
 
     #[test]
     fn fault_points_fire_in_order_with_the_state_they_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("c.toml");
-        fs::write(&p, "old\n").unwrap();
-        let seen = std::cell::RefCell::new(Vec::new());
-        let hook = |step: Step, at: &Path| {
-            let file = fs::read_to_string(&p).unwrap();
-            let at_content = fs::read_to_string(at).unwrap();
-            seen.borrow_mut().push((step.name(), file, at_content));
-        };
-        let opts = WriteOptions {
-            backup: true,
-            fault: Some(&hook),
-        };
-        write_atomic(&p, b"new\n", &opts).unwrap();
-        let want: Vec<(&str, String, String)> = vec![
-            ("temp-created", "old\n".into(), "".into()),
-            ("temp-written", "old\n".into(), "new\n".into()),
-            ("temp-synced", "old\n".into(), "new\n".into()),
-            ("renamed", "new\n".into(), "new\n".into()),
-            ("dir-synced", "new\n".into(), "new\n".into()),
-        ];
-        assert_eq!(*seen.borrow(), want);
+        // Without the fsyncs (the shim's config.json) the file goes from old to new at the
+        // rename all the same: never a torn or empty file at `p`.
+        for no_fsync in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("c.toml");
+            fs::write(&p, "old\n").unwrap();
+            let seen = std::cell::RefCell::new(Vec::new());
+            let hook = |step: Step, at: &Path| {
+                let file = fs::read_to_string(&p).unwrap();
+                let at_content = fs::read_to_string(at).unwrap();
+                seen.borrow_mut().push((step.name(), file, at_content));
+            };
+            let opts = WriteOptions {
+                backup: true,
+                fault: Some(&hook),
+                no_fsync,
+            };
+            write_atomic(&p, b"new\n", &opts).unwrap();
+            let want: Vec<(&str, String, String)> = vec![
+                ("temp-created", "old\n".into(), "".into()),
+                ("temp-written", "old\n".into(), "new\n".into()),
+                ("temp-synced", "old\n".into(), "new\n".into()),
+                ("renamed", "new\n".into(), "new\n".into()),
+                ("dir-synced", "new\n".into(), "new\n".into()),
+            ];
+            assert_eq!(*seen.borrow(), want, "no_fsync {no_fsync}");
+            let left: Vec<_> = fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.contains(".tmp-"))
+                .collect();
+            assert!(
+                left.is_empty(),
+                "no_fsync {no_fsync}: temp files left {left:?}"
+            );
+        }
         for (name, step) in Step::NAMES {
             assert_eq!(Step::parse(name), Some(*step));
             assert_eq!(step.name(), *name);

@@ -220,9 +220,13 @@ fn create(
         )),
         Err(_) => None,
     };
+    // No fsync for the bundle's config.json (docs/PERFORMANCE.md): runc reads it right away
+    // from the page cache, and a crash that could lose the write loses the container with it.
+    // The rename stays, so runc never reads a half-written file.
     let wopts = WriteOptions {
         backup: false,
         fault: fault.as_ref().map(|f| f as &dyn Fn(Step, &Path)),
+        no_fsync: true,
     };
     fsutil::write_atomic(&path, &out, &wopts)?;
     steps.mark("write");

@@ -188,6 +188,16 @@ impl Rootfs {
     /// Resolves `path` as a directory, creating missing components (0755) one at a time.
     pub(crate) fn mkdir_all(&self, path: &Path) -> Result<OwnedFd, RootfsError> {
         let rel = relative(path)?;
+        // The usual case, an existing directory: the one resolve the walk below ends with
+        // (one openat2 instead of one per component; the ld cache step makes a link in the
+        // same few directories for every library). Any error takes the walk, which creates
+        // what is missing and names the component that fails.
+        if let Ok(dir) = self.resolve(path, libc::O_PATH | libc::O_DIRECTORY) {
+            self.check_create_in(&dir, path)?;
+            #[cfg(feature = "fault-injection")]
+            fault::after_resolve(self, path);
+            return Ok(dir);
+        }
         let mut prefix = PathBuf::from("/");
         let mut dir = self.resolve(&prefix, libc::O_PATH | libc::O_DIRECTORY)?;
         for name in rel.components() {

@@ -34,12 +34,19 @@ pub enum SymlinkError {
 }
 
 pub fn create(root: &Rootfs, links: &[Symlink]) -> Result<(), SymlinkError> {
+    // The directory last resolved (and checked): links come in runs of one directory (a
+    // library's, /dev/dri/by-path), each made relative to the same fd.
+    let mut last: Option<(&Path, std::os::fd::OwnedFd)> = None;
     for l in links {
         let (Some(parent), Some(name)) = (l.link.parent(), l.link.file_name()) else {
             return Err(SymlinkError::BadLink(l.link.clone()));
         };
         let name = Path::new(name);
-        let dir = root.mkdir_all(parent)?;
+        let fd = match last.take() {
+            Some((p, fd)) if p == parent => fd,
+            _ => root.mkdir_all(parent)?,
+        };
+        let dir = &last.insert((parent, fd)).1;
         let err = |source| SymlinkError::Create {
             link: l.link.clone(),
             target: l.target.clone(),

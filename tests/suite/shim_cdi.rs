@@ -267,6 +267,26 @@ fn cdi_mode_with_a_generated_spec() {
     );
     let by_annotation = view(&out, &diag);
     assert_gpu0(&by_annotation, &diag);
+
+    // GPU 0's /dev/dri/by-path links (its device entry's create-symlinks hook, which the shim
+    // folds into the spec's apply-edits hook: one hook process) are made all the same.
+    let (out, diag) = s.run_script(
+        &cd,
+        "cdi-links",
+        Some("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"),
+        None,
+        "export PATH=/bin; ls -l /dev/dri/by-path/; echo done",
+    );
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && listing.contains("done"), "{diag}");
+    for target in ["../card1", "../renderD128"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.ends_with(&format!("-> {target}"))),
+            "no by-path link to {target}: {listing}\n{diag}"
+        );
+    }
     assert!(
         std::fs::read_to_string(&s.shim_log)
             .unwrap_or_default()

@@ -284,6 +284,7 @@ impl Snapshot {
         let wopts = WriteOptions {
             backup: false,
             fault: None,
+            no_fsync: false,
         };
         for (path, text) in &self.0 {
             match text {
@@ -535,7 +536,11 @@ fn write(
     fault: Option<&dyn Fn(Step, &Path)>,
     v: Verbosity,
 ) -> Result<()> {
-    let wopts = WriteOptions { backup, fault };
+    let wopts = WriteOptions {
+        backup,
+        fault,
+        no_fsync: false,
+    };
     let what = match &c.content {
         Some(text) => match fsutil::write_atomic(&c.path, text.as_bytes(), &wopts)? {
             Written::Created => "created",

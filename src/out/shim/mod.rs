@@ -11,7 +11,8 @@
 //!   `NVIDIA_VISIBLE_DEVICES` (qualified `vendor/class=name` entries as they are, bare ids such
 //!   as `0` or `all` as `<default-kind>=<id>`); they are looked up in the specs of `spec-dirs`
 //!   (`cdi/inject.rs`; a later directory wins), their device nodes completed from the host by
-//!   the caller's `fill` (`cdi/fill.rs`), and applied with `spec_edit.rs`;
+//!   the caller's `fill` (`cdi/fill.rs`), our own spec's device link hooks folded into its
+//!   one `apply-edits` hook (`fold.rs`), and applied with `spec_edit.rs`;
 //!   `NVIDIA_VISIBLE_DEVICES=void` is then set so that a prestart hook registered elsewhere
 //!   does nothing;
 //! - `jit-cdi`: the names from `NVIDIA_VISIBLE_DEVICES` only (never annotations, as upstream),
@@ -29,9 +30,11 @@
 
 mod argv;
 mod decide;
+mod fold;
 
 pub use argv::*;
 pub use decide::*;
+pub use fold::fold_link_hooks;
 
 use crate::cdi::name::{NameError, QualifiedName};
 use crate::cdi::{self, ContainerEdits};
@@ -129,6 +132,8 @@ pub fn inject_from_specs(
             path: path.to_path_buf(),
             source: Box::new(source),
         })?;
+    let mut filled = filled;
+    fold_link_hooks(&mut filled);
     inject(doc, &filled.iter().collect::<Vec<_>>(), path)
 }
 
