@@ -103,7 +103,7 @@ fn modules(src: &Path) -> BTreeMap<String, String> {
 
 /// The modules `code` (of module `me`) names through `crate::` or `super::` paths, each
 /// resolved to the longest known module path.
-fn imports(me: &str, code: &str, known: &BTreeSet<String>, is_dir: bool) -> BTreeSet<String> {
+fn imports(me: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     // `use child::X` / `pub use self::child::X`: a module naming its own submodule.
@@ -136,9 +136,8 @@ fn imports(me: &str, code: &str, known: &BTreeSet<String>, is_dir: bool) -> BTre
                 .collect();
             let mut path: Vec<String> = Vec::new();
             if anchor.is_some() {
-                // `super` of a `mod.rs` module is its parent's parent, as of a file module.
+                // `super` of a module, a `mod.rs` one too, is its parent.
                 let mut base: Vec<&str> = me.split("::").collect();
-                let _ = is_dir;
                 base.pop();
                 path.extend(base.iter().map(|s| s.to_string()));
             }
@@ -165,10 +164,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let mods = modules(&src);
     let known: BTreeSet<String> = mods.keys().cloned().collect();
     mods.iter()
-        .map(|(m, code)| {
-            let is_dir = src.join(m.replace("::", "/")).is_dir();
-            (m.clone(), imports(m, code, &known, is_dir))
-        })
+        .map(|(m, code)| (m.clone(), imports(m, code, &known)))
         .collect()
 }
 
@@ -255,11 +251,11 @@ fn the_checker_sees_imports() {
         .map(String::from)
         .into();
     let code = "use crate::plan::request::{Request, Devices};\nuse super::devices;\nlet x = crate::model::Gpu::default();";
-    let got = imports("host::discover", code, &known, false);
+    let got = imports("host::discover", code, &known);
     let want: BTreeSet<String> = ["plan::request", "host::devices", "model"]
         .map(String::from)
         .into();
     assert_eq!(got, want);
-    let got = imports("plan", "pub use request::Request;\n", &known, true);
+    let got = imports("plan", "pub use request::Request;\n", &known);
     assert_eq!(got, ["plan::request".to_string()].into());
 }

@@ -279,6 +279,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     let layout = Layout::UNKNOWN;
 
     let cuda_compat = !opts.disabled_hooks.contains(&HookKind::EnableCudaCompat);
+    let hook_opts = opts.hook_options();
     let shared = plan::plan(
         &request(Devices::None, opts.capabilities.clone(), cuda_compat),
         inv,
@@ -343,9 +344,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             })?;
             let container_edits = ContainerEdits {
                 device_nodes: own.iter().map(node).collect(),
-                hooks: link_hook(&opts.hook_options(), &links)
-                    .into_iter()
-                    .collect(),
+                hooks: link_hook(&hook_opts, &links).into_iter().collect(),
                 ..Default::default()
             };
             devices.push(Device {
@@ -361,16 +360,14 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             name: "all".into(),
             container_edits: ContainerEdits {
                 device_nodes: all_nodes.iter().map(node).collect(),
-                hooks: link_hook(&opts.hook_options(), &all_links)
-                    .into_iter()
-                    .collect(),
+                hooks: link_hook(&hook_opts, &all_links).into_iter().collect(),
                 ..Default::default()
             },
         });
     }
 
     let container_edits = cdi_edits::container_edits(
-        &opts.hook_options(),
+        &hook_opts,
         &shared,
         &["NVIDIA_VISIBLE_DEVICES=void".to_string()],
         opts.no_ipc,

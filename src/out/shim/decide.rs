@@ -34,6 +34,9 @@ pub struct JitRequest {
     /// The devices, of the default kind or [`AUTO_KIND`].
     pub names: Vec<QualifiedName>,
     pub request: Request,
+    /// The hooks its edits leave out (`modes.jit-cdi.nvcdi-disable-hooks`, forward
+    /// compatibility when the config does not allow it), read once from the config.
+    pub disabled_hooks: BTreeSet<HookKind>,
     /// `NVIDIA_REQUIRE_*` (and a legacy CUDA image's `cuda>=`), not evaluated in jit-cdi, as
     /// upstream's jit-cdi; the runtime logs them as such.
     pub unchecked_requirements: Vec<String>,
@@ -234,7 +237,7 @@ pub fn jit_request(
         }
     }
     crate::cdi::name::parse_kind(default_kind).map_err(ShimError::DefaultKind)?;
-    let disabled = jit_disabled_hooks(config, path)?;
+    let disabled_hooks = jit_disabled_hooks(config, path)?;
     Ok(JitRequest {
         names,
         request: Request {
@@ -248,19 +251,17 @@ pub fn jit_request(
             mig_config: None,
             mig_monitor: None,
             imex_channels: None,
-            cuda_compat: !disabled.contains(&HookKind::EnableCudaCompat),
+            cuda_compat: !disabled_hooks.contains(&HookKind::EnableCudaCompat),
             opt_ins: BTreeSet::new(),
         },
+        disabled_hooks,
         unchecked_requirements: vec![],
     })
 }
 
 /// The hooks jit-cdi leaves out: `modes.jit-cdi.nvcdi-disable-hooks`, and forward
 /// compatibility when the config does not allow it.
-pub(crate) fn jit_disabled_hooks(
-    config: &Config,
-    path: &Path,
-) -> Result<BTreeSet<HookKind>, ShimError> {
+fn jit_disabled_hooks(config: &Config, path: &Path) -> Result<BTreeSet<HookKind>, ShimError> {
     let jit = &config.runtime.modes.jit_cdi;
     let mut disabled = HookKind::parse_disabled(jit.nvcdi_disable_hooks.iter().map(String::as_str))
         .map_err(|hook| ShimError::DisabledHook {

@@ -7,7 +7,9 @@
 //! Folded only when the result cannot differ from the two processes in turn: both hooks
 //! `createContainer` with the same path, program name (`args[0]`) and environment, both read
 //! by this toolkit's hook parser without `--container-spec`, the `create-symlinks` hook after
-//! the `apply-edits` one (as the CDI library orders a spec's common edits before its devices')
+//! the `apply-edits` one (as the CDI library orders a spec's common edits before its devices':
+//! `Cache::InjectDevices` in container-device-interface's `pkg/cdi/cache.go` appends a spec's
+//! edits, once, before each of its devices')
 //! and every one of its links under `/dev/`, where nothing else `apply-edits` makes (the /proc
 //! mask, the ld cache and its soname links, the application profile) is. Any other hook,
 //! upstream's specs included (they have no `apply-edits`), is left as it is.

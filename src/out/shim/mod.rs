@@ -187,7 +187,7 @@ pub fn jit_edits(
         ldconfig_path: (ldconfig != Path::new(crate::container::ldconfig::DEFAULT_LDCONFIG))
             .then(|| ldconfig.display().to_string()),
         proc_root: config.proc_root(),
-        disabled: jit_disabled_hooks(config, path)?,
+        disabled: jit.disabled_hooks.clone(),
         // Only our hook ever runs these edits: one process for all of them.
         one_hook: true,
     };
