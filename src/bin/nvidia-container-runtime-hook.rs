@@ -265,6 +265,10 @@ fn inject(
     if let Some(line) = applied.ld_cache {
         log.debug(&format!("container {}: {line}", state.id));
     }
+    log.debug(&format!(
+        "container {}: in the container's mount namespace, {}",
+        state.id, applied.child_steps
+    ));
     log.debug(&format!("container {}: {}", state.id, t.line()));
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! `cdi transform root`.
 //! Why not the `container-device-interface` crate: docs/CDI.md.
 
+pub mod block_yaml;
 pub mod fill;
 pub mod generate;
 pub mod generate_flags;

@@ -187,9 +187,14 @@ fn is_sexagesimal(s: &str) -> bool {
 }
 
 /// A spec file's text as a generic JSON value (YAML is a superset of JSON, so the YAML parser
-/// reads both). Validation works on this value so that it can name wrong types.
+/// reads both). Validation works on this value so that it can name wrong types. The plain
+/// block YAML spec writers emit goes through the fast reader (`block_yaml.rs`, the same value);
+/// everything else, errors included, through `serde_norway`.
 pub fn parse_value(text: &str) -> Result<serde_json::Value, serde_norway::Error> {
-    serde_norway::from_str(text)
+    match super::block_yaml::parse(text) {
+        Some(v) => Ok(v),
+        None => serde_norway::from_str(text),
+    }
 }
 
 #[cfg(test)]

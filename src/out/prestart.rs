@@ -14,6 +14,7 @@
 
 use crate::container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
 use crate::container::{self, cgroup, edits, ldconfig, ldso_conf};
+use crate::log::Steps;
 use crate::model::{Arch, FileKind, Inventory};
 use crate::plan::request::Request;
 use crate::plan::{self, Plan};
@@ -73,6 +74,9 @@ pub struct Applied {
     pub ld_cache: Option<String>,
     /// What was done otherwise than asked (the device cgroup skipped when rootless).
     pub notes: Vec<String>,
+    /// The forked child's step timings (`Steps::line`): its steps in the container's mount
+    /// namespace, for the debug log (docs/PERFORMANCE.md's breakdown).
+    pub child_steps: String,
 }
 
 /// Whether this process is rootless: not root, or root of a user namespace (its
@@ -193,10 +197,21 @@ pub fn apply(
     let pid = unsafe { sys::fork() }.map_err(ApplyError::Fork)?;
     if pid == 0 {
         drop(rx);
-        let result = in_container(req, inv, target, &prepared, &ns, host, ldconfig.as_ref());
-        // One message through the pipe: the ld cache line on success, the error otherwise.
+        let mut steps = Steps::start();
+        let result = in_container(
+            req,
+            inv,
+            target,
+            &prepared,
+            &ns,
+            host,
+            ldconfig.as_ref(),
+            &mut steps,
+        );
+        // One message through the pipe: on success the step timings' line, then the ld cache
+        // line; the error otherwise.
         let (code, msg) = match result {
-            Ok(note) => (0, note.unwrap_or_default()),
+            Ok(note) => (0, format!("{}\n{}", steps.line(), note.unwrap_or_default())),
             Err(msg) => (1, msg),
         };
         let _ = std::fs::File::from(tx).write_all(msg.as_bytes());
@@ -207,10 +222,14 @@ pub fn apply(
     let _ = rx.read_to_string(&mut msg);
     let code = sys::wait(pid).map_err(ApplyError::Fork)?;
     match code {
-        0 => Ok(Applied {
-            ld_cache: (!msg.is_empty()).then_some(msg),
-            notes,
-        }),
+        0 => {
+            let (child_steps, note) = msg.split_once('\n').unwrap_or((&msg, ""));
+            Ok(Applied {
+                ld_cache: (!note.is_empty()).then(|| note.to_string()),
+                notes,
+                child_steps: child_steps.to_string(),
+            })
+        }
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
         c => Err(ApplyError::Child(format!("child exited with status {c}"))),
     }
@@ -233,7 +252,8 @@ fn pipe() -> Result<(std::fs::File, OwnedFd), ApplyError> {
     Ok((std::fs::File::from(rx), tx))
 }
 
-/// Runs in the forked child. Returns a message on failure.
+/// Runs in the forked child, marking its steps in `steps`. Returns a message on failure.
+#[allow(clippy::too_many_arguments)]
 fn in_container(
     req: &Request,
     inv: &Inventory,
@@ -242,16 +262,20 @@ fn in_container(
     ns: &OwnedFd,
     host: HostMounts,
     ldconfig: Option<&OwnedFd>,
+    steps: &mut Steps,
 ) -> Result<Option<String>, String> {
     sys::setns(ns.as_fd(), libc::CLONE_NEWNS)
         .map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
+    steps.mark("setns");
     // Through the container's init's root: right even when the runtime itself runs chrooted
     // (the rootfs path is in its view, and setns moved us to the namespace's real root).
     let through_init = Path::new(&format!("/proc/{}/root", target.pid))
         .join(target.rootfs.strip_prefix("/").unwrap_or(&target.rootfs));
     let root = Rootfs::open(&through_init, host).map_err(|e| e.to_string())?;
+    steps.mark("rootfs");
     let layout = container::probe_layout(&root, target.arch);
     let plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
+    steps.mark("layout-and-plan");
     let targets = plan
         .device_nodes
         .iter()
@@ -288,6 +312,7 @@ fn in_container(
         sys::move_mount(p.mount.as_fd(), fd.as_fd())
             .map_err(|e| format!("mount onto {}: {e}", container_path.display()))?;
     }
+    steps.mark("mounts");
     let ldcache = ldconfig.map(|fd| edits::LdWork {
         ldconfig: fd.as_fd(),
         folders: &plan.ldcache_dirs,
@@ -311,8 +336,7 @@ fn in_container(
         ldcache,
         app_profile: plan.app_profile,
     };
-    let made =
-        edits::apply(&root, &work, &mut crate::log::Steps::start()).map_err(|e| e.to_string())?;
+    let made = edits::apply(&root, &work, steps).map_err(|e| e.to_string())?;
     notes.extend(made.ld_cache);
     notes.extend(made.app_profile);
     Ok((!notes.is_empty()).then(|| notes.join("; ")))

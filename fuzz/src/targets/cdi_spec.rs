@@ -2,7 +2,8 @@
 //! read them: `cdi::validate::validate_text` (= `spec::parse_value` + `validate::schema` +
 //! typed decode + `validate::semantic`), `cdi::QualifiedName::new`, `cdi::inject::resolve`,
 //! `spec_edit::apply` (via `shim::inject`).
-//! Properties (panic otherwise): no panic and no memory blow-up (YAML aliases); a valid spec
+//! Properties (panic otherwise): no panic and no memory blow-up (YAML aliases); the fast
+//! block-YAML reader (`cdi::block_yaml`) gives exactly serde_norway's value or declines; a valid spec
 //! encodes to JSON and to YAML that decode to the same spec (what `nvidia-ctk cdi generate`
 //! writes must be readable); every device of a valid spec has a valid qualified name that
 //! `inject::resolve` finds; injecting a valid spec into a valid config.json yields a valid
@@ -19,6 +20,13 @@ pub fn run(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    // The fast reader never reads a document otherwise than the full parser.
+    if let Some(fast) = cdi::block_yaml::parse(text) {
+        match serde_norway::from_str::<serde_json::Value>(text) {
+            Ok(full) => assert_eq!(fast, full, "the fast reader differs from serde_norway:\n{text}"),
+            Err(e) => panic!("the fast reader took what serde_norway refuses ({e}):\n{text}"),
+        }
+    }
     // schema alone is what `cdi list` uses; it must not panic on any document.
     if let Ok(doc) = cdi::spec::parse_value(text) {
         let _ = validate::schema(&doc);
