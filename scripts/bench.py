@@ -3,7 +3,9 @@
 images, and runs this as `bench.py WORK ROUNDS SETS CONCURRENCY BREAKDOWN COMMIT COMPARE_DIR`
 (run scripts/bench.sh, not this; method in docs/PERFORMANCE.md).
 
-WORK holds a directory of binaries per set (A: this checkout; B: --compare), the fake hosts
+WORK holds a directory per set (A: this checkout; B: --compare), its binaries in bin/ and, for
+a build of this project, the prestart hook's dynamic program in libexec/nvct/ (the installed
+layout of scripts/build-release.sh: bin/ holds the static front), the fake hosts
 (host: 8 GPUs, host64: 64) and the images (lower: busybox; lower-glibc: Debian-like). Each set is
 probed for what it can run here: a set whose `nvidia-ctk cdi generate --help` lists no
 `--proc-root` is a peer (upstream's toolkit), run with its own flags; its legacy scenarios need
@@ -49,16 +51,17 @@ def print_machine():
     print(f"machine: {cpu}; {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable); "
           f"kernel {os.uname().release}; {first_line(['runc', '--version'])}; cgroup {cgroup}")
     print(f"load average (1, 5, 15 min) at the start: {loadavg()}")
-    print(f"A: this checkout ({commit}), release build, static nvidia-cdi-hook")
+    print(f"A: this checkout ({commit}), release build, installed layout (static nvidia-cdi-hook; "
+          f"the prestart hook's static front and its dynamic program)")
     if "B" in sets:
-        print(f"B: {compare} ({first_line([f'{work}/B/nvidia-ctk', '--version'])})")
+        print(f"B: {compare} ({first_line([f'{work}/B/bin/nvidia-ctk', '--version'])})")
 
 
 # --- what each set can run -------------------------------------------------------------------
 
 def probe(s):
     """The set's abilities: {'proc_root': bool, 'legacy': None or the reason it cannot}."""
-    bins = f"{work}/{s}"
+    bins = f"{work}/{s}/bin"
     r = subprocess.run([f"{bins}/nvidia-ctk", "cdi", "generate", "--help"], capture_output=True,
                        text=True)
     proc_root = "--proc-root" in r.stdout + r.stderr
@@ -77,7 +80,7 @@ ABLE = {s: probe(s) for s in sets}
 def generate_argv(s, h, out, hook=None):
     """`cdi generate` for set s on fake host h with the set's own flags: a peer has no
     --proc-root (upstream reads the GPUs from NVML, the fake one here) and gets none."""
-    argv = [f"{work}/{s}/nvidia-ctk", "cdi", "generate", "--driver-root", f"{h}/driver",
+    argv = [f"{work}/{s}/bin/nvidia-ctk", "cdi", "generate", "--driver-root", f"{h}/driver",
             "--dev-root", f"{h}/driver", "--output", out]
     if ABLE[s]["proc_root"]:
         argv += ["--proc-root", f"{h}/proc"]
@@ -89,7 +92,7 @@ def generate_argv(s, h, out, hook=None):
 def config(s, mode, tag, spec_dir=None, bins=None, logs=None):
     """A config.toml for set s; `logs` (a directory) turns on the debug logs of the shim and
     the prestart hook. Upstream reads the same keys (it ignores proc-root)."""
-    bins = bins or f"{work}/{s}"
+    bins = bins or f"{work}/{s}/bin"
     path = f"{work}/{s}-{tag}.toml"
     text = (f'[nvidia-container-cli]\nroot = "{host}/driver"\nproc-root = "{host}/proc"\n')
     if logs:
@@ -129,7 +132,7 @@ def scenario(s, name, bins=None, logs=None):
     NotApplicable with the reason the set cannot run it here."""
     spec = json.loads(json.dumps(SPEC))
     env = dict(os.environ)
-    bins = bins or f"{work}/{s}"
+    bins = bins or f"{work}/{s}/bin"
     rt = ["runc"]
     image = "lower-glibc" if name.endswith("-glibc") else "lower"
     base = name.removesuffix("-glibc")
@@ -261,7 +264,7 @@ def prepare_all(names, logs=None):
     `logs`, the sets' breakdown copies (`<set>-bd`) with debug logs in that directory."""
     prepared, na = {}, {}
     for s in sets:
-        bins = f"{work}/{s}-bd" if logs else None
+        bins = f"{work}/{s}-bd/bin" if logs else None
         for name in names:
             if name == "runc" and s != sets[0]:
                 continue
@@ -466,8 +469,8 @@ exit $rc
 def breakdown_bins(s, logs):
     """A copy of set s whose CDI hook binaries are bash wrappers that time each hook process
     (A's with --debug, so it logs its step timings)."""
-    bd = f"{work}/{s}-bd"
-    shutil.copytree(f"{work}/{s}", bd)
+    shutil.copytree(f"{work}/{s}", f"{work}/{s}-bd", symlinks=True)
+    bd = f"{work}/{s}-bd/bin"
     for name in ("nvidia-cdi-hook", "nvidia-ctk"):
         os.rename(f"{bd}/{name}", f"{bd}/{name}.real")
         ours = ABLE[s]["proc_root"]

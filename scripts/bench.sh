@@ -21,8 +21,9 @@
 #
 # Usage: scripts/bench.sh [--rounds N] [--compare DIR] [--concurrency N] [--breakdown N]  (root)
 #   --compare DIR   a second set of binaries in DIR (nvidia-container-runtime, nvidia-ctk,
-#                   nvidia-cdi-hook; nvidia-container-runtime-hook if it has one): another build
-#                   of this project, or the upstream toolkit built from source. Timed in the
+#                   nvidia-cdi-hook; nvidia-container-runtime-hook if it has one, and for a
+#                   static front its program in DIR/libexec/nvct/): another build of this
+#                   project, or the upstream toolkit built from source. Timed in the
 #                   same rounds, each with its own flags; per-round ratios A/B are printed. A
 #                   scenario a set cannot run here is printed as "n/a: <reason>", not failed.
 #   --concurrency N containers started at once (default 50; 0 skips it)
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     --compare) compare=$(realpath "$2"); shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --breakdown) breakdown=$2; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,16 +61,25 @@ if [ -n "$compare" ]; then
   done
 fi
 cargo build --locked --release --bins --examples >/dev/null
-cargo rustc --locked --release --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static >/dev/null 2>&1
+for b in nvidia-cdi-hook nvidia-container-runtime-hook; do
+  cargo rustc --locked --release --target-dir target/static --bin "$b" -- -C target-feature=+crt-static >/dev/null 2>&1
+done
 work=$(mktemp -d /tmp/nvct-bench.XXXXXX)
 cleanup() { umount -R "$work"/*/merged 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-mkdir -p "$work/A"
-cp target/release/nvidia-container-runtime target/release/nvidia-container-runtime-hook \
-  target/release/nvidia-ctk "$work/A/"
-cp target/static/release/nvidia-cdi-hook "$work/A/"
+# The installed layout (scripts/build-release.sh): the static nvidia-cdi-hook, the prestart
+# hook's static front in bin/ and its dynamic program in libexec/nvct/.
+mkdir -p "$work/A/bin" "$work/A/libexec/nvct"
+cp target/release/nvidia-container-runtime target/release/nvidia-ctk "$work/A/bin/"
+cp target/static/release/nvidia-cdi-hook target/static/release/nvidia-container-runtime-hook "$work/A/bin/"
+cp target/release/nvidia-container-runtime-hook "$work/A/libexec/nvct/"
 sets="A"
-if [ -n "$compare" ]; then mkdir -p "$work/B"; cp "$compare"/nvidia-* "$work/B/"; sets="A B"; fi
+if [ -n "$compare" ]; then
+  mkdir -p "$work/B/bin"
+  cp "$compare"/nvidia-* "$work/B/bin/"
+  if [ -d "$compare/libexec/nvct" ]; then cp -r "$compare/libexec" "$work/B/"; fi
+  sets="A B"
+fi
 target/release/examples/fake_host --gpus 8 "$work/host" >/dev/null
 target/release/examples/fake_host --gpus 64 "$work/host64" >/dev/null
 mkdir -p "$work/lower/bin"

@@ -115,6 +115,11 @@ impl HookState {
     }
 
     pub fn read(input: impl Read) -> Result<HookState, OciError> {
+        HookState::parse(&HookState::read_bytes(input)?)
+    }
+
+    /// The state's bytes as [`HookState::read`] reads them (capped), not yet parsed.
+    pub fn read_bytes(input: impl Read) -> Result<Vec<u8>, OciError> {
         let mut buf = Vec::new();
         input
             .take(MAX_STATE_BYTES + 1)
@@ -123,7 +128,7 @@ impl HookState {
         if buf.len() as u64 > MAX_STATE_BYTES {
             return Err(OciError::StateTooLarge);
         }
-        HookState::parse(&buf)
+        Ok(buf)
     }
 }
 

@@ -5,9 +5,10 @@
 //! the rootfs check-then-use swap from `NVCT_FAULT_SWAP_PATH` / `NVCT_FAULT_SWAP_TARGET`.
 //!
 //! Also the static front (`exec_worker`): the installed `nvidia-container-runtime-hook` and
-//! `nvidia-ctk` are statically linked builds whose only job is to clean the environment and
-//! exec the dynamically linked program (it loads the driver's libnvidia-ml.so.1) from
-//! `<prefix>/libexec/nvct/`. A static binary has no loader, so an entry without `env` that runc
+//! `nvidia-ctk` are statically linked builds that clean the environment and exec the
+//! dynamically linked program (it loads the driver's libnvidia-ml.so.1) from
+//! `<prefix>/libexec/nvct/`; the prestart hook's front runs a request that needs nothing of
+//! NVML itself and hands it the others with the state it read (`exec_worker_with_stdin`). A static binary has no loader, so an entry without `env` that runc
 //! runs with the image's `LD_PRELOAD` cannot load anything into it, and the worker starts with
 //! a clean environment.
 
@@ -70,6 +71,24 @@ pub fn worker_path(exe: &Path, name: &str) -> PathBuf {
 /// worker cannot be started, prints why and exits 1.
 pub fn exec_worker(name: &str) -> ! {
     start_hook();
+    exec_worker_with(name, None)
+}
+
+/// [`exec_worker`] for a front that has already read its stdin (the prestart hook's state)
+/// and cleaned its environment: the worker gets `stdin` as its stdin, in a memfd.
+pub fn exec_worker_with_stdin(name: &str, stdin: &[u8]) -> ! {
+    match crate::sys::memfd_with(c"hook-state", stdin) {
+        Ok(fd) => exec_worker_with(name, Some(fd)),
+        Err(e) => {
+            eprintln!(
+                "{name}: error: cannot keep the hook state for the driver-facing program: {e}"
+            );
+            std::process::exit(1)
+        }
+    }
+}
+
+fn exec_worker_with(name: &str, stdin: Option<std::os::fd::OwnedFd>) -> ! {
     let exe = match std::fs::read_link("/proc/self/exe") {
         Ok(p) => p,
         Err(e) => {
@@ -80,10 +99,12 @@ pub fn exec_worker(name: &str) -> ! {
     let worker = worker_path(&exe, name);
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_else(|| OsString::from(name));
-    let e = std::process::Command::new(&worker)
-        .arg0(argv0)
-        .args(args)
-        .exec();
+    let mut cmd = std::process::Command::new(&worker);
+    cmd.arg0(argv0).args(args);
+    if let Some(fd) = stdin {
+        cmd.stdin(fd);
+    }
+    let e = cmd.exec();
     eprintln!(
         "{name}: error: {}: cannot start the driver-facing program: {e} ({} is the statically \
          linked front of an install that also has {}; reinstall the package, or install both \

@@ -732,6 +732,21 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((rx, tx))
 }
 
+/// memfd_create(name, MFD_CLOEXEC) holding `bytes`, its offset back at 0: a file to give a
+/// program as its stdin (the static prestart hook hands the hook state it read to its dynamic
+/// program this way).
+pub(crate) fn memfd_with(name: &CStr, bytes: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
+    let fd =
+        check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) } as libc::c_long)?;
+    // SAFETY: the kernel just created this fd and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, bytes)?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
+}
+
 /// mknod(path, S_IFCHR | mode, major:minor): a character device node (`mode` is masked by the
 /// umask, as mknod(2) does).
 pub(crate) fn mknod_char(path: &Path, mode: u32, major: u32, minor: u32) -> io::Result<()> {

@@ -55,15 +55,21 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(out)
 }
 
+const NAME: &str = "nvidia-container-runtime-hook";
+
 fn main() -> ExitCode {
-    // The statically linked build is the installed front (nvct::process::exec_worker).
-    if cfg!(target_feature = "crt-static") {
-        nvct::process::exec_worker("nvidia-container-runtime-hook");
-    }
     // Hooks are hostile-input programs: never let the container's loader variables reach
     // anything we start.
     nvct::process::start_hook();
+    // The statically linked build is the installed front: it runs `prestart` itself when the
+    // request needs nothing of NVML (a static binary cannot load the driver's library), and
+    // execs the dynamic program (nvct::process) for everything else.
+    let front = cfg!(target_feature = "crt-static");
     let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) if front && (a.help || a.version || a.command.as_deref() != Some("prestart")) => {
+            nvct::process::exec_worker(NAME)
+        }
+        Err(_) if front => nvct::process::exec_worker(NAME),
         Ok(a) => a,
         Err(e) => {
             eprintln!("nvidia-container-runtime-hook: {e}\n{USAGE}");
@@ -82,8 +88,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     match args.command.as_deref() {
-        Some("prestart") => match prestart(args.config, args.debug) {
-            Ok(()) => ExitCode::SUCCESS,
+        Some("prestart") => match prestart(args.config, args.debug, front) {
+            Ok(Outcome::Done) => ExitCode::SUCCESS,
+            Ok(Outcome::Handoff(state)) => nvct::process::exec_worker_with_stdin(NAME, &state),
             Err(e) => {
                 let text = nvct::log::error_text(e.chain());
                 eprintln!("nvidia-container-runtime-hook: error: {text}");
@@ -146,19 +153,107 @@ impl Timings {
     }
 }
 
-fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
+/// What `prestart` ended with.
+enum Outcome {
+    Done,
+    /// The static front hands the request to the dynamic program, with the state it read
+    /// (nothing was logged or changed yet).
+    Handoff(Vec<u8>),
+}
+
+/// The prestart hook. In the static `front`, a request that needs NVML, and any error up to
+/// and including discovery, is handed to the dynamic program with nothing logged (it reports
+/// such errors as it always did); a planning error (from the same `/proc/driver/nvidia` the
+/// dynamic program would read) or an error while applying is reported here.
+fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Outcome> {
     let mut t = Timings::new();
+    let bytes = HookState::read_bytes(std::io::stdin().lock())?;
+    let handoff = || Ok(Outcome::Handoff(bytes.clone()));
+    let checked = check(&bytes, config_flag, &mut t);
+    let (state, spec, rootfs, config, warnings) = match checked {
+        Ok(Checked::Run {
+            state,
+            spec,
+            rootfs,
+            config,
+            warnings,
+        }) => (state, spec, rootfs, config, warnings),
+        Ok(Checked::NoBundle { msg, config }) => {
+            // crun passes its working directory as the bundle (1.8 with podman's
+            // --userns=keep-id: "/"); a container we cannot read asked us for nothing we can
+            // see, and failing it would fail every container of a hooks.d `always` hook.
+            Logger::for_hook(&config.cli.debug, debug).warning(&msg);
+            syslog::send(syslog::Severity::Warning, NAME, &msg);
+            return Ok(Outcome::Done);
+        }
+        Err(_) if front => return handoff(),
+        Err(e) => return Err(e),
+    };
+    let view = ContainerView::of(&spec);
+    let resolved = match request::resolve(&view, &config) {
+        Err(_) if front => return handoff(),
+        r => r.context("the container's GPU request is not valid")?,
+    };
+    t.step("request");
+    if front
+        && resolved
+            .request
+            .as_ref()
+            .is_some_and(|req| plan::needs_nvml(req))
+    {
+        return handoff();
+    }
+    let root = config.driver();
+    let inv = match &resolved.request {
+        Some(_) if front => match discover::discover_without_nvml(&root) {
+            Ok(inv) => {
+                t.step("discovery");
+                Some(inv)
+            }
+            Err(_) => return handoff(),
+        },
+        _ => None,
+    };
+    let mut log = Logger::for_hook(&config.cli.debug, debug);
+    for w in &warnings {
+        log.warning(w);
+    }
+    // Every refusal is logged with its reason, not only printed to runc.
+    inject(
+        &state, &spec, rootfs, &config, resolved, inv, &mut log, &mut t,
+    )
+    .inspect_err(|e| {
+        log.error(&format!(
+            "container {}: refused: {}",
+            state.id,
+            nvct::log::error_text(e.chain())
+        ));
+    })
+    .map(|()| Outcome::Done)
+}
+
+/// What the state, the bundle and the config say, before any request is looked at.
+enum Checked {
+    Run {
+        state: HookState,
+        spec: oci_spec::runtime::Spec,
+        rootfs: PathBuf,
+        config: Config,
+        warnings: Vec<String>,
+    },
+    /// The state names a bundle directory without a config.json (crun; see `prestart`).
+    NoBundle { msg: String, config: Config },
+}
+
+fn check(bytes: &[u8], config_flag: Option<PathBuf>, t: &mut Timings) -> Result<Checked> {
     // The state first, and its pid checked before any config is read: a hook registered at
     // the wrong stage runs with the container's environment (its config path variable).
-    let state = HookState::read(std::io::stdin().lock())?;
+    let state = HookState::parse(bytes)?;
     let pid = state.pid()?;
     let spec = match oci::load_spec(&state.bundle) {
         Err(OciError::SpecRead { path, source })
             if source.kind() == ErrorKind::NotFound && state.bundle.is_dir() =>
         {
-            // crun passes its working directory as the bundle (1.8 with podman's
-            // --userns=keep-id: "/"); a container we cannot read asked us for nothing we can
-            // see, and failing it would fail every container of a hooks.d `always` hook.
             let (config, _) = load_config(config_flag)?;
             let msg = format!(
                 "container {}: {} does not exist (the runtime's hook state names bundle {:?}); \
@@ -168,33 +263,21 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool) -> Result<()> {
                 path.display(),
                 state.bundle
             );
-            Logger::for_hook(&config.cli.debug, debug).warning(&msg);
-            syslog::send(
-                syslog::Severity::Warning,
-                "nvidia-container-runtime-hook",
-                &msg,
-            );
-            return Ok(());
+            return Ok(Checked::NoBundle { msg, config });
         }
         r => r?,
     };
     let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
     apply::check_pid(pid, &rootfs)?;
     t.step("state and spec");
-
     let (config, warnings) = load_config(config_flag)?;
     t.step("config");
-    let mut log = Logger::for_hook(&config.cli.debug, debug);
-    for w in &warnings {
-        log.warning(w);
-    }
-    // Every refusal is logged with its reason, not only printed to runc.
-    inject(&state, &spec, rootfs, &config, &mut log, &mut t).inspect_err(|e| {
-        log.error(&format!(
-            "container {}: refused: {}",
-            state.id,
-            nvct::log::error_text(e.chain())
-        ));
+    Ok(Checked::Run {
+        state,
+        spec,
+        rootfs,
+        config,
+        warnings,
     })
 }
 
@@ -205,17 +288,19 @@ fn load_config(flag: Option<PathBuf>) -> Result<(Config, Vec<String>)> {
     Ok(Config::load_checked(&path)?)
 }
 
+/// `resolved` is the container's request; `inv` its discovery when the static front made it
+/// already (else it is made here).
+#[allow(clippy::too_many_arguments)]
 fn inject(
     state: &HookState,
     spec: &oci_spec::runtime::Spec,
     rootfs: PathBuf,
     config: &Config,
+    resolved: request::Resolved,
+    inv: Option<nvct::model::Inventory>,
     log: &mut Logger,
     t: &mut Timings,
 ) -> Result<()> {
-    let view = ContainerView::of(spec);
-    let resolved =
-        request::resolve(&view, config).context("the container's GPU request is not valid")?;
     for n in &resolved.notes {
         log.debug(n);
     }
@@ -228,10 +313,15 @@ fn inject(
     };
     log.info(&format!("container {}: {}", state.id, req.summary()));
 
-    t.step("request");
     let root = config.driver();
-    let inv = discover::discover_with(&root, plan::needs_nvml(&req))?;
-    t.step("discovery");
+    let inv = match inv {
+        Some(inv) => inv,
+        None => {
+            let inv = discover::discover_with(&root, plan::needs_nvml(&req))?;
+            t.step("discovery");
+            inv
+        }
+    };
     for n in &inv.notes {
         log.debug(n);
     }

@@ -138,7 +138,8 @@ fn create(
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
-                let discovered = discover::discover_with(&root, nvct::plan::needs_nvml(&req));
+                // The devices only: the rules need nothing of the driver's files.
+                let discovered = discover::discover_devices(&root, nvct::plan::needs_nvml(&req));
                 steps.mark("discovery");
                 let planned = discovered
                     .map_err(anyhow::Error::from)

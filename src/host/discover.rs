@@ -37,21 +37,67 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
 /// host its initialisation is the slowest step of discovery (tens to hundreds of milliseconds
 /// without persistence mode).
 pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
+    read_host(root, Nvml::wanted(nvml), true)
+}
+
+/// [`discover_with`] without the driver's files and procfs copies: the GPUs and the device
+/// nodes, all that the device rules of a plan depend on (the shim's legacy mode writes those
+/// into config.json; the prestart hook does the full discovery). The host ld cache is read
+/// only when NVML must be found through it.
+pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
+    read_host(root, Nvml::wanted(nvml), false)
+}
+
+/// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded: for the statically linked
+/// prestart hook, which cannot load the driver's library (it hands a request that needs NVML,
+/// or a host without a readable `/proc/driver/nvidia`, to its dynamic program).
+pub fn discover_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
+    read_host(root, Nvml::Never, true)
+}
+
+/// When discovery loads NVML.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Nvml {
+    /// The request needs NVML's answers.
+    Needed,
+    /// Only when `/proc/driver/nvidia` has no driver version.
+    IfNoProcfs,
+    Never,
+}
+
+impl Nvml {
+    fn wanted(needed: bool) -> Nvml {
+        if needed {
+            Nvml::Needed
+        } else {
+            Nvml::IfNoProcfs
+        }
+    }
+}
+
+fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory, DiscoverError> {
     let mut notes = Vec::new();
+    let version_path = root.proc_path("driver/nvidia/version");
+    let proc_version = devices::read_proc_file(&version_path)
+        .ok()
+        .and_then(|t| devices::parse_driver_version(&t));
+    let skip_nvml = match use_nvml {
+        Nvml::Needed => false,
+        Nvml::IfNoProcfs => proc_version.is_some(),
+        Nvml::Never => true,
+    };
     let cache_path = root.host_path("/etc/ld.so.cache");
     let cache = match ldcache::read(&cache_path) {
+        _ if !files && skip_nvml => Vec::new(),
         Ok(c) => c,
         Err(e) => {
             notes.push(format!("no usable ld cache in the driver root: {e}"));
             Vec::new()
         }
     };
-    let version_path = root.proc_path("driver/nvidia/version");
-    let proc_version = devices::read_proc_file(&version_path)
-        .ok()
-        .and_then(|t| devices::parse_driver_version(&t));
     let nvml = match driver::nvml_library(root, &cache) {
-        _ if !nvml && proc_version.is_some() => Err(
+        _ if use_nvml == Nvml::Never => Err("not loaded by the statically linked hook".into()),
+        _ if skip_nvml => Err(
             "not needed for this request (no MIG device, cuda, brand or arch requirement)".into(),
         ),
         Some(lib) => nvml::discover_gpus(&lib).map_err(|e| e.to_string()),
@@ -85,6 +131,19 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
     let mig_minors = devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
+    if !files {
+        return Ok(Inventory {
+            driver_version,
+            cuda_version,
+            gpus,
+            nodes,
+            drm,
+            mig_minors,
+            files: Vec::new(),
+            proc_driver: None,
+            notes,
+        });
+    }
     let mut files = driver::libraries(root, &driver_version, &cache);
     files.extend(driver::libraries32(root, &driver_version, &cache));
     files.extend(driver::binaries(root));

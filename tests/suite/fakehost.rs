@@ -668,3 +668,61 @@ fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
         }
     }
 }
+
+#[test]
+fn the_devices_only_discovery_gives_the_same_device_rules() {
+    // The shim's legacy mode writes the plan's device rules from `discover_devices`; they must
+    // be the full discovery's, for every kind of request, with NVML and without.
+    use nvct::model::{Capability as C, DeviceId, Devices};
+    use nvct::plan::Layout;
+    let cases: Vec<(&str, bool, Devices, Vec<C>)> = vec![
+        (
+            "GPU 0, compute",
+            false,
+            Devices::List(vec![DeviceId::Index(0)]),
+            vec![C::Compute, C::Utility],
+        ),
+        (
+            "all, graphics (DRM nodes)",
+            false,
+            Devices::All,
+            vec![C::Graphics, C::Display],
+        ),
+        ("none", false, Devices::None, vec![C::Utility]),
+        (
+            "a MIG device",
+            true,
+            Devices::List(vec![DeviceId::MigIndex(0, 0)]),
+            vec![C::Compute],
+        ),
+        ("all on a MIG host", true, Devices::All, C::ALL.to_vec()),
+    ];
+    for (name, mig, devices, caps) in cases {
+        let (_dir, host) = build(2, mig);
+        let root = nvct::host::root::DriverRoot::new(
+            host.driver_root(),
+            host.dev_root(),
+            host.proc_root(),
+        );
+        let req = nvct::fixtures::request(devices, &caps);
+        let nvml = nvct::plan::needs_nvml(&req);
+        let full = nvct::host::discover::discover_with(&root, nvml).unwrap();
+        let devs = nvct::host::discover::discover_devices(&root, nvml).unwrap();
+        assert!(
+            devs.files.is_empty() && devs.proc_driver.is_none(),
+            "{name}"
+        );
+        assert_eq!(
+            (&devs.gpus, &devs.nodes),
+            (&full.gpus, &full.nodes),
+            "{name}"
+        );
+        let rules = |inv| nvct::plan::plan(&req, inv, &Layout::UNKNOWN).map(|p| p.cgroup_rules);
+        let want = rules(&full).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            !want.is_empty() || matches!(req.devices, Devices::None),
+            "{name}"
+        );
+        assert_eq!(rules(&devs).unwrap(), want, "{name}");
+    }
+}

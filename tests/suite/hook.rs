@@ -1076,3 +1076,91 @@ each_host_kind! {
     /// the DRI nodes open: allowed by the device cgroup.
     dri_nodes_of_the_selected_gpu,
 }
+
+/// The installed prestart hook is the statically linked front (scripts/build-release.sh): it
+/// runs a request that needs nothing of NVML itself, in one process, and hands the others, with
+/// the hook state it read, to its dynamic program in `../libexec/nvct/` (a static binary cannot
+/// load the driver's libnvidia-ml). Without that program installed, only the handed-on
+/// requests fail, naming it.
+#[test]
+fn the_static_front_runs_what_needs_no_nvml_and_hands_on_the_rest() {
+    let h = host();
+    let front_build = std::env::var_os("NVCT_STATIC_BIN_DIR")
+        .map(|d| PathBuf::from(d).join("nvidia-container-runtime-hook"))
+        .expect("NVCT_STATIC_BIN_DIR is not set: run the suite with scripts/test.sh, which builds the static hook binaries");
+    let cuda = "NVIDIA_REQUIRE_CUDA=cuda>=12.0";
+    // (case, env, worker installed, Ok(what the debug log shows) or Err(what the run says))
+    let cases: &[(&str, &[&str], bool, Result<&str, &str>)] = &[
+        (
+            "GPU 0, no worker installed: the front alone",
+            &["NVIDIA_VISIBLE_DEVICES=0"],
+            false,
+            Ok("NVML not used: not loaded by the statically linked hook"),
+        ),
+        (
+            "an unknown GPU: the front's own refusal",
+            &["NVIDIA_VISIBLE_DEVICES=42"],
+            false,
+            Err("unknown device"),
+        ),
+        (
+            "a cuda requirement needs NVML: handed on, no worker installed",
+            &["NVIDIA_VISIBLE_DEVICES=0", cuda],
+            false,
+            Err("cannot start the driver-facing program"),
+        ),
+        (
+            "a cuda requirement needs NVML: handed on to the worker",
+            &["NVIDIA_VISIBLE_DEVICES=0", cuda],
+            true,
+            Ok("container"),
+        ),
+    ];
+    for (i, (name, env, worker, want)) in cases.iter().enumerate() {
+        let prefix = h.dir.join(format!("front-{i}"));
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        let front = prefix.join("bin/nvidia-container-runtime-hook");
+        std::fs::copy(&front_build, &front).unwrap();
+        if *worker {
+            std::fs::create_dir_all(prefix.join("libexec/nvct")).unwrap();
+            std::fs::copy(
+                bundle::HOOK,
+                prefix.join("libexec/nvct/nvidia-container-runtime-hook"),
+            )
+            .unwrap();
+        }
+        let log = h.dir.join(format!("front-{i}.log"));
+        let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            format!("{text}debug = {:?}\n", log.display().to_string()),
+        )
+        .unwrap();
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&config);
+        b.spec["hooks"]["prestart"][0]["path"] = serde_json::json!(front);
+        for e in *env {
+            b.env(e);
+        }
+        let out = b.run("ls /dev/nvidia0");
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        let context = format!("case {name}: {}\nlog:\n{lines}", out_text(&out));
+        match want {
+            Ok(shown) => {
+                assert!(out.status.success(), "{context}");
+                assert!(lines.contains(shown), "{context}");
+                // The worker loaded NVML (the requirement needs it); the front never does.
+                assert_eq!(
+                    lines.contains("not loaded by the statically linked hook"),
+                    !worker,
+                    "{context}"
+                );
+            }
+            Err(said) => {
+                assert!(!out.status.success(), "{context}");
+                assert!(out_text(&out).contains(said), "{context}");
+            }
+        }
+    }
+}
