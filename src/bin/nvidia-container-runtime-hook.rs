@@ -195,12 +195,7 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Ou
         r => r.context("the container's GPU request is not valid")?,
     };
     t.step("request");
-    if front
-        && resolved
-            .request
-            .as_ref()
-            .is_some_and(|req| plan::needs_nvml(req))
-    {
+    if front && resolved.request.as_ref().is_some_and(plan::needs_nvml) {
         return handoff();
     }
     let root = config.driver();
@@ -236,7 +231,7 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Ou
 enum Checked {
     Run {
         state: HookState,
-        spec: oci_spec::runtime::Spec,
+        spec: Box<oci_spec::runtime::Spec>,
         rootfs: PathBuf,
         config: Config,
         warnings: Vec<String>,
@@ -274,7 +269,7 @@ fn check(bytes: &[u8], config_flag: Option<PathBuf>, t: &mut Timings) -> Result<
     t.step("config");
     Ok(Checked::Run {
         state,
-        spec,
+        spec: Box::new(spec),
         rootfs,
         config,
         warnings,
