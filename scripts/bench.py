@@ -52,7 +52,7 @@ def print_machine():
           f"kernel {os.uname().release}; {first_line(['runc', '--version'])}; cgroup {cgroup}")
     print(f"load average (1, 5, 15 min) at the start: {loadavg()}")
     print(f"A: this checkout ({commit}), release build, installed layout (static nvidia-cdi-hook; "
-          f"the prestart hook's static front and its dynamic program)")
+          f"the static fronts of the prestart hook and the shim, their dynamic programs)")
     if "B" in sets:
         print(f"B: {compare} ({first_line([f'{work}/B/bin/nvidia-ctk', '--version'])})")
 

@@ -4,27 +4,30 @@
 #   usr/bin/nvidia-cdi-hook                  statically linked
 #   usr/bin/nvidia-container-runtime-hook    statically linked front
 #   usr/bin/nvidia-ctk                       statically linked front
-#   usr/bin/nvidia-container-runtime         the runtime shim (dynamic; started by the engine)
+#   usr/bin/nvidia-container-runtime         the runtime shim: statically linked front (started by
+#                                            the engine for every command of every container)
 #   usr/bin/nvidia-ctk-installer             the Kubernetes node installer (dynamic; packaging/kubernetes)
-#   usr/libexec/nvct/nvidia-container-runtime-hook, usr/libexec/nvct/nvidia-ctk
-#                                            the dynamic programs the fronts exec with a clean
-#                                            environment (they load the driver's libnvidia-ml)
+#   usr/libexec/nvct/nvidia-container-runtime-hook, usr/libexec/nvct/nvidia-ctk,
+#   usr/libexec/nvct/nvidia-container-runtime
+#                                            the dynamic programs the fronts exec (the hooks' with
+#                                            a clean environment) for what needs the driver's
+#                                            libnvidia-ml, which a static binary cannot load
 # A hook entry without `env` (older CDI specs, hand-written hooks.d files) is run by runc with
 # the container's environment; a static binary has no loader to obey the image's LD_PRELOAD /
 # LD_AUDIT / LD_LIBRARY_PATH (docs/SECURITY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --locked --release --bins
-for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
+for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   cargo rustc --locked --release --target-dir target/static --bin "$b" -- -C target-feature=+crt-static
 done
 rm -rf target/dist
 mkdir -p target/dist/usr/bin target/dist/usr/libexec/nvct
-for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
+for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   install -m 0755 "target/static/release/$b" target/dist/usr/bin/
 done
-install -m 0755 target/release/nvidia-container-runtime target/release/nvidia-ctk-installer target/dist/usr/bin/
-for b in nvidia-container-runtime-hook nvidia-ctk; do
+install -m 0755 target/release/nvidia-ctk-installer target/dist/usr/bin/
+for b in nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   install -m 0755 "target/release/$b" target/dist/usr/libexec/nvct/
 done
 (cd target/dist && find . -type f | sort)

@@ -4,8 +4,8 @@
 #   target/package/nvidia-container-toolkit-<version>-1.<arch>.rpm    (rpm -i, dnf install)
 # <version> is Cargo.toml's. Both hold the same files:
 #   usr/bin, usr/libexec/nvct   the install tree of scripts/build-release.sh (static fronts in
-#                               usr/bin that exec the dynamic programs in usr/libexec/nvct;
-#                               nvidia-cdi-hook static; the runtime shim dynamic)
+#                               usr/bin that exec the dynamic programs in usr/libexec/nvct when
+#                               they need the driver's NVML; nvidia-cdi-hook static)
 #   etc/nvidia-container-runtime/config.toml                config files: an upgrade or a
 #   etc/nvidia-container-toolkit/nvidia-cdi-refresh.env     removal keeps the operator's edits
 #   usr/lib/systemd/system/nvidia-cdi-refresh.{service,path}   (packaging/systemd/)
@@ -67,8 +67,8 @@ stage=$work/root
 mkdir -p "$stage/usr/bin" "$stage/usr/libexec/nvct"
 
 # The binaries, in the layout of scripts/build-release.sh.
-statics=(nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk)
-workers=(nvidia-container-runtime-hook nvidia-ctk)
+statics=(nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime)
+workers=(nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime)
 if [ "$profile" = release ]; then
   scripts/build-release.sh >/dev/null
   cp -a target/dist/usr/. "$stage/usr/"
@@ -78,11 +78,11 @@ else
     [ -x "$f" ] || { echo "package.sh: $f missing: --profile dev packages what scripts/test.sh builds (cargo rustc --locked --all-features --target-dir target/static --bin $b -- -C target-feature=+crt-static)" >&2; exit 1; }
     install -m 0755 "$f" "$stage/usr/bin/"
   done
-  for b in nvidia-container-runtime nvidia-ctk-installer "${workers[@]}"; do
+  for b in nvidia-ctk-installer "${workers[@]}"; do
     f=target/debug/$b
     [ -x "$f" ] || { echo "package.sh: $f missing: --profile dev packages what scripts/test.sh builds (cargo build --locked --bins --all-features)" >&2; exit 1; }
   done
-  install -m 0755 target/debug/nvidia-container-runtime target/debug/nvidia-ctk-installer "$stage/usr/bin/"
+  install -m 0755 target/debug/nvidia-ctk-installer "$stage/usr/bin/"
   for b in "${workers[@]}"; do
     install -m 0755 "target/debug/$b" "$stage/usr/libexec/nvct/"
   done
@@ -130,7 +130,7 @@ replaces="nvidia-container-toolkit-base, nvidia-container-runtime, nvidia-contai
 # Depends: the Debian package of each shared library the dynamic programs load (their ELF
 # NEEDED entries; objdump is in binutils, which gcc brings), glibc at least at the newest
 # GLIBC_x.y symbol version they reference.
-dynamic=("$stage/usr/bin/nvidia-container-runtime" "$stage"/usr/libexec/nvct/*)
+dynamic=("$stage/usr/bin/nvidia-ctk-installer" "$stage"/usr/libexec/nvct/*)
 depends=()
 for so in $(objdump -p "${dynamic[@]}" | awk '$1 == "NEEDED" {print $2}' | sort -u); do
   case $so in

@@ -56,12 +56,12 @@ cargo build --locked --bins --examples --all-features
 # The installed hook binaries are statically linked (an env-less hook entry gets the image's
 # LD_PRELOAD; a static binary has no loader to obey it): nvidia-cdi-hook whole, the prestart
 # hook and nvidia-ctk as fronts that exec the dynamic build from ../libexec/nvct/ (the layout
-# scripts/build-release.sh ships). tests/suite/attacks.rs runs them from NVCT_STATIC_BIN_DIR.
-for bin in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk; do
+# scripts/build-release.sh ships); the shim too is a static front, for its start-up time. tests/suite/attacks.rs runs them from NVCT_STATIC_BIN_DIR.
+for bin in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   cargo rustc --locked --all-features --target-dir target/static --bin "$bin" -- -C target-feature=+crt-static
 done
 mkdir -p target/static/libexec/nvct
-for bin in nvidia-container-runtime-hook nvidia-ctk; do
+for bin in nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   ln -sfn "$PWD/target/debug/$bin" "target/static/libexec/nvct/$bin"
 done
 export NVCT_STATIC_BIN_DIR="$PWD/target/static/debug"

@@ -88,6 +88,12 @@ pub fn exec_worker_with_stdin(name: &str, stdin: &[u8]) -> ! {
     }
 }
 
+/// The statically linked shim's hand-over: exec its dynamic program with the same arguments,
+/// stdio and environment (the engine's; the shim is no hook). Never returns.
+pub fn exec_program(name: &str) -> ! {
+    exec_worker_with(name, None)
+}
+
 fn exec_worker_with(name: &str, stdin: Option<std::os::fd::OwnedFd>) -> ! {
     let exe = match std::fs::read_link("/proc/self/exe") {
         Ok(p) => p,

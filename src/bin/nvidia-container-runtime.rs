@@ -139,7 +139,7 @@ fn create(
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
                 // The devices only: the rules need nothing of the driver's files.
-                let discovered = discover::discover_devices(&root, nvct::plan::needs_nvml(&req));
+                let discovered = discover_devices(&root, nvct::plan::needs_nvml(&req));
                 steps.mark("discovery");
                 let planned = discovered
                     .map_err(anyhow::Error::from)
@@ -249,7 +249,7 @@ fn inject_jit(
     // NVML only when the request needs what only it knows (its start is the slowest step of
     // discovery on a real host).
     let nvml = nvct::plan::needs_nvml_cdi(&jit.request);
-    let inv = discover::discover_with(&config.driver(), nvml);
+    let inv = discover(&config.driver(), nvml);
     steps.mark("discovery");
     let inv = inv?;
     for note in &inv.notes {
@@ -258,6 +258,40 @@ fn inject_jit(
     let edits = shim::jit_edits(jit, &inv, config, &cdi_hook, path)?;
     shim::inject(spec, &[&edits], path)?;
     Ok(cdi_hook)
+}
+
+/// The installed shim is statically linked (it starts faster; the engine runs it for every
+/// command of every container) and cannot load the driver's libnvidia-ml: a request that needs
+/// NVML, or a host whose `/proc/driver/nvidia` does not answer, is handed to the dynamic
+/// program in `../libexec/nvct/` with the same arguments, before config.json is written.
+const STATIC: bool = cfg!(target_feature = "crt-static");
+
+fn hand_over() -> ! {
+    nvct::process::exec_program("nvidia-container-runtime")
+}
+
+/// [`discover::discover_with`], or the static shim's hand-over.
+fn discover(
+    root: &nvct::host::root::DriverRoot,
+    nvml: bool,
+) -> Result<nvct::model::Inventory, discover::DiscoverError> {
+    match STATIC {
+        false => discover::discover_with(root, nvml),
+        true if nvml => hand_over(),
+        true => discover::discover_without_nvml(root).or_else(|_| hand_over()),
+    }
+}
+
+/// [`discover::discover_devices`], or the static shim's hand-over.
+fn discover_devices(
+    root: &nvct::host::root::DriverRoot,
+    nvml: bool,
+) -> Result<nvct::model::Inventory, discover::DiscoverError> {
+    match STATIC {
+        false => discover::discover_devices(root, nvml),
+        true if nvml => hand_over(),
+        true => discover::discover_devices_without_nvml(root).or_else(|_| hand_over()),
+    }
 }
 
 fn join(names: &[nvct::cdi::QualifiedName]) -> String {

@@ -49,10 +49,15 @@ pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, Disc
 }
 
 /// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded: for the statically linked
-/// prestart hook, which cannot load the driver's library (it hands a request that needs NVML,
-/// or a host without a readable `/proc/driver/nvidia`, to its dynamic program).
+/// prestart hook and shim, which cannot load the driver's library (they hand a request that
+/// needs NVML, or a host without a readable `/proc/driver/nvidia`, to their dynamic program).
 pub fn discover_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     read_host(root, Nvml::Never, true)
+}
+
+/// [`discover_devices`] with NVML never loaded (the statically linked shim's).
+pub fn discover_devices_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
+    read_host(root, Nvml::Never, false)
 }
 
 /// When discovery loads NVML.
@@ -96,7 +101,7 @@ fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory
         }
     };
     let nvml = match driver::nvml_library(root, &cache) {
-        _ if use_nvml == Nvml::Never => Err("not loaded by the statically linked hook".into()),
+        _ if use_nvml == Nvml::Never => Err("not loaded by a statically linked binary".into()),
         _ if skip_nvml => Err(
             "not needed for this request (no MIG device, cuda, brand or arch requirement)".into(),
         ),

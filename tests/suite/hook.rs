@@ -1095,7 +1095,7 @@ fn the_static_front_runs_what_needs_no_nvml_and_hands_on_the_rest() {
             "GPU 0, no worker installed: the front alone",
             &["NVIDIA_VISIBLE_DEVICES=0"],
             false,
-            Ok("NVML not used: not loaded by the statically linked hook"),
+            Ok("NVML not used: not loaded by a statically linked binary"),
         ),
         (
             "an unknown GPU: the front's own refusal",
@@ -1152,7 +1152,7 @@ fn the_static_front_runs_what_needs_no_nvml_and_hands_on_the_rest() {
                 assert!(lines.contains(shown), "{context}");
                 // The worker loaded NVML (the requirement needs it); the front never does.
                 assert_eq!(
-                    lines.contains("not loaded by the statically linked hook"),
+                    lines.contains("not loaded by a statically linked binary"),
                     !worker,
                     "{context}"
                 );

@@ -189,10 +189,11 @@ fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
         ("/usr/bin/nvidia-cdi-hook", true),
         ("/usr/bin/nvidia-container-runtime-hook", true),
         ("/usr/bin/nvidia-ctk", true),
-        ("/usr/bin/nvidia-container-runtime", false),
+        ("/usr/bin/nvidia-container-runtime", true),
         ("/usr/bin/nvidia-ctk-installer", false),
         ("/usr/libexec/nvct/nvidia-container-runtime-hook", false),
         ("/usr/libexec/nvct/nvidia-ctk", false),
+        ("/usr/libexec/nvct/nvidia-container-runtime", false),
     ] {
         let bytes = std::fs::read(under(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(

@@ -707,3 +707,88 @@ each_host_kind! {
     /// the cap nodes open: runc's device rules from the edits.
     jit_cdi_requirements_and_mig_requests,
 }
+
+/// The installed shim is a statically linked front (scripts/build-release.sh; it starts faster,
+/// and the engine runs it for every command of every container): it does everything that needs
+/// nothing of NVML itself, and hands a request that does (jit-cdi's `all`) to its dynamic program
+/// in `../libexec/nvct/` with the same arguments, before config.json is written. Without that
+/// program installed, only the handed-on request fails, naming it, and config.json is untouched.
+#[test]
+fn the_static_shim_hands_on_only_what_needs_nvml() {
+    let front_build = std::env::var_os("NVCT_STATIC_BIN_DIR")
+        .map(|d| PathBuf::from(d).join("nvidia-container-runtime"))
+        .expect("NVCT_STATIC_BIN_DIR is not set: run the suite with scripts/test.sh, which builds the static binaries");
+    let dir = tempfile::Builder::new()
+        .prefix("nvct-shim-front-")
+        .tempdir()
+        .unwrap();
+    let host = FakeHost::builder()
+        .gpus(2)
+        .build(&dir.path().join("host"))
+        .unwrap();
+    let (fake, record) = fake_runtime(dir.path());
+    let config = host_config(dir.path(), &host, &fake, "jit-cdi", "");
+    // (case, NVIDIA_VISIBLE_DEVICES, program installed, Ok(config.json edited) or Err(said))
+    let cases: &[(&str, Option<&str>, bool, Result<bool, &str>)] = &[
+        ("no GPU: passed through", None, false, Ok(false)),
+        ("GPU 0: the front alone", Some("0"), false, Ok(true)),
+        (
+            "all needs NVML: handed on, no program installed",
+            Some("all"),
+            false,
+            Err("cannot start the driver-facing program"),
+        ),
+        (
+            "all needs NVML: handed on to the program",
+            Some("all"),
+            true,
+            Ok(true),
+        ),
+    ];
+    for (i, (name, visible, program, want)) in cases.iter().enumerate() {
+        let prefix = dir.path().join(format!("prefix-{i}"));
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        let front = prefix.join("bin/nvidia-container-runtime");
+        std::fs::copy(&front_build, &front).unwrap();
+        if *program {
+            std::fs::create_dir_all(prefix.join("libexec/nvct")).unwrap();
+            std::fs::copy(SHIM, prefix.join("libexec/nvct/nvidia-container-runtime")).unwrap();
+        }
+        let mut b = Bundle::new(dir.path(), Image::Busybox);
+        if let Some(v) = visible {
+            b.env(&format!("NVIDIA_VISIBLE_DEVICES={v}"));
+        }
+        let cfg_json = b.dir.join("config.json");
+        let before = serde_json::to_vec_pretty(&b.spec).unwrap();
+        std::fs::write(&cfg_json, &before).unwrap();
+        let out = Command::new(&front)
+            .args(["create", "--bundle", &b.dir.display().to_string(), "x"])
+            .env("NVIDIA_CTK_CONFIG_FILE_PATH", &config)
+            .env("FAKE_RC", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let context = format!("case {name}: {}", out_text(&out));
+        let after = std::fs::read(&cfg_json).unwrap();
+        match want {
+            Ok(edited) => {
+                assert!(out.status.success(), "{context}");
+                assert_eq!(recorded(&record)[1], "create", "{context}");
+                assert_eq!(after != before, *edited, "{context}");
+                if *edited {
+                    let spec: Value = serde_json::from_slice(&after).unwrap();
+                    assert!(
+                        spec["hooks"]["createContainer"].is_array(),
+                        "{context}: no CDI hook in {spec}"
+                    );
+                }
+            }
+            Err(said) => {
+                assert!(!out.status.success(), "{context}");
+                assert!(out_text(&out).contains(said), "{context}");
+                assert_eq!(after, before, "{context}: config.json changed");
+                assert!(!record.exists(), "{context}: the runtime ran");
+            }
+        }
+    }
+}

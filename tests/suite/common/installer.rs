@@ -29,7 +29,7 @@ pub fn source_tree(dir: &Path) -> PathBuf {
             .map(|d| d.join(name))
             .filter(|p| p.exists());
         match front {
-            Some(f) if name != "nvidia-container-runtime" => {
+            Some(f) => {
                 std::fs::copy(&f, bin.join(name)).unwrap();
                 if name != "nvidia-cdi-hook" {
                     let libexec = root.join("libexec/nvct");
