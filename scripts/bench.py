@@ -136,7 +136,7 @@ def scenario(s, name, bins=None, logs=None):
     rt = ["runc"]
     image = "lower-glibc" if name.endswith("-glibc") else "lower"
     base = name.removesuffix("-glibc")
-    tag = f"{name}-{os.path.basename(bins)}"
+    tag = f"{name}-{os.path.basename(os.path.dirname(bins))}"
     if base in ("hook-1", "hook-8", "legacy-1") and ABLE[s]["legacy"]:
         raise NotApplicable(ABLE[s]["legacy"])
     if base == "shim-nogpu" and not os.access(f"{bins}/nvidia-container-runtime-hook", os.X_OK):
