@@ -139,7 +139,7 @@ fn create(
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
                 // The devices only: the rules need nothing of the driver's files.
-                let discovered = discover_devices(&root, nvct::plan::needs_nvml(&req));
+                let discovered = discover(&root, nvct::plan::needs_nvml(&req), true);
                 steps.mark("discovery");
                 let planned = discovered
                     .map_err(anyhow::Error::from)
@@ -249,7 +249,7 @@ fn inject_jit(
     // NVML only when the request needs what only it knows (its start is the slowest step of
     // discovery on a real host).
     let nvml = nvct::plan::needs_nvml_cdi(&jit.request);
-    let inv = discover(&config.driver(), nvml);
+    let inv = discover(&config.driver(), nvml, false);
     steps.mark("discovery");
     let inv = inv?;
     for note in &inv.notes {
@@ -270,28 +270,21 @@ fn hand_over() -> ! {
     nvct::process::exec_program("nvidia-container-runtime")
 }
 
-/// [`discover::discover_with`], or the static shim's hand-over.
+/// The host's driver (only its GPUs and device nodes with `devices_only`), or the static
+/// shim's hand-over.
 fn discover(
     root: &nvct::host::root::DriverRoot,
     nvml: bool,
+    devices_only: bool,
 ) -> Result<nvct::model::Inventory, discover::DiscoverError> {
-    match STATIC {
-        false => discover::discover_with(root, nvml),
-        true if nvml => hand_over(),
-        true => discover::discover_without_nvml(root).or_else(|_| hand_over()),
-    }
-}
-
-/// [`discover::discover_devices`], or the static shim's hand-over.
-fn discover_devices(
-    root: &nvct::host::root::DriverRoot,
-    nvml: bool,
-) -> Result<nvct::model::Inventory, discover::DiscoverError> {
-    match STATIC {
-        false => discover::discover_devices(root, nvml),
-        true if nvml => hand_over(),
-        true => discover::discover_devices_without_nvml(root).or_else(|_| hand_over()),
-    }
+    let found = match (STATIC, devices_only) {
+        (true, _) if nvml => hand_over(),
+        (true, false) => discover::discover_without_nvml(root),
+        (true, true) => discover::discover_devices_without_nvml(root),
+        (false, false) => return discover::discover_with(root, nvml),
+        (false, true) => return discover::discover_devices(root, nvml),
+    };
+    found.or_else(|_| hand_over())
 }
 
 fn join(names: &[nvct::cdi::QualifiedName]) -> String {

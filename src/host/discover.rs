@@ -6,6 +6,7 @@ use crate::host::driver;
 use crate::host::nvml;
 use crate::host::root::DriverRoot;
 use crate::ldcache;
+use crate::model::DriverFile;
 pub use crate::model::{Gpu, Inventory, MigDevice, ProcDriver};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -136,23 +137,35 @@ fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory
     let mig_minors = devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
-    if !files {
-        return Ok(Inventory {
-            driver_version,
-            cuda_version,
-            gpus,
-            nodes,
-            drm,
-            mig_minors,
-            files: Vec::new(),
-            proc_driver: None,
-            notes,
-        });
-    }
-    let mut files = driver::libraries(root, &driver_version, &cache);
-    files.extend(driver::libraries32(root, &driver_version, &cache));
+    let (files, proc_driver) = match files {
+        true => driver_files(root, &driver_version, &cache, &gpus, &mig_minors),
+        false => (Vec::new(), None),
+    };
+    Ok(Inventory {
+        driver_version,
+        cuda_version,
+        gpus,
+        nodes,
+        drm,
+        mig_minors,
+        files,
+        proc_driver,
+        notes,
+    })
+}
+
+/// The driver's files on the host, and its procfs files for the /proc mask.
+fn driver_files(
+    root: &DriverRoot,
+    driver_version: &str,
+    cache: &[ldcache::Entry],
+    gpus: &[Gpu],
+    mig_minors: &BTreeMap<String, u32>,
+) -> (Vec<DriverFile>, Option<ProcDriver>) {
+    let mut files = driver::libraries(root, driver_version, cache);
+    files.extend(driver::libraries32(root, driver_version, cache));
     files.extend(driver::binaries(root));
-    files.extend(driver::firmware(root, &driver_version));
+    files.extend(driver::firmware(root, driver_version));
     files.extend(driver::configs(root));
     files.extend(driver::ipc(root));
     files.extend(crate::host::optin::files(root));
@@ -175,18 +188,7 @@ fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory
                 .flatten(),
         )
         .collect();
-    let proc_driver = read_proc_driver(root, &gpus, &caps);
-    Ok(Inventory {
-        driver_version,
-        cuda_version,
-        gpus,
-        nodes,
-        drm,
-        mig_minors,
-        files,
-        proc_driver,
-        notes,
-    })
+    (files, read_proc_driver(root, gpus, &caps))
 }
 
 /// The driver's procfs files under `root.proc_root` (`None` without `driver/nvidia/version`),

@@ -630,6 +630,19 @@ fn the_debug_log_says_why_a_container_was_refused() {
     }
 }
 
+/// A config for the simulated host whose prestart hook logs (at debug level) to `log`.
+fn config_logging_to(h: &Host, log: &Path) -> PathBuf {
+    let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
+    // The file ends in its [nvidia-container-cli] table.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}debug = {:?}\n", log.display().to_string()),
+    )
+    .unwrap();
+    config
+}
+
 /// NVML is loaded only for what `/proc/driver/nvidia` cannot answer: MIG devices and `cuda` /
 /// `brand` / `arch` requirement terms (the debug log's discovery note says which source gave the GPUs).
 #[test]
@@ -685,14 +698,7 @@ fn nvml_is_loaded_only_when_the_request_needs_it() {
     ];
     for (i, (name, env, nvml)) in cases.into_iter().enumerate() {
         let log = h.dir.join(format!("nvml-{i}.log"));
-        let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
-        // The file ends in its [nvidia-container-cli] table.
-        let text = std::fs::read_to_string(&config).unwrap();
-        std::fs::write(
-            &config,
-            format!("{text}debug = {:?}\n", log.display().to_string()),
-        )
-        .unwrap();
+        let config = config_logging_to(h, &log);
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         b.hook(&config);
         for e in &env {
@@ -1130,13 +1136,7 @@ fn the_static_front_runs_what_needs_no_nvml_and_hands_on_the_rest() {
             .unwrap();
         }
         let log = h.dir.join(format!("front-{i}.log"));
-        let config = bundle::write_config(&h.dir, &h.host.driver_root(), &h.host.proc_root(), "");
-        let text = std::fs::read_to_string(&config).unwrap();
-        std::fs::write(
-            &config,
-            format!("{text}debug = {:?}\n", log.display().to_string()),
-        )
-        .unwrap();
+        let config = config_logging_to(h, &log);
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         b.hook(&config);
         b.spec["hooks"]["prestart"][0]["path"] = serde_json::json!(front);
