@@ -7,24 +7,32 @@ use crate::model::{DriverFile, FileKind};
 use std::path::{Path, PathBuf};
 
 /// The container paths of every opt-in node under the device root (discovery stats them).
+/// Each directory the sets' patterns name is listed once (`/dev` holds hundreds of entries on
+/// a real node, and several patterns look there).
 pub fn node_names(root: &DriverRoot) -> Vec<String> {
+    let patterns: Vec<_> = OptIn::ALL.iter().flat_map(|o| o.patterns()).collect();
+    let mut dirs: Vec<&str> = patterns.iter().map(|p| p.dir).collect();
+    dirs.sort_unstable();
+    dirs.dedup();
     let mut out = Vec::new();
-    for o in OptIn::ALL {
-        for p in o.patterns() {
-            let Ok(entries) = std::fs::read_dir(root.dev_path(p.dir)) else {
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let is_char = e.file_type().is_ok_and(|t| {
+                use std::os::unix::fs::FileTypeExt;
+                t.is_char_device()
+            });
+            let Some(name) = e.file_name().to_str().map(String::from) else {
                 continue;
             };
-            for e in entries.flatten() {
-                let is_char = e.file_type().is_ok_and(|t| {
-                    use std::os::unix::fs::FileTypeExt;
-                    t.is_char_device()
-                });
-                let Some(name) = e.file_name().to_str().map(String::from) else {
-                    continue;
-                };
-                if is_char && p.matches(Path::new(p.dir), &name) {
-                    out.push(format!("{}/{name}", p.dir));
-                }
+            if is_char
+                && patterns
+                    .iter()
+                    .any(|p| p.dir == dir && p.matches(Path::new(p.dir), &name))
+            {
+                out.push(format!("{dir}/{name}"));
             }
         }
     }
