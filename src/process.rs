@@ -4,13 +4,15 @@
 //! container's environment), and, in test builds with the `fault-injection` feature only, arm
 //! the rootfs check-then-use swap from `NVCT_FAULT_SWAP_PATH` / `NVCT_FAULT_SWAP_TARGET`.
 //!
-//! Also the static front (`exec_worker`): the installed `nvidia-container-runtime-hook` and
+//! Also the static fronts (`exec_worker`): the installed `nvidia-container-runtime-hook` and
 //! `nvidia-ctk` are statically linked builds that clean the environment and exec the
 //! dynamically linked program (it loads the driver's libnvidia-ml.so.1) from
 //! `<prefix>/libexec/nvct/`; the prestart hook's front runs a request that needs nothing of
-//! NVML itself and hands it the others with the state it read (`exec_worker_with_stdin`). A static binary has no loader, so an entry without `env` that runc
-//! runs with the image's `LD_PRELOAD` cannot load anything into it, and the worker starts with
-//! a clean environment.
+//! NVML itself and hands the others on with the state it read (`exec_worker_with_stdin`). A
+//! static binary has no loader, so an entry without `env` that runc runs with the image's
+//! `LD_PRELOAD` cannot load anything into it, and the worker starts with a clean environment.
+//! The installed shim is a static front too (`exec_program`: it is no hook, so its
+//! environment is passed on as the engine gave it).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;

@@ -3,7 +3,7 @@
 //! inside the container. `poststart` and `poststop` do nothing. Command line as upstream:
 //! `[-config FILE] [-debug] [-version] prestart|poststart|poststop`.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use nvct::config::{self, Config};
 use nvct::host::discover;
 use nvct::log::Logger;
@@ -191,8 +191,13 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Ou
     };
     let view = ContainerView::of(&spec);
     let resolved = match request::resolve(&view, &config) {
+        Ok(r) => r,
         Err(_) if front => return handoff(),
-        r => r.context("the container's GPU request is not valid")?,
+        Err(e) => {
+            let e = anyhow::Error::new(e).context("the container's GPU request is not valid");
+            refused(&mut start_log(&config, debug, &warnings), &state, &e);
+            return Err(e);
+        }
     };
     t.step("request");
     if front && resolved.request.as_ref().is_some_and(plan::needs_nvml) {
@@ -209,22 +214,31 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Ou
         },
         _ => None,
     };
-    let mut log = Logger::for_hook(&config.cli.debug, debug);
-    for w in &warnings {
-        log.warning(w);
-    }
-    // Every refusal is logged with its reason, not only printed to runc.
+    let mut log = start_log(&config, debug, &warnings);
     inject(
         &state, &spec, rootfs, &config, resolved, inv, &mut log, &mut t,
     )
-    .inspect_err(|e| {
-        log.error(&format!(
-            "container {}: refused: {}",
-            state.id,
-            nvct::log::error_text(e.chain())
-        ));
-    })
+    .inspect_err(|e| refused(&mut log, &state, e))
     .map(|()| Outcome::Done)
+}
+
+/// The hook's logger, with the config's warnings logged first (the static front makes it only
+/// once it keeps the request: a handed-on one is logged by the dynamic program).
+fn start_log(config: &Config, debug: bool, warnings: &[String]) -> Logger {
+    let mut log = Logger::for_hook(&config.cli.debug, debug);
+    for w in warnings {
+        log.warning(w);
+    }
+    log
+}
+
+/// Every refusal is logged with its reason, not only printed to runc.
+fn refused(log: &mut Logger, state: &HookState, e: &anyhow::Error) {
+    log.error(&format!(
+        "container {}: refused: {}",
+        state.id,
+        nvct::log::error_text(e.chain())
+    ));
 }
 
 /// What the state, the bundle and the config say, before any request is looked at.

@@ -608,6 +608,21 @@ fn the_debug_log_says_why_a_container_was_refused() {
         refusal.contains("refused") && refusal.contains("unknown device \\\"42\\\" requested"),
         "{refusal}"
     );
+    // A request that does not parse is a refusal too, logged the same way.
+    std::fs::remove_file(&log).unwrap();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    b.hook(&config)
+        .env("NVIDIA_VISIBLE_DEVICES=0")
+        .env("NVIDIA_DRIVER_CAPABILITIES=bogus");
+    let out = b.run("true");
+    assert!(!out.status.success(), "{}", out_text(&out));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines.lines().any(|l| l.contains("level=error")
+            && l.contains("refused: the container's GPU request is not valid")
+            && l.contains("unknown capability")),
+        "{lines}"
+    );
     // A container that starts: its steps' times, for docs/PERFORMANCE.md's breakdown.
     let mut b = Bundle::new(&h.dir, Image::Busybox);
     b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=0");
