@@ -335,6 +335,10 @@ mod tests {
             ),
             ("extra spaces after the dash", "-   a: b\n    c: d\n"),
             (
+                "upstream's layout (go-yaml: sequences indented by four, quoted names)",
+                "---\ncdiVersion: 0.5.0\ndevices:\n    - name: \"0\"\n      containerEdits:\n        deviceNodes:\n            - path: /dev/nvidia0\n              major: 195\n              fileMode: 438\n",
+            ),
+            (
                 "commas and brackets inside plain scalars",
                 "a: compute,utility\nb: x[1]{2}\n",
             ),
