@@ -512,7 +512,7 @@ fn write_cdi_spec(opts: &Options, done: &mut Installed) -> Result<(), InstallErr
         opts.seen_dev_root(),
         &opts.proc_root,
     );
-    let inv = discover::discover(&root).map_err(|e| InstallError::Cdi(e.to_string()))?;
+    let inv = discover::discover_for_spec(&root).map_err(|e| InstallError::Cdi(e.to_string()))?;
     let gen = cdi::generate::Options {
         hook_path: opts
             .toolkit_dir()

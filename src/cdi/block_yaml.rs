@@ -257,9 +257,14 @@ fn is_plain(s: &str) -> bool {
 /// starts with `--`, `-<letter>`, `-/`, `..` or `./` (flags, relative links), which no number
 /// syntax allows.
 fn is_plain_string(s: &str) -> bool {
+    has_string_lead(s) && is_plain(s)
+}
+
+/// The start [`is_plain_string`] asks for (also the fast writer's, `encode.rs`).
+pub(super) fn has_string_lead(s: &str) -> bool {
     const WORDS: &[&str] = &["null", "true", "false", "yes", "no", "on", "off", "y", "n"];
     let b = s.as_bytes();
-    let lead = match b.first() {
+    match b.first() {
         Some(c) if c.is_ascii_alphabetic() || *c == b'/' => {
             !WORDS.iter().any(|w| s.eq_ignore_ascii_case(w))
         }
@@ -268,8 +273,7 @@ fn is_plain_string(s: &str) -> bool {
             .is_some_and(|c| c.is_ascii_alphabetic() || b"-/".contains(c)),
         Some(b'.') => b.get(1).is_some_and(|c| b"./".contains(c)),
         _ => false,
-    };
-    lead && is_plain(s)
+    }
 }
 
 #[cfg(test)]

@@ -289,8 +289,10 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     let shared_nodes: Vec<&crate::model::DeviceNode> = shared.device_nodes.iter().collect();
 
     let mut devices = Vec::new();
-    let mut all_nodes: Vec<crate::model::DeviceNode> = Vec::new();
-    let mut all_links: Vec<plan::Symlink> = Vec::new();
+    // Sets: every GPU's nodes and links, once each and sorted, for `all` (a 64-GPU node has
+    // about 200 of them).
+    let mut all_nodes: BTreeSet<crate::model::DeviceNode> = BTreeSet::new();
+    let mut all_links: BTreeSet<plan::Symlink> = BTreeSet::new();
     // A GPU's DRM nodes (and their /dev/dri/by-path links) are its own, as upstream's specs
     // have them: planned per device with graphics when the spec is for graphics or display.
     let device_caps: BTreeSet<Capability> = if opts.capabilities.contains(&Capability::Graphics)
@@ -304,11 +306,24 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     if targets.is_empty() {
         return Err(GenerateError::NoGpus);
     }
+    // A device's own edits are its nodes and DRM links, as upstream's: its plans need no
+    // driver files and no /proc mask (a 64-GPU node plans 128 devices).
+    let devices_only = Inventory {
+        files: Vec::new(),
+        proc_driver: None,
+        notes: Vec::new(),
+        driver_version: inv.driver_version.clone(),
+        cuda_version: inv.cuda_version.clone(),
+        gpus: inv.gpus.clone(),
+        nodes: inv.nodes.clone(),
+        drm: inv.drm.clone(),
+        mig_minors: inv.mig_minors.clone(),
+    };
     for target in targets {
         let id = target.id();
         let p = plan::plan(
             &request(Devices::List(vec![id.clone()]), device_caps.clone(), false),
-            inv,
+            &devices_only,
             &layout,
         )
         .map_err(|source| GenerateError::Plan {
@@ -320,22 +335,14 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             .into_iter()
             .filter(|n| !shared_nodes.contains(&n))
             .collect();
-        for n in &own {
-            if !all_nodes.contains(n) {
-                all_nodes.push(n.clone());
-            }
-        }
+        all_nodes.extend(own.iter().cloned());
         // Only the device's own links (the DRM by-path ones): its plan has no libraries.
         let links: Vec<plan::Symlink> = p
             .symlinks
             .into_iter()
             .filter(|l| !shared.symlinks.contains(l))
             .collect();
-        for l in &links {
-            if !all_links.contains(l) {
-                all_links.push(l.clone());
-            }
-        }
+        all_links.extend(links.iter().cloned());
         for s in &strategies {
             let name = target.name(*s);
             name::validate_device_name(&name).map_err(|source| GenerateError::Name {
@@ -353,9 +360,8 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
             });
         }
     }
-    all_nodes.sort();
-    all_links.sort();
     if !opts.no_all_device {
+        let all_links: Vec<plan::Symlink> = all_links.into_iter().collect();
         devices.push(Device {
             name: "all".into(),
             container_edits: ContainerEdits {

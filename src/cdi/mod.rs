@@ -7,6 +7,7 @@
 //! Why not the `container-device-interface` crate: docs/CDI.md.
 
 pub mod block_yaml;
+pub mod encode;
 pub mod fill;
 pub mod generate;
 pub mod generate_flags;

@@ -1,6 +1,6 @@
 //! The CDI spec model: [`Spec`], [`Device`], [`ContainerEdits`] and their parts, with the CDI
-//! JSON field names (camelCase) and empty fields omitted. Encoding to / decoding from YAML and
-//! JSON lives here too. Plain data only: no checks (see `validate.rs`), no file system.
+//! JSON field names (camelCase) and empty fields omitted, and the reading of a spec file's text
+//! (writing it: `encode.rs`). Plain data only: no checks (see `validate.rs`), no file system.
 
 use serde::{Deserialize, Serialize};
 
@@ -117,75 +117,6 @@ impl Format {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum EncodeError {
-    #[error("cannot encode the CDI spec as YAML: {0}")]
-    Yaml(#[from] serde_norway::Error),
-    #[error("cannot encode the CDI spec as JSON: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
-impl Spec {
-    /// The spec's bytes: YAML (with a leading `---`) or indented JSON, ending in a newline.
-    pub fn encode(&self, format: Format) -> Result<String, EncodeError> {
-        Ok(match format {
-            Format::Yaml => format!(
-                "---\n{}",
-                quote_sexagesimal(&serde_norway::to_string(self)?)
-            ),
-            Format::Json => serde_json::to_string_pretty(self)? + "\n",
-        })
-    }
-}
-
-/// `1:0` is a plain string to a YAML 1.2 parser but a base-60 integer (60) to a YAML 1.1 one
-/// (PyYAML, older Go libraries), and MIG device names look exactly like that. Such plain
-/// scalars (a line's value after `key: ` or `- `) are single-quoted so that every parser reads
-/// a string.
-fn quote_sexagesimal(yaml: &str) -> String {
-    let mut out = String::with_capacity(yaml.len());
-    for line in yaml.lines() {
-        let split = line.find(": ").map(|i| i + 2).or_else(|| {
-            let trimmed = line.trim_start();
-            trimmed
-                .starts_with("- ")
-                .then(|| line.len() - trimmed.len() + 2)
-        });
-        match split {
-            Some(at) if is_sexagesimal(&line[at..]) => {
-                out.push_str(&line[..at]);
-                out.push('\'');
-                out.push_str(&line[at..]);
-                out.push('\'');
-            }
-            _ => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// YAML 1.1 base-60 numbers: `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?`.
-fn is_sexagesimal(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let (s, frac) = match s.split_once('.') {
-        Some((a, b)) => (a, Some(b)),
-        None => (s, None),
-    };
-    let mut parts = s.split(':');
-    let head = parts.next().unwrap_or("");
-    let head_ok = head.starts_with(|c: char| c.is_ascii_digit())
-        && head.chars().all(|c| c.is_ascii_digit() || c == '_');
-    let rest: Vec<&str> = parts.collect();
-    let rest_ok = !rest.is_empty()
-        && rest.iter().all(|p| {
-            (1..=2).contains(&p.len())
-                && p.chars().all(|c| c.is_ascii_digit())
-                && (p.len() == 1 || p.as_bytes()[0] <= b'5')
-        });
-    head_ok && rest_ok && frac.is_none_or(|f| f.chars().all(|c| c.is_ascii_digit() || c == '_'))
-}
-
 /// A spec file's text as a generic JSON value (YAML is a superset of JSON, so the YAML parser
 /// reads both). Validation works on this value so that it can name wrong types. The plain
 /// block YAML spec writers emit goes through the fast reader (`block_yaml.rs`, the same value);
@@ -251,27 +182,6 @@ mod tests {
             let back: Spec = serde_json::from_value(parse_value(&text).unwrap()).unwrap();
             assert_eq!(back, sample(), "{format:?}:\n{text}");
         }
-    }
-
-    #[test]
-    fn sexagesimal_names_are_quoted() {
-        for (value, quoted) in [
-            ("1:0", true),
-            ("12:7", true),
-            ("1:60", false),
-            ("gpu0", false),
-            ("0", false),
-            ("GPU-1:2", false),
-            ("a::b", false),
-        ] {
-            assert_eq!(is_sexagesimal(value), quoted, "{value}");
-        }
-        let mut spec = sample();
-        spec.devices[0].name = "1:0".into();
-        let text = spec.encode(Format::Yaml).unwrap();
-        assert!(text.contains("- name: '1:0'\n"), "{text}");
-        let back: Spec = serde_json::from_value(parse_value(&text).unwrap()).unwrap();
-        assert_eq!(back, spec);
     }
 
     #[test]

@@ -378,7 +378,11 @@ impl Edits {
             for l in links {
                 flags.extend([
                     "--link".into(),
-                    format!("{}::{}", l.target.display(), l.link.display()),
+                    format!(
+                        "{}::{}",
+                        l.target.to_string_lossy(),
+                        l.link.to_string_lossy()
+                    ),
                 ]);
             }
             hook(HookKind::CreateSymlinks, flags);

@@ -38,7 +38,15 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
 /// host its initialisation is the slowest step of discovery (tens to hundreds of milliseconds
 /// without persistence mode).
 pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::wanted(nvml), true)
+    read_host(root, Nvml::wanted(nvml), Files::All)
+}
+
+/// [`discover`] for a CDI spec (`nvidia-ctk cdi generate`, the installer): the same, except
+/// that the `gpus/<bus id>/` files of `/proc/driver/nvidia` are not read. A spec only says
+/// whether there is a mask (the `disable-device-node-modification` hook reads the files when a
+/// container starts), and on a 64-GPU node those are a quarter of discovery's syscalls.
+pub fn discover_for_spec(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
+    read_host(root, Nvml::Needed, Files::ButProcGpus)
 }
 
 /// [`discover_with`] without the driver's files and procfs copies: the GPUs and the device
@@ -46,19 +54,19 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
 /// into config.json; the prestart hook does the full discovery). The host ld cache is read
 /// only when NVML must be found through it.
 pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::wanted(nvml), false)
+    read_host(root, Nvml::wanted(nvml), Files::None)
 }
 
 /// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded: for the statically linked
 /// prestart hook and shim, which cannot load the driver's library (they hand a request that
 /// needs NVML, or a host without a readable `/proc/driver/nvidia`, to their dynamic program).
 pub fn discover_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::Never, true)
+    read_host(root, Nvml::Never, Files::All)
 }
 
 /// [`discover_devices`] with NVML never loaded (the statically linked shim's).
 pub fn discover_devices_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::Never, false)
+    read_host(root, Nvml::Never, Files::None)
 }
 
 /// When discovery loads NVML.
@@ -71,6 +79,18 @@ enum Nvml {
     Never,
 }
 
+/// What discovery reads besides the GPUs and their device nodes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Files {
+    /// Nothing: the device rules need no more.
+    None,
+    /// The driver's files and its procfs files, each GPU's included (the /proc mask).
+    All,
+    /// The driver's files and its procfs files but the GPUs' own (`gpus/<bus id>/` and their
+    /// MIG devices' `capabilities/` files): the mask's presence without its per-GPU texts.
+    ButProcGpus,
+}
+
 impl Nvml {
     fn wanted(needed: bool) -> Nvml {
         if needed {
@@ -81,7 +101,7 @@ impl Nvml {
     }
 }
 
-fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory, DiscoverError> {
+fn read_host(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory, DiscoverError> {
     let mut notes = Vec::new();
     let version_path = root.proc_path("driver/nvidia/version");
     let proc_version = devices::read_proc_file(&version_path)
@@ -94,7 +114,7 @@ fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory
     };
     let cache_path = root.host_path("/etc/ld.so.cache");
     let cache = match ldcache::read(&cache_path) {
-        _ if !files && skip_nvml => Vec::new(),
+        _ if files == Files::None && skip_nvml => Vec::new(),
         Ok(c) => c,
         Err(e) => {
             notes.push(format!("no usable ld cache in the driver root: {e}"));
@@ -138,8 +158,10 @@ fn read_host(root: &DriverRoot, use_nvml: Nvml, files: bool) -> Result<Inventory
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
     let (files, proc_driver) = match files {
-        true => driver_files(root, &driver_version, &cache, &gpus, &mig_minors),
-        false => (Vec::new(), None),
+        Files::All => driver_files(root, &driver_version, &cache, &gpus, &mig_minors),
+        // No GPUs for the procfs part: none of their files are read.
+        Files::ButProcGpus => driver_files(root, &driver_version, &cache, &[], &mig_minors),
+        Files::None => (Vec::new(), None),
     };
     Ok(Inventory {
         driver_version,

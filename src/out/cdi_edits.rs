@@ -31,8 +31,8 @@ pub struct HookOptions {
 /// access with mknod (`rwm`).
 pub fn node(n: &crate::model::DeviceNode) -> DeviceNode {
     DeviceNode {
-        path: n.path.display().to_string(),
-        host_path: Some(n.host_path.display().to_string()),
+        path: n.path.to_string_lossy().into_owned(),
+        host_path: Some(n.host_path.to_string_lossy().into_owned()),
         kind: Some("c".into()),
         major: Some(n.major.into()),
         minor: Some(n.minor.into()),
@@ -49,8 +49,8 @@ pub fn mount(m: &FileMount) -> Mount {
         options.push("noexec".into());
     }
     Mount {
-        host_path: m.host_path.display().to_string(),
-        container_path: m.container_path.display().to_string(),
+        host_path: m.host_path.to_string_lossy().into_owned(),
+        container_path: m.container_path.to_string_lossy().into_owned(),
         options,
         kind: None,
     }

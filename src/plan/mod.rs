@@ -156,7 +156,14 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
     }
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {
-        match inv.nodes.iter().find(|n| n.path == Path::new(&path)) {
+        // Byte equality first: `Path`'s `==` parses components, and a many-GPU spec plans
+        // every GPU against a long node list.
+        let found = inv
+            .nodes
+            .iter()
+            .find(|n| n.path.as_os_str() == path.as_str())
+            .or_else(|| inv.nodes.iter().find(|n| n.path == Path::new(&path)));
+        match found {
             Some(n) if !device_nodes.contains(n) => device_nodes.push(n.clone()),
             Some(_) => {}
             None if required => return Err(PlanError::MissingNode(path)),

@@ -726,3 +726,58 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
         assert_eq!(rules(&devs).unwrap(), want, "{name}");
     }
 }
+
+#[test]
+fn the_spec_discovery_gives_the_same_spec() {
+    // `cdi generate` and the installer read the host with `discover_for_spec`, which leaves out
+    // the GPUs' /proc files; the spec must be the full discovery's, byte for byte, for every
+    // kind of spec, on hosts with and without MIG.
+    use nvct::cdi::generate::{generate, Options, SpecMode};
+    use nvct::model::Capability as C;
+    let kinds: Vec<(&str, Options)> = vec![
+        ("default", Options::default()),
+        (
+            "compute only",
+            Options {
+                capabilities: [C::Compute, C::Utility].into(),
+                ..Options::default()
+            },
+        ),
+        (
+            "management",
+            Options {
+                mode: SpecMode::Management,
+                ..Options::default()
+            },
+        ),
+    ];
+    for mig in [false, true] {
+        let (_dir, host) = build(4, mig);
+        let root = nvct::host::root::DriverRoot::new(
+            host.driver_root(),
+            host.dev_root(),
+            host.proc_root(),
+        );
+        let full = nvct::host::discover::discover(&root).unwrap();
+        let lean = nvct::host::discover::discover_for_spec(&root).unwrap();
+        assert!(
+            full.proc_driver
+                .as_ref()
+                .is_some_and(|pd| !pd.gpu_files.is_empty())
+                && lean
+                    .proc_driver
+                    .as_ref()
+                    .is_some_and(|pd| pd.gpu_files.is_empty()),
+            "MIG {mig}: the lean discovery reads no GPU's /proc files, the full one does"
+        );
+        for (name, opts) in &kinds {
+            let yaml = |inv| {
+                generate(inv, opts)
+                    .unwrap_or_else(|e| panic!("{name}, MIG {mig}: {e}"))
+                    .encode(nvct::cdi::Format::Yaml)
+                    .unwrap()
+            };
+            assert_eq!(yaml(&lean), yaml(&full), "{name}, MIG {mig}");
+        }
+    }
+}

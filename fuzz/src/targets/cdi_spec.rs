@@ -3,7 +3,8 @@
 //! typed decode + `validate::semantic`), `cdi::QualifiedName::new`, `cdi::inject::resolve`,
 //! `spec_edit::apply` (via `shim::inject`).
 //! Properties (panic otherwise): no panic and no memory blow-up (YAML aliases); the fast
-//! block-YAML reader (`cdi::block_yaml`) gives exactly serde_norway's value or declines; a valid spec
+//! block-YAML reader (`cdi::block_yaml`) gives exactly serde_norway's value or declines; the fast
+//! writer (`cdi::encode::write`) gives exactly serde_norway's text or declines; a valid spec
 //! encodes to JSON and to YAML that decode to the same spec (what `nvidia-ctk cdi generate`
 //! writes must be readable); every device of a valid spec has a valid qualified name that
 //! `inject::resolve` finds; injecting a valid spec into a valid config.json yields a valid
@@ -34,6 +35,12 @@ pub fn run(data: &[u8]) {
     let Ok(spec) = validate::validate_text(text) else {
         return;
     };
+
+    if let Some(fast) = cdi::encode::write(&spec) {
+        let full = serde_norway::to_string(&spec).expect("a valid spec serializes");
+        let full = format!("---\n{}", cdi::encode::quote_sexagesimal(&full));
+        assert_eq!(fast, full, "the fast writer differs from serde_norway");
+    }
 
     for format in [Format::Json, Format::Yaml] {
         let encoded = spec

@@ -245,7 +245,7 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
     if v.debug {
         eprintln!("nvidia-ctk: {}", g.describe());
     }
-    let inv = nvct::host::discover::discover(&g.root)?;
+    let inv = nvct::host::discover::discover_for_spec(&g.root)?;
     if v.debug {
         for note in &inv.notes {
             eprintln!("nvidia-ctk: note: {note}");
