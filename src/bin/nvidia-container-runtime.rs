@@ -270,21 +270,23 @@ fn hand_over() -> ! {
     nvct::process::exec_program("nvidia-container-runtime")
 }
 
-/// The host's driver (only its GPUs and device nodes with `devices_only`), or the static
-/// shim's hand-over.
+/// The host's driver (only its GPUs and device nodes with `devices_only`, else what CDI edits
+/// need), or the static shim's hand-over.
 fn discover(
     root: &nvct::host::root::DriverRoot,
     nvml: bool,
     devices_only: bool,
 ) -> Result<nvct::model::Inventory, discover::DiscoverError> {
-    let found = match (STATIC, devices_only) {
-        (true, _) if nvml => hand_over(),
-        (true, false) => discover::discover_without_nvml(root),
-        (true, true) => discover::discover_devices_without_nvml(root),
-        (false, false) => return discover::discover_with(root, nvml),
-        (false, true) => return discover::discover_devices(root, nvml),
+    use discover::{Files, Nvml};
+    let files = match devices_only {
+        true => Files::None,
+        false => Files::ButProcGpus,
     };
-    found.or_else(|_| hand_over())
+    match STATIC {
+        true if nvml => hand_over(),
+        true => discover::read(root, Nvml::Never, files).or_else(|_| hand_over()),
+        false => discover::read(root, Nvml::wanted(nvml), files),
+    }
 }
 
 fn join(names: &[nvct::cdi::QualifiedName]) -> String {

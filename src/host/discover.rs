@@ -38,7 +38,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
 /// host its initialisation is the slowest step of discovery (tens to hundreds of milliseconds
 /// without persistence mode).
 pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::wanted(nvml), Files::All)
+    read(root, Nvml::wanted(nvml), Files::All)
 }
 
 /// [`discover`] for a CDI spec (`nvidia-ctk cdi generate`, the installer): the same, except
@@ -46,7 +46,7 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
 /// whether there is a mask (the `disable-device-node-modification` hook reads the files when a
 /// container starts), and on a 64-GPU node those are a quarter of discovery's syscalls.
 pub fn discover_for_spec(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::Needed, Files::ButProcGpus)
+    read(root, Nvml::Needed, Files::ButProcGpus)
 }
 
 /// [`discover_with`] without the driver's files and procfs copies: the GPUs and the device
@@ -54,24 +54,24 @@ pub fn discover_for_spec(root: &DriverRoot) -> Result<Inventory, DiscoverError> 
 /// into config.json; the prestart hook does the full discovery). The host ld cache is read
 /// only when NVML must be found through it.
 pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::wanted(nvml), Files::None)
+    read(root, Nvml::wanted(nvml), Files::None)
 }
 
 /// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded: for the statically linked
 /// prestart hook and shim, which cannot load the driver's library (they hand a request that
 /// needs NVML, or a host without a readable `/proc/driver/nvidia`, to their dynamic program).
 pub fn discover_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::Never, Files::All)
+    read(root, Nvml::Never, Files::All)
 }
 
 /// [`discover_devices`] with NVML never loaded (the statically linked shim's).
 pub fn discover_devices_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read_host(root, Nvml::Never, Files::None)
+    read(root, Nvml::Never, Files::None)
 }
 
 /// When discovery loads NVML.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Nvml {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Nvml {
     /// The request needs NVML's answers.
     Needed,
     /// Only when `/proc/driver/nvidia` has no driver version.
@@ -80,19 +80,21 @@ enum Nvml {
 }
 
 /// What discovery reads besides the GPUs and their device nodes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Files {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Files {
     /// Nothing: the device rules need no more.
     None,
     /// The driver's files and its procfs files, each GPU's included (the /proc mask).
     All,
     /// The driver's files and its procfs files but the GPUs' own (`gpus/<bus id>/` and their
-    /// MIG devices' `capabilities/` files): the mask's presence without its per-GPU texts.
+    /// MIG devices' `capabilities/` files): the mask's presence without its per-GPU texts, all
+    /// that CDI edits need (their hook reads the files when the container starts).
     ButProcGpus,
 }
 
 impl Nvml {
-    fn wanted(needed: bool) -> Nvml {
+    /// [`Nvml::Needed`] for a request that needs it, else [`Nvml::IfNoProcfs`].
+    pub fn wanted(needed: bool) -> Nvml {
         if needed {
             Nvml::Needed
         } else {
@@ -101,7 +103,9 @@ impl Nvml {
     }
 }
 
-fn read_host(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory, DiscoverError> {
+/// The host, as much of it as `files` says, NVML loaded as `use_nvml` says (the functions above
+/// name the usual combinations).
+pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory, DiscoverError> {
     let mut notes = Vec::new();
     let version_path = root.proc_path("driver/nvidia/version");
     let proc_version = devices::read_proc_file(&version_path)
