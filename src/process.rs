@@ -73,14 +73,14 @@ pub fn worker_path(exe: &Path, name: &str) -> PathBuf {
 /// worker cannot be started, prints why and exits 1.
 pub fn exec_worker(name: &str) -> ! {
     start_hook();
-    exec_worker_with(name, None)
+    exec_worker_with(name, None, false)
 }
 
 /// [`exec_worker`] for a front that has already read its stdin (the prestart hook's state)
 /// and cleaned its environment: the worker gets `stdin` as its stdin, in a memfd.
 pub fn exec_worker_with_stdin(name: &str, stdin: &[u8]) -> ! {
     match crate::sys::memfd_with(c"hook-state", stdin) {
-        Ok(fd) => exec_worker_with(name, Some(fd)),
+        Ok(fd) => exec_worker_with(name, Some(fd), false),
         Err(e) => {
             eprintln!(
                 "{name}: error: cannot keep the hook state for the driver-facing program: {e}"
@@ -90,13 +90,19 @@ pub fn exec_worker_with_stdin(name: &str, stdin: &[u8]) -> ! {
     }
 }
 
+/// Set (to the front's name) in the environment of a program a static front handed over to:
+/// the front has logged its start already, so the program does not log it again. The program
+/// removes it from the environment of whatever it runs.
+pub const HANDED_OVER_ENV: &str = "NVCT_HANDED_OVER";
+
 /// The statically linked shim's hand-over: exec its dynamic program with the same arguments,
-/// stdio and environment (the engine's; the shim is no hook). Never returns.
+/// stdio and environment (the engine's; the shim is no hook), plus [`HANDED_OVER_ENV`]. Never
+/// returns.
 pub fn exec_program(name: &str) -> ! {
-    exec_worker_with(name, None)
+    exec_worker_with(name, None, true)
 }
 
-fn exec_worker_with(name: &str, stdin: Option<std::os::fd::OwnedFd>) -> ! {
+fn exec_worker_with(name: &str, stdin: Option<std::os::fd::OwnedFd>, logged: bool) -> ! {
     let exe = match std::fs::read_link("/proc/self/exe") {
         Ok(p) => p,
         Err(e) => {
@@ -111,6 +117,9 @@ fn exec_worker_with(name: &str, stdin: Option<std::os::fd::OwnedFd>) -> ! {
     cmd.arg0(argv0).args(args);
     if let Some(fd) = stdin {
         cmd.stdin(fd);
+    }
+    if logged {
+        cmd.env(HANDED_OVER_ENV, name);
     }
     let e = cmd.exec();
     eprintln!(

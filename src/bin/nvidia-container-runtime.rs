@@ -60,14 +60,22 @@ fn try_run(
     let config_path = config::default_path(|k| std::env::var(k).ok());
     let (config, warnings) = Config::load_checked(&config_path)?;
     log.configure(&config.runtime);
-    for w in &warnings {
-        log.warning(w);
+    // Handed over by the static front, which logged these lines already.
+    let front_logged = std::env::var_os(nvct::process::HANDED_OVER_ENV).is_some();
+    if front_logged {
+        log.debug("took over from the static front: the request needs NVML");
+    } else {
+        for w in &warnings {
+            log.warning(w);
+        }
+        log.debug(&format!("args {args:?}, config {}", config_path.display()));
     }
-    log.debug(&format!("args {args:?}, config {}", config_path.display()));
     steps.mark("config");
 
     let runtime = shim::find_runtime(&config.runtime.runtimes, &which)?;
-    log.debug(&format!("low-level runtime {}", runtime.display()));
+    if !front_logged {
+        log.debug(&format!("low-level runtime {}", runtime.display()));
+    }
     steps.mark("find-runtime");
 
     if inv.version && inv.command.is_none() {
@@ -89,7 +97,11 @@ fn try_run(
         )?;
     }
     log.debug(&steps.line());
-    let e = Command::new(&runtime).arg0(&runtime).args(raw).exec();
+    let e = Command::new(&runtime)
+        .arg0(&runtime)
+        .args(raw)
+        .env_remove(nvct::process::HANDED_OVER_ENV)
+        .exec();
     Err(anyhow::Error::new(e).context(format!(
         "cannot run the low-level runtime {}",
         runtime.display()

@@ -577,7 +577,10 @@ fn jit_cdi_requirements_and_mig_requests() {
         &host,
         &fake,
         "jit-cdi",
-        &format!("debug = {:?}\n", log.display().to_string()),
+        &format!(
+            "debug = {:?}\nlog-level = \"debug\"\n",
+            log.display().to_string()
+        ),
     );
 
     // Requirements: not evaluated (arch>=10.0 on compute capability 9.0), logged as such.
@@ -727,7 +730,26 @@ fn the_static_shim_hands_on_only_what_needs_nvml() {
         .build(&dir.path().join("host"))
         .unwrap();
     let (fake, record) = fake_runtime(dir.path());
-    let config = host_config(dir.path(), &host, &fake, "jit-cdi", "");
+    // The runtime also records whether the hand-over's marker reached it.
+    let script = std::fs::read_to_string(&fake).unwrap().replace(
+        "\nexit",
+        &format!(
+            "\necho \"marker=${{NVCT_HANDED_OVER-none}}\" >> '{}'\nexit",
+            record.display()
+        ),
+    );
+    std::fs::write(&fake, script).unwrap();
+    let log = dir.path().join("shim.log");
+    let config = host_config(
+        dir.path(),
+        &host,
+        &fake,
+        "jit-cdi",
+        &format!(
+            "debug = {:?}\nlog-level = \"debug\"\n",
+            log.display().to_string()
+        ),
+    );
     // (case, NVIDIA_VISIBLE_DEVICES, program installed, Ok(config.json edited) or Err(said))
     let cases: &[(&str, Option<&str>, bool, Result<bool, &str>)] = &[
         ("no GPU: passed through", None, false, Ok(false)),
@@ -768,12 +790,25 @@ fn the_static_shim_hands_on_only_what_needs_nvml() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let context = format!("case {name}: {}", out_text(&out));
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        let context = format!("case {name}: {}\nlog:\n{logged}", out_text(&out));
         let after = std::fs::read(&cfg_json).unwrap();
         match want {
             Ok(edited) => {
                 assert!(out.status.success(), "{context}");
-                assert_eq!(recorded(&record)[1], "create", "{context}");
+                let argv = recorded(&record);
+                assert_eq!(argv[1], "create", "{context}");
+                // The start is logged once, by the front, also when the program takes over;
+                // the runtime never sees the marker.
+                assert_eq!(logged.matches("args [").count(), 1, "{context}");
+                assert_eq!(logged.matches("low-level runtime").count(), 1, "{context}");
+                assert_eq!(
+                    logged.contains("took over from the static front"),
+                    *program,
+                    "{context}"
+                );
+                assert_eq!(argv.last().unwrap(), "marker=none", "{context}");
                 assert_eq!(after != before, *edited, "{context}");
                 if *edited {
                     let spec: Value = serde_json::from_slice(&after).unwrap();
