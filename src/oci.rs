@@ -139,7 +139,9 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, OciError> {
         source,
     };
     let file = std::fs::File::open(path).map_err(err)?;
-    let mut buf = Vec::new();
+    // `take` hides the file's size from `read_to_end`, which would start with 32-byte reads.
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0).min(cap + 1);
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     file.take(cap + 1).read_to_end(&mut buf).map_err(err)?;
     if buf.len() as u64 > cap {
         return Err(OciError::SpecTooLarge {

@@ -2,7 +2,8 @@
 //! (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3, execveat,
 //! statx, capset/prctl/setrlimit for the ldconfig child, xattrs, mknod, pipes, locks. Files:
 //! `sys/bpf.rs` the bpf(2) commands of the cgroup v2 device program, `sys/nvml.rs` the raw
-//! NVML calls `nvml-wrapper` lacks, `sys/process.rs` signals, a socket's peer, the environment.
+//! NVML calls `nvml-wrapper` lacks, `sys/process.rs` signals, a socket's peer, the environment, `sys/procfs.rs` the reading
+//! of procfs files.
 //! Safe functions, except [`fork`], whose caller must keep the child's rules in a process that
 //! may have other threads.
 //!
@@ -15,6 +16,7 @@
 pub(crate) mod bpf;
 pub(crate) mod nvml;
 mod process;
+pub(crate) mod procfs;
 
 pub(crate) use process::{kill, peer_pid, remove_env_vars, Signals};
 
@@ -443,7 +445,7 @@ pub(crate) fn mount_tmpfs(path: &CStr, data: &CStr) -> io::Result<()> {
 
 /// Whether this process has exactly one thread (`Threads:` of /proc/self/status).
 pub(crate) fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+    procfs::read(std::path::Path::new("/proc/self/status")).is_ok_and(|s| {
         s.lines()
             .any(|l| l.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1"))
     })

@@ -91,12 +91,10 @@ impl HostMounts {
     /// A host mount of the filesystem `dev` (`major:minor`), if the host has it mounted.
     fn find(&self, dev: &str) -> Result<Option<&mountinfo::MountEntry>, RootfsError> {
         let entries = self.entries.get_or_init(|| {
-            use std::io::Read;
             let file = self.file.lock().ok().and_then(|mut f| f.take());
-            let mut text = String::new();
             match file {
-                Some(mut f) => match f.read_to_string(&mut text) {
-                    Ok(_) => Ok(mountinfo::parse(&text)),
+                Some(f) => match crate::sys::procfs::read_from(f, u64::MAX) {
+                    Ok(text) => Ok(mountinfo::parse(&text)),
                     Err(e) => Err(e.to_string()),
                 },
                 None => Err("already read".into()),
@@ -278,7 +276,9 @@ impl Rootfs {
 
     fn mount_entry(&self, id: u64) -> Option<&mountinfo::MountEntry> {
         let mounts = self.mounts.get_or_init(|| {
-            mountinfo::parse(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+            mountinfo::parse(
+                &crate::sys::procfs::read(Path::new("/proc/self/mountinfo")).unwrap_or_default(),
+            )
         });
         mounts.iter().find(|m| m.id == id)
     }

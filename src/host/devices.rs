@@ -29,18 +29,12 @@ pub enum DevicesError {
 }
 
 pub(crate) fn read_proc_file(path: &Path) -> Result<String, DevicesError> {
-    use std::io::Read;
     let err = |source| DevicesError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .map_err(err)?
-        .take(MAX_PROC_FILE)
-        .read_to_string(&mut text)
-        .map_err(err)?;
-    Ok(text)
+    crate::sys::procfs::read_from(std::fs::File::open(path).map_err(err)?, MAX_PROC_FILE)
+        .map_err(err)
 }
 
 /// The driver version from `/proc/driver/nvidia/version`

@@ -116,12 +116,12 @@ pub fn keep_with_systemd(pid: u32, rules: &[CgroupRule]) -> Option<String> {
     if rules.is_empty() || !systemd::booted() {
         return None;
     }
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let text = crate::sys::procfs::read(Path::new(&format!("/proc/{pid}/cgroup"))).ok()?;
     systemd::keep_rules(&text, rules)
 }
 
 fn read(path: &Path) -> Result<String, CgroupError> {
-    std::fs::read_to_string(path).map_err(|source| CgroupError::Read {
+    crate::sys::procfs::read(path).map_err(|source| CgroupError::Read {
         path: path.to_path_buf(),
         source,
     })
