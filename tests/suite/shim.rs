@@ -30,6 +30,14 @@ fn fake_runtime(dir: &Path) -> (PathBuf, PathBuf) {
     (script, record)
 }
 
+/// The `[nvidia-container-runtime]` keys of a debug log at `log`.
+fn debug_log(log: &Path) -> String {
+    format!(
+        "debug = {:?}\nlog-level = \"debug\"\n",
+        log.display().to_string()
+    )
+}
+
 fn recorded(record: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(record).expect("the fake runtime did not run");
     std::fs::remove_file(record).unwrap();
@@ -572,16 +580,7 @@ fn jit_cdi_requirements_and_mig_requests() {
         .unwrap();
     let (fake, record) = fake_runtime(dir.path());
     let log = dir.path().join("runtime.log");
-    let config = host_config(
-        dir.path(),
-        &host,
-        &fake,
-        "jit-cdi",
-        &format!(
-            "debug = {:?}\nlog-level = \"debug\"\n",
-            log.display().to_string()
-        ),
-    );
+    let config = host_config(dir.path(), &host, &fake, "jit-cdi", &debug_log(&log));
 
     // Requirements: not evaluated (arch>=10.0 on compute capability 9.0), logged as such.
     let mut b = Bundle::new(dir.path(), Image::Busybox);
@@ -740,16 +739,7 @@ fn the_static_shim_hands_on_only_what_needs_nvml() {
     );
     std::fs::write(&fake, script).unwrap();
     let log = dir.path().join("shim.log");
-    let config = host_config(
-        dir.path(),
-        &host,
-        &fake,
-        "jit-cdi",
-        &format!(
-            "debug = {:?}\nlog-level = \"debug\"\n",
-            log.display().to_string()
-        ),
-    );
+    let config = host_config(dir.path(), &host, &fake, "jit-cdi", &debug_log(&log));
     // (case, NVIDIA_VISIBLE_DEVICES, program installed, Ok(config.json edited) or Err(said))
     let cases: &[(&str, Option<&str>, bool, Result<bool, &str>)] = &[
         ("no GPU: passed through", None, false, Ok(false)),
