@@ -311,13 +311,7 @@ pub fn generate(inv: &Inventory, opts: &Options) -> Result<Spec, GenerateError> 
     let devices_only = Inventory {
         files: Vec::new(),
         proc_driver: None,
-        notes: Vec::new(),
-        driver_version: inv.driver_version.clone(),
-        cuda_version: inv.cuda_version.clone(),
-        gpus: inv.gpus.clone(),
-        nodes: inv.nodes.clone(),
-        drm: inv.drm.clone(),
-        mig_minors: inv.mig_minors.clone(),
+        ..inv.clone()
     };
     for target in targets {
         let id = target.id();
