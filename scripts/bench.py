@@ -44,6 +44,32 @@ def first_line(argv):
         return "unknown"
 
 
+def create_cost():
+    """Median µs to create one empty file, and one directory, in an overlay's upper layer on
+    this machine's disk (where the bench's rootfs lives): the unit of the hooks' filesystem
+    work (each mount point, link and written file of a GPU container is one create)."""
+    d = f"{work}/create-probe"
+    for sub in ("lower", "upper", "work", "merged"):
+        os.makedirs(f"{d}/{sub}")
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={d}/lower,upperdir={d}/upper,workdir={d}/work", f"{d}/merged"],
+                   check=True)
+    try:
+        files, dirs = [], []
+        for i in range(200):
+            t0 = time.perf_counter()
+            os.close(os.open(f"{d}/merged/f{i}", os.O_CREAT | os.O_EXCL | os.O_RDONLY, 0o644))
+            t1 = time.perf_counter()
+            os.mkdir(f"{d}/merged/d{i}")
+            t2 = time.perf_counter()
+            files.append(t1 - t0)
+            dirs.append(t2 - t1)
+        return statistics.median(files) * 1e6, statistics.median(dirs) * 1e6
+    finally:
+        subprocess.run(["umount", f"{d}/merged"], check=True)
+        shutil.rmtree(d)
+
+
 def print_machine():
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), "unknown CPU")
@@ -51,6 +77,9 @@ def print_machine():
     print(f"machine: {cpu}; {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable); "
           f"kernel {os.uname().release}; {first_line(['runc', '--version'])}; cgroup {cgroup}")
     print(f"load average (1, 5, 15 min) at the start: {loadavg()}")
+    f, d = create_cost()
+    print(f"the disk: creating an empty file in an overlay's upper layer {f:.0f} µs, a "
+          f"directory {d:.0f} µs (median of 200)")
     print(f"A: this checkout ({commit}), release build, installed layout (static nvidia-cdi-hook; "
           f"the static fronts of the prestart hook and the shim, their dynamic programs)")
     if "B" in sets:
@@ -137,15 +166,20 @@ def scenario(s, name, bins=None, logs=None):
     image = "lower-glibc" if name.endswith("-glibc") else "lower"
     base = name.removesuffix("-glibc")
     tag = f"{name}-{os.path.basename(os.path.dirname(bins))}"
-    if base in ("hook-1", "hook-8", "legacy-1") and ABLE[s]["legacy"]:
+    if base in ("hook-1", "hook-8", "hook-nogpu", "legacy-1") and ABLE[s]["legacy"]:
         raise NotApplicable(ABLE[s]["legacy"])
     if base == "shim-nogpu" and not os.access(f"{bins}/nvidia-container-runtime-hook", os.X_OK):
         # Upstream's legacy mode adds its hook to every container; without a GPU that hook
         # exits before it would run nvidia-container-cli.
         raise NotApplicable("the set has no nvidia-container-runtime-hook (legacy mode adds it)")
-    if base in ("hook-1", "hook-8"):
-        spec["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=" + ("0" if base == "hook-1" else "all"),
-                                   "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+    if base == "hook-noop":
+        # Any prestart hook at all: busybox's `true` (static), what runc itself adds for one.
+        spec["hooks"] = {"prestart": [{"path": f"{work}/lower/bin/busybox", "args": ["true"]}]}
+    elif base in ("hook-1", "hook-8", "hook-nogpu"):
+        if base != "hook-nogpu":
+            spec["process"]["env"] += [
+                "NVIDIA_VISIBLE_DEVICES=" + ("0" if base == "hook-1" else "all"),
+                "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
         spec["hooks"] = {"prestart": [{"path": f"{bins}/nvidia-container-runtime-hook",
                                        "args": ["nvidia-container-runtime-hook", "-config",
                                                 config(s, "legacy", tag, bins=bins, logs=logs),
@@ -255,8 +289,10 @@ def ms(x):
 
 # --- the rounds -------------------------------------------------------------------------------
 
-SCENARIOS = ["runc", "hook-1", "hook-8", "legacy-1", "cdi", "jit-cdi", "shim-nogpu",
-             "hook-1-glibc", "jit-cdi-glibc"]
+SCENARIOS = ["runc", "hook-noop", "hook-nogpu", "hook-1", "hook-8", "legacy-1", "cdi", "jit-cdi",
+             "shim-nogpu", "hook-1-glibc", "jit-cdi-glibc"]
+# Scenarios of no set: run once per round, under the first set's name.
+SET_FREE = ("runc", "hook-noop")
 
 
 def prepare_all(names, logs=None):
@@ -266,7 +302,7 @@ def prepare_all(names, logs=None):
     for s in sets:
         bins = f"{work}/{s}-bd/bin" if logs else None
         for name in names:
-            if name == "runc" and s != sets[0]:
+            if name in SET_FREE and s != sets[0]:
                 continue
             try:
                 prepared[(s, name)] = scenario(s, name, bins=bins, logs=logs)
@@ -314,6 +350,16 @@ def rounds_of_starts():
                 print(f"{s:<4}{name:<15}  n/a: {na[key]}")
             elif key in failed:
                 print(f"{s:<4}{name:<15}  failed: {failed[key]}")
+    noop = [t for t in times.get((sets[0], "hook-noop"), []) if t is not None]
+    if noop and base:
+        print(f"\nrunc's own cost of running a prestart hook (hook-noop, a static no-op, over "
+              f"runc): {ms(statistics.median(noop) - base)} ms; each prestart-hook scenario "
+              f"over hook-noop (the hook's own time):")
+        for name in ("hook-nogpu", "hook-1", "hook-8", "hook-1-glibc"):
+            for s in sets:
+                v = [t for t in times.get((s, name), []) if t is not None]
+                if v:
+                    print(f"{s:<4}{name:<15}{ms(statistics.median(v) - statistics.median(noop)):>8}")
     if len(sets) == 2:
         print("\nper-round ratios A/B (same round): of the start time, and of the time added "
               "over that round's plain runc")
@@ -322,7 +368,7 @@ def rounds_of_starts():
         runc = times.get(base_key, [None] * rounds)
         for name in SCENARIOS:
             a, b = times.get(("A", name)), times.get(("B", name))
-            if name == "runc" or a is None or b is None:
+            if name in SET_FREE or a is None or b is None:
                 continue
             wall = [x / y for x, y in zip(a, b) if x and y]
             added = [(x - r) / (y - r) for x, y, r in zip(a, b, runc)

@@ -7,6 +7,10 @@
 # wait for the container's process to exit, delete) in shuffled rounds: every scenario once per
 # round, in a new random order each round, so drift and noise fall on all of them alike:
 #   runc          plain runc, no GPU (the baseline every "added" figure is taken against)
+#   hook-noop     a prestart hook that does nothing (busybox's static `true`): what runc itself
+#                 adds for running any hook (each prestart-hook scenario is also printed over it)
+#   hook-nogpu    the prestart hook in config.json, no GPU asked for (what a hooks.d `always`
+#                 entry costs every container)
 #   hook-1        the prestart hook in config.json (legacy), GPU 0, compute+utility
 #   hook-8        the same, all 8 GPUs
 #   legacy-1      the shim in legacy mode (it adds the prestart hook), GPU 0
@@ -15,7 +19,9 @@
 #   shim-nogpu    the shim (legacy mode), no GPU asked for
 #   *-glibc       hook-1 and jit-cdi again on a Debian-like image: the host's multiarch lib dir
 #                 (hard links, about 1,100 files) with its ld.so.conf and ld.so.cache
-# Each scenario prints its median, p10 and p90 and the median added over plain runc. Then the
+# It also times creating a file and a directory in an overlay on this disk, the unit of the
+# hooks' filesystem work. Each scenario prints its median, p10 and p90 and the median added over
+# plain runc. Then the
 # concurrency scenario (N GPU containers started at once through the shim: total wall time, p50
 # and p99 of one start), `nvidia-ctk cdi generate` on the 8- and 64-GPU hosts, and peak RSS.
 #
@@ -43,7 +49,7 @@ while [ $# -gt 0 ]; do
     --compare) compare=$(realpath "$2"); shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --breakdown) breakdown=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -499,6 +499,12 @@ pub(crate) fn fchdir(dir: BorrowedFd) -> io::Result<()> {
     check(unsafe { libc::fchdir(dir.as_raw_fd()) } as libc::c_long).map(drop)
 }
 
+/// chroot("."): the working directory becomes the root (the working directory is kept).
+pub(crate) fn chroot_cwd() -> io::Result<()> {
+    // SAFETY: a constant C string.
+    check(unsafe { libc::chroot(c".".as_ptr()) } as libc::c_long).map(drop)
+}
+
 /// chroot(".") and chdir("/"): the working directory becomes the root. Fails unless that is
 /// the directory `expected` refers to (same device and inode). After a clone into a new mount
 /// namespace the working directory is the copy of the parent's in the new namespace, so a

@@ -366,7 +366,7 @@ fn inject(
     }
     log.debug(&format!(
         "container {}: in the container's mount namespace, {}",
-        state.id, applied.child_steps
+        state.id, applied.ns_steps
     ));
     log.debug(&format!("container {}: {}", state.id, t.line()));
     Ok(())

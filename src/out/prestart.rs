@@ -4,8 +4,10 @@
 //! pivot_root. In this (host) process: plan with the layout unknown (the host paths of every
 //! source do not depend on it), clone every source as a detached read-only mount (open_tree),
 //! allow the device nodes in the container's device cgroup, open the container's mount
-//! namespace and the host ldconfig. Then in a forked child (single-threaded, so setns works
-//! even if NVML started threads in the parent): enter the container's mount namespace, probe
+//! namespace and the host ldconfig. Then, in this process when it has one thread (the static
+//! front; it comes back to its own namespace, root and working directory, checked, before it
+//! logs anything), else in a forked child (single-threaded, so setns works even if NVML
+//! started threads in the parent): enter the container's mount namespace, probe
 //! the image's library layout *there* (what the container will see, volumes included), plan
 //! again with it, and give each Plan field to its `container/` primitive: mounts onto
 //! gate-resolved fds (move_mount: no path is walked twice), symlinks, the `/proc` mask, forward
@@ -74,9 +76,9 @@ pub struct Applied {
     pub ld_cache: Option<String>,
     /// What was done otherwise than asked (the device cgroup skipped when rootless).
     pub notes: Vec<String>,
-    /// The forked child's step timings (`Steps::line`): its steps in the container's mount
-    /// namespace, for the debug log (docs/PERFORMANCE.md's breakdown).
-    pub child_steps: String,
+    /// The step timings (`Steps::line`) in the container's mount namespace, for the debug log
+    /// (docs/PERFORMANCE.md's breakdown).
+    pub ns_steps: String,
 }
 
 /// Whether this process is rootless: not root, or root of a user namespace (its
@@ -137,8 +139,9 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
 }
 
 /// `plan` is [`plan::plan`] of `req` and `inv` with the layout unknown (what the caller logs);
-/// the child plans again with the layout it probes in the container. Returns what to log: the
-/// optional files skipped (on a volume), how the ld cache was made, and the cgroup notes.
+/// it plans again in the container's mount namespace, with the layout it probes there. Returns
+/// what to log: the optional files skipped (on a volume), how the ld cache was made, and the
+/// cgroup notes.
 pub fn apply(
     req: &Request,
     inv: &Inventory,
@@ -191,6 +194,29 @@ pub fn apply(
         }
     }
 
+    // One thread (the static front, or no NVML loaded): the work is done in this process,
+    // which enters the container's mount namespace and comes back (no fork, no child's exit).
+    if sys::single_threaded() {
+        let home = Home::open()?;
+        let mut steps = Steps::start();
+        let result = in_container(
+            req,
+            inv,
+            target,
+            &prepared,
+            &ns,
+            host,
+            ldconfig.as_ref(),
+            &mut steps,
+        );
+        home.back();
+        let note = result.map_err(ApplyError::Child)?;
+        return Ok(Applied {
+            ld_cache: note,
+            notes,
+            ns_steps: steps.line(),
+        });
+    }
     let (mut rx, tx) = pipe()?;
     // SAFETY: the child (`in_container`) takes no lock another thread may hold (it logs
     // nothing; its one message goes through the pipe), and ends with `exit_now`.
@@ -223,15 +249,77 @@ pub fn apply(
     let code = sys::wait(pid).map_err(ApplyError::Fork)?;
     match code {
         0 => {
-            let (child_steps, note) = msg.split_once('\n').unwrap_or((&msg, ""));
+            let (ns_steps, note) = msg.split_once('\n').unwrap_or((&msg, ""));
             Ok(Applied {
                 ld_cache: (!note.is_empty()).then(|| note.to_string()),
                 notes,
-                child_steps: child_steps.to_string(),
+                ns_steps: ns_steps.to_string(),
             })
         }
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
         c => Err(ApplyError::Child(format!("child exited with status {c}"))),
+    }
+}
+
+/// Where this process stands before it enters the container's mount namespace itself: its
+/// own mount namespace, root and working directory, to come back to.
+struct Home {
+    ns: OwnedFd,
+    root: OwnedFd,
+    cwd: OwnedFd,
+}
+
+impl Home {
+    fn open() -> Result<Home, ApplyError> {
+        let dir = |path: &str| {
+            sys::openat(
+                sys::cwd(),
+                Path::new(path),
+                libc::O_PATH | libc::O_DIRECTORY,
+                0,
+            )
+            .map_err(|source| ApplyError::Open {
+                path: PathBuf::from(path),
+                source,
+            })
+        };
+        Ok(Home {
+            ns: open(Path::new("/proc/self/ns/mnt"), libc::O_RDONLY)?,
+            root: dir("/")?,
+            cwd: dir(".")?,
+        })
+    }
+
+    /// Back into the mount namespace, root and working directory of [`Home::open`], checked
+    /// (the namespace and the root by inode). A process that cannot come back ends here,
+    /// with a message on stderr: after this, paths (the log's, the config's) are walked as
+    /// the runtime sees them, and none may be walked in the container's view.
+    fn back(self) {
+        if let Err(e) = self.try_back() {
+            let _ = writeln!(
+                io::stderr(),
+                "nvidia-container-runtime-hook: cannot return to the runtime's mount namespace \
+                 after the container's ({e}); stopping here"
+            );
+            sys::exit_now(1);
+        }
+    }
+
+    fn try_back(&self) -> io::Result<()> {
+        sys::setns(self.ns.as_fd(), libc::CLONE_NEWNS)?;
+        sys::fchdir(self.root.as_fd())?;
+        sys::chroot_cwd()?;
+        sys::fchdir(self.cwd.as_fd())?;
+        let same = |path: &str, fd: &OwnedFd| -> io::Result<bool> {
+            let (now, want) = (std::fs::metadata(path)?, sys::fstat(fd.as_fd())?);
+            Ok((now.dev(), now.ino()) == (want.st_dev, want.st_ino))
+        };
+        if !same("/proc/self/ns/mnt", &self.ns)? || !same("/", &self.root)? {
+            return Err(io::Error::other(
+                "the namespace or the root is not the one left",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -349,6 +437,60 @@ fn is_dir_mount(fd: &OwnedFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-process path's way back: a forked (so single-threaded) child enters another
+    /// mount namespace (an `unshare -m` process's), then [`Home`] takes it back to its own
+    /// namespace, root and working directory. Needs root, as the suite.
+    #[test]
+    fn home_comes_back_from_another_mount_namespace() {
+        let mut other = std::process::Command::new("unshare")
+            .args(["-m", "sleep", "30"])
+            .spawn()
+            .expect("unshare (util-linux) starts");
+        let ns_of = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+        let own = ns_of("self").expect("own mount namespace");
+        let theirs = format!("/proc/{}/ns/mnt", other.id());
+        let mut tries = 0;
+        while ns_of(&other.id().to_string()).is_none_or(|ns| ns == own) {
+            tries += 1;
+            assert!(
+                tries < 500,
+                "unshare -m made no mount namespace (run as root)"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // SAFETY: the child only allocates (glibc resets malloc's locks in it), makes
+        // syscalls, and ends with `exit_now`; its outcome is its exit code.
+        let pid = unsafe { sys::fork() }.unwrap();
+        if pid == 0 {
+            let code = (|| {
+                std::env::set_current_dir("/tmp").map_err(|_| 2)?;
+                let ns = open(Path::new(&theirs), libc::O_RDONLY).map_err(|_| 3)?;
+                let home = Home::open().map_err(|_| 4)?;
+                sys::setns(ns.as_fd(), libc::CLONE_NEWNS).map_err(|_| 5)?;
+                if ns_of("self").as_ref() == Some(&own) {
+                    return Err(6);
+                }
+                home.try_back().map_err(|_| 7)?;
+                if ns_of("self").as_ref() != Some(&own) {
+                    return Err(8);
+                }
+                if std::env::current_dir().ok().as_deref() != Some(Path::new("/tmp")) {
+                    return Err(9);
+                }
+                Ok(())
+            })();
+            sys::exit_now(code.err().unwrap_or(0));
+        }
+        let code = sys::wait(pid).unwrap();
+        let _ = other.kill();
+        let _ = other.wait();
+        // 5: setns refused, 6: it did not move, 7/8: no way back, 9: the cwd not restored.
+        assert_eq!(
+            code, 0,
+            "the child's step that failed (see the codes above)"
+        );
+    }
 
     #[test]
     fn rootless_cases() {
