@@ -205,7 +205,7 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Ou
     }
     let root = config.driver();
     let inv = match &resolved.request {
-        Some(_) if front => match discover::discover_without_nvml(&root) {
+        Some(req) if front => match discover::discover_without_nvml(&root, plan::needs(req)) {
             Ok(inv) => {
                 t.step("discovery");
                 Some(inv)
@@ -326,7 +326,8 @@ fn inject(
     let inv = match inv {
         Some(inv) => inv,
         None => {
-            let inv = discover::discover_with(&root, plan::needs_nvml(&req))?;
+            let nvml = discover::Nvml::wanted(plan::needs_nvml(&req));
+            let inv = discover::read(&root, nvml, discover::Files::For(plan::needs(&req)))?;
             t.step("discovery");
             inv
         }

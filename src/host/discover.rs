@@ -6,7 +6,7 @@ use crate::host::driver;
 use crate::host::nvml;
 use crate::host::root::DriverRoot;
 use crate::ldcache;
-use crate::model::DriverFile;
+use crate::model::{DriverFile, Needs};
 pub use crate::model::{Gpu, Inventory, MigDevice, ProcDriver};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -57,11 +57,12 @@ pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, Disc
     read(root, Nvml::wanted(nvml), Files::None)
 }
 
-/// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded: for the statically linked
-/// prestart hook and shim, which cannot load the driver's library (they hand a request that
-/// needs NVML, or a host without a readable `/proc/driver/nvidia`, to their dynamic program).
-pub fn discover_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::Never, Files::All)
+/// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded, of what a request with
+/// `needs` can use: for the statically linked prestart hook, which cannot load the driver's
+/// library (it hands a request that needs NVML, or a host without a readable
+/// `/proc/driver/nvidia`, to its dynamic program).
+pub fn discover_without_nvml(root: &DriverRoot, needs: Needs) -> Result<Inventory, DiscoverError> {
+    read(root, Nvml::Never, Files::For(needs))
 }
 
 /// [`discover_devices`] with NVML never loaded (the statically linked shim's).
@@ -90,6 +91,9 @@ pub enum Files {
     /// MIG devices' `capabilities/` files): the mask's presence without its per-GPU texts, all
     /// that CDI edits need (their hook reads the files when the container starts).
     ButProcGpus,
+    /// [`Files::All`] but the parts a request with these needs does not use (the prestart
+    /// hook's: it plans for one request).
+    For(Needs),
 }
 
 impl Nvml {
@@ -154,17 +158,26 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
             })
         }
     };
+    let needs = match files {
+        Files::For(needs) => needs,
+        _ => Needs::ALL,
+    };
     let mut nodes = devices::nodes(root, &gpus)?;
-    let (drm_nodes, drm) = devices::drm(root, &gpus);
+    let (drm_nodes, drm) = match needs.drm {
+        true => devices::drm(root, &gpus),
+        false => Default::default(),
+    };
     nodes.extend(drm_nodes);
     nodes.sort();
     let mig_minors = devices::read_proc_file(&root.proc_path("driver/nvidia-caps/mig-minors"))
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
     let (files, proc_driver) = match files {
-        Files::All => driver_files(root, &driver_version, &cache, &gpus, &mig_minors),
+        Files::All | Files::For(_) => {
+            driver_files(root, &driver_version, &cache, &gpus, &mig_minors, needs)
+        }
         // No GPUs for the procfs part: none of their files are read.
-        Files::ButProcGpus => driver_files(root, &driver_version, &cache, &[], &mig_minors),
+        Files::ButProcGpus => driver_files(root, &driver_version, &cache, &[], &mig_minors, needs),
         Files::None => (Vec::new(), None),
     };
     Ok(Inventory {
@@ -187,12 +200,17 @@ fn driver_files(
     cache: &[ldcache::Entry],
     gpus: &[Gpu],
     mig_minors: &BTreeMap<String, u32>,
+    needs: Needs,
 ) -> (Vec<DriverFile>, Option<ProcDriver>) {
     let mut files = driver::libraries(root, driver_version, cache);
-    files.extend(driver::libraries32(root, driver_version, cache));
+    if needs.lib32 {
+        files.extend(driver::libraries32(root, driver_version, cache));
+    }
     files.extend(driver::binaries(root));
     files.extend(driver::firmware(root, driver_version));
-    files.extend(driver::configs(root));
+    if needs.configs {
+        files.extend(driver::configs(root));
+    }
     files.extend(driver::ipc(root));
     files.extend(crate::host::optin::files(root));
     // The capability files of each MIG device (the mask shows a container its own), and the

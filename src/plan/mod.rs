@@ -7,7 +7,7 @@ pub mod request;
 
 use crate::model::tables::{self as driver, IMEX_CHANNEL_DIR};
 pub use crate::model::{CgroupRule, FileMount, Layout, Plan, ProcMask, Symlink};
-use crate::model::{DeviceNode, FileKind, Gpu, Inventory, ProcDriver};
+use crate::model::{DeviceNode, FileKind, Gpu, Inventory, Needs, ProcDriver};
 use crate::plan::request::{Capability, DeviceId, Devices, ImexChannels, Request};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -548,6 +548,19 @@ pub fn needs_nvml(req: &Request) -> bool {
         .filter_map(parse_term)
         .any(|(key, _, _)| matches!(key, "cuda" | "brand" | "arch"));
     devices || terms
+}
+
+/// What of the driver `req` can use, for the prestart hook's discovery
+/// (`host::discover::Files::For`): the planner looks at DRM nodes only for graphics and display,
+/// at 32-bit libraries only for compat32, at config files only for the capabilities with
+/// config directories (opt-in sets' files are read either way).
+pub fn needs(req: &Request) -> Needs {
+    let caps = &req.capabilities;
+    Needs {
+        drm: caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display),
+        lib32: caps.contains(&Capability::Compat32),
+        configs: caps.iter().any(|c| !driver::config_dirs_for(*c).is_empty()),
+    }
 }
 
 /// [`needs_nvml`] for a CDI request (jit-cdi): there `all` is [`cdi_all`], which needs to know

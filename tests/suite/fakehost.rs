@@ -728,6 +728,64 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
 }
 
 #[test]
+fn the_request_scoped_discovery_gives_the_same_plan() {
+    // The prestart hook reads only what its request can use (`Files::For(plan::needs(req))`:
+    // no DRM nodes without graphics or display, no 32-bit libraries without compat32, no
+    // config files without a capability that has config dirs). Its plan must be the full
+    // discovery's, for every capability alone and together, on a host with MIG and without,
+    // for an image of either library layout.
+    use nvct::host::discover::{read, Files, Nvml};
+    use nvct::model::{Capability as C, DeviceId, Devices, Layout};
+    let layouts = [
+        Layout::UNKNOWN,
+        Layout {
+            lib_dir: Some("/usr/lib/x86_64-linux-gnu".into()),
+            lib32_dir: Some("/usr/lib/i386-linux-gnu".into()),
+            glx_indirect: false,
+        },
+    ];
+    let mut caps_cases: Vec<Vec<C>> = C::ALL.iter().map(|c| vec![*c]).collect();
+    caps_cases.push(vec![C::Compute, C::Utility]);
+    caps_cases.push(vec![C::Graphics, C::Compat32]);
+    caps_cases.push(C::ALL.to_vec());
+    for mig in [false, true] {
+        let (_dir, host) = build(2, mig);
+        let root = nvct::host::root::DriverRoot::new(
+            host.driver_root(),
+            host.dev_root(),
+            host.proc_root(),
+        );
+        let full = read(&root, Nvml::Needed, Files::All).unwrap();
+        assert!(
+            !full.drm.is_empty()
+                && full
+                    .files
+                    .iter()
+                    .any(|f| f.kind == nvct::model::FileKind::Config),
+            "the fake host has DRM nodes and config files to leave out"
+        );
+        for caps in &caps_cases {
+            let mut device_cases = vec![Devices::All, Devices::List(vec![DeviceId::Index(1)])];
+            if mig {
+                device_cases.push(Devices::List(vec![DeviceId::MigIndex(0, 0)]));
+            }
+            for devices in device_cases {
+                let name = format!("mig {mig}, {caps:?}, {devices:?}");
+                let req = nvct::fixtures::request(devices, caps);
+                let needs = nvct::plan::needs(&req);
+                let scoped = read(&root, Nvml::Needed, Files::For(needs)).unwrap();
+                for layout in &layouts {
+                    let want = nvct::plan::plan(&req, &full, layout)
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
+                    let got = nvct::plan::plan(&req, &scoped, layout).unwrap();
+                    assert_eq!(got, want, "{name}, {layout:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_spec_discovery_gives_the_same_spec() {
     // `cdi generate` and the installer read the host with `discover_for_spec`, which leaves out
     // the GPUs' /proc files; the spec must be the full discovery's, byte for byte, for every
