@@ -552,8 +552,9 @@ CHILD = "in the container's mount namespace"
 
 
 def parse_steps(path, child=False):
-    """The step-timing lines of a log: a list of {step: µs}. The prestart hook logs its forked
-    child's steps on a line of their own (CHILD): those with child=True, the rest without."""
+    """The step-timing lines of a log: a list of {step: µs}. The prestart hook logs its steps in
+    the container's mount namespace on a line of their own (CHILD): those with child=True, the
+    rest without."""
     if not os.path.exists(path):
         return []
     lines = [line for line in open(path) if (CHILD in line) == child]
@@ -648,8 +649,8 @@ def breakdown_mode():
             if name == "legacy-1":
                 print_steps(f"{s} {name}: the prestart hook (ms in all: ...)",
                             parse_steps(f"{logs}/{tag}-prestart.log"))
-                print_steps(f"{s} {name}: the prestart hook's forked child, in the container's "
-                            f"mount namespace (part of its apply step)",
+                print_steps(f"{s} {name}: the prestart hook in the container's mount namespace "
+                            f"(part of its apply step)",
                             parse_steps(f"{logs}/{tag}-prestart.log", child=True))
 
 

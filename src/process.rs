@@ -58,6 +58,14 @@ pub fn start_hook() {
     ) {
         crate::container::rootfs::fault::arm(p.into(), t.into());
     }
+    // TEST-ONLY: a second thread for the life of the process, as a real NVML starts, so that
+    // the prestart hook takes its forked-child path (`out::prestart::apply`).
+    #[cfg(feature = "fault-injection")]
+    if std::env::var_os("NVCT_FAULT_SECOND_THREAD").is_some() {
+        std::thread::spawn(|| loop {
+            std::thread::park();
+        });
+    }
 }
 
 /// Where the front `exe` (`<prefix>/bin/<name>`) finds its worker:

@@ -205,7 +205,7 @@ fn prestart(config_flag: Option<PathBuf>, debug: bool, front: bool) -> Result<Ou
     }
     let root = config.driver();
     let inv = match &resolved.request {
-        Some(req) if front => match discover::discover_without_nvml(&root, plan::needs(req)) {
+        Some(req) if front => match apply::discover(&root, req, discover::Nvml::Never) {
             Ok(inv) => {
                 t.step("discovery");
                 Some(inv)
@@ -327,7 +327,7 @@ fn inject(
         Some(inv) => inv,
         None => {
             let nvml = discover::Nvml::wanted(plan::needs_nvml(&req));
-            let inv = discover::read(&root, nvml, discover::Files::For(plan::needs(&req)))?;
+            let inv = apply::discover(&root, &req, nvml)?;
             t.step("discovery");
             inv
         }
@@ -366,8 +366,13 @@ fn inject(
         log.debug(&format!("container {}: {line}", state.id));
     }
     log.debug(&format!(
-        "container {}: in the container's mount namespace, {}",
-        state.id, applied.ns_steps
+        "container {}: in the container's mount namespace ({}), {}",
+        state.id,
+        match applied.forked {
+            true => "a forked child: this process has more than one thread",
+            false => "this process",
+        },
+        applied.ns_steps
     ));
     log.debug(&format!("container {}: {}", state.id, t.line()));
     Ok(())

@@ -57,19 +57,6 @@ pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, Disc
     read(root, Nvml::wanted(nvml), Files::None)
 }
 
-/// [`discover`] from `/proc/driver/nvidia` only, NVML never loaded, of what a request with
-/// `needs` can use: for the statically linked prestart hook, which cannot load the driver's
-/// library (it hands a request that needs NVML, or a host without a readable
-/// `/proc/driver/nvidia`, to its dynamic program).
-pub fn discover_without_nvml(root: &DriverRoot, needs: Needs) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::Never, Files::For(needs))
-}
-
-/// [`discover_devices`] with NVML never loaded (the statically linked shim's).
-pub fn discover_devices_without_nvml(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::Never, Files::None)
-}
-
 /// When discovery loads NVML.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Nvml {
@@ -91,8 +78,9 @@ pub enum Files {
     /// MIG devices' `capabilities/` files): the mask's presence without its per-GPU texts, all
     /// that CDI edits need (their hook reads the files when the container starts).
     ButProcGpus,
-    /// [`Files::All`] but the parts a request with these needs does not use (the prestart
-    /// hook's: it plans for one request).
+    /// [`Files::All`] but the parts a request with these needs does not use, and no GPU's
+    /// own procfs files (the prestart hook's: it plans for one request, and adds the files of
+    /// the GPUs it selects with [`read_proc_gpus`]).
     For(Needs),
 }
 
@@ -173,11 +161,29 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
         .map(|t| devices::parse_mig_minors(&t))
         .unwrap_or_default();
     let (files, proc_driver) = match files {
-        Files::All | Files::For(_) => {
-            driver_files(root, &driver_version, &cache, &gpus, &mig_minors, needs)
+        Files::All => driver_files(
+            root,
+            &driver_version,
+            &cache,
+            &gpus,
+            &gpus,
+            &mig_minors,
+            needs,
+        ),
+        // No GPUs for the procfs part: none of their files are read ([`read_proc_gpus`] adds
+        // the selected GPUs' for the prestart hook).
+        Files::For(_) => driver_files(
+            root,
+            &driver_version,
+            &cache,
+            &[],
+            &gpus,
+            &mig_minors,
+            needs,
+        ),
+        Files::ButProcGpus => {
+            driver_files(root, &driver_version, &cache, &[], &[], &mig_minors, needs)
         }
-        // No GPUs for the procfs part: none of their files are read.
-        Files::ButProcGpus => driver_files(root, &driver_version, &cache, &[], &mig_minors, needs),
         Files::None => (Vec::new(), None),
     };
     Ok(Inventory {
@@ -198,7 +204,8 @@ fn driver_files(
     root: &DriverRoot,
     driver_version: &str,
     cache: &[ldcache::Entry],
-    gpus: &[Gpu],
+    proc_gpus: &[Gpu],
+    mig_gpus: &[Gpu],
     mig_minors: &BTreeMap<String, u32>,
     needs: Needs,
 ) -> (Vec<DriverFile>, Option<ProcDriver>) {
@@ -215,7 +222,7 @@ fn driver_files(
     files.extend(crate::host::optin::files(root));
     // The capability files of each MIG device (the mask shows a container its own), and the
     // MIG config and monitor capabilities.
-    let caps: Vec<String> = gpus
+    let caps: Vec<String> = mig_gpus
         .iter()
         .flat_map(|g| {
             g.migs.iter().flat_map(move |m| {
@@ -232,7 +239,7 @@ fn driver_files(
                 .flatten(),
         )
         .collect();
-    (files, read_proc_driver(root, gpus, &caps))
+    (files, read_proc_driver(root, proc_gpus, &caps))
 }
 
 /// The driver's procfs files under `root.proc_root` (`None` without `driver/nvidia/version`),
@@ -261,22 +268,39 @@ pub(crate) fn read_proc_driver(
         }
     }
     for gpu in gpus {
-        let dir = root.proc_path(format!("driver/nvidia/gpus/{}", gpu.bus_id));
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut files: Vec<(String, String)> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .filter_map(|e| {
-                Some((
-                    e.file_name().into_string().ok()?,
-                    devices::read_proc_file(&e.path()).ok()?,
-                ))
-            })
-            .collect();
-        files.sort();
-        pd.gpu_files.insert(gpu.bus_id.clone(), files);
+        read_gpu_files(root, &mut pd, &gpu.bus_id);
     }
     Some(pd)
+}
+
+/// Adds the `gpus/<bus id>/` files of each of `bus_ids` to an inventory read with
+/// [`Files::For`], which leaves them out: the prestart hook reads those of the GPUs its
+/// request selects (`plan::selected_bus_ids`), all that the /proc mask shows.
+pub fn read_proc_gpus(root: &DriverRoot, inv: &mut Inventory, bus_ids: &[String]) {
+    if let Some(pd) = inv.proc_driver.as_mut() {
+        for bus_id in bus_ids {
+            if !pd.gpu_files.contains_key(bus_id) {
+                read_gpu_files(root, pd, bus_id);
+            }
+        }
+    }
+}
+
+fn read_gpu_files(root: &DriverRoot, pd: &mut ProcDriver, bus_id: &str) {
+    let dir = root.proc_path(format!("driver/nvidia/gpus/{bus_id}"));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut files: Vec<(String, String)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            Some((
+                e.file_name().into_string().ok()?,
+                devices::read_proc_file(&e.path()).ok()?,
+            ))
+        })
+        .collect();
+    files.sort();
+    pd.gpu_files.insert(bus_id.to_string(), files);
 }

@@ -16,6 +16,8 @@
 
 use crate::container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
 use crate::container::{self, cgroup, edits, ldconfig, ldso_conf};
+use crate::host::discover::{self, DiscoverError, Files, Nvml};
+use crate::host::root::DriverRoot;
 use crate::log::Steps;
 use crate::model::{Arch, FileKind, Inventory};
 use crate::plan::request::Request;
@@ -79,6 +81,9 @@ pub struct Applied {
     /// The step timings (`Steps::line`) in the container's mount namespace, for the debug log
     /// (docs/PERFORMANCE.md's breakdown).
     pub ns_steps: String,
+    /// Whether a forked child did the work in the container's mount namespace (this process
+    /// had more than one thread), not this process.
+    pub forked: bool,
 }
 
 /// Whether this process is rootless: not root, or root of a user namespace (its
@@ -111,6 +116,16 @@ fn skip_when_rootless(e: cgroup::CgroupError, rootless: bool) -> Result<String, 
 struct Prepared {
     mount: OwnedFd,
     host_path: PathBuf,
+}
+
+/// The prestart hook's discovery: what `req` can use ([`plan::needs`]), with the procfs files
+/// of the GPUs it selects only (the /proc mask shows no other); its plan is the full
+/// discovery's (`tests/suite/fakehost.rs`).
+pub fn discover(root: &DriverRoot, req: &Request, nvml: Nvml) -> Result<Inventory, DiscoverError> {
+    let mut inv = discover::read(root, nvml, Files::For(plan::needs(req)))?;
+    let bus_ids = plan::selected_bus_ids(req, &inv);
+    discover::read_proc_gpus(root, &mut inv, &bus_ids);
+    Ok(inv)
 }
 
 /// Refuses a state whose pid is not the init of a container this runtime is creating: pid 1
@@ -215,6 +230,7 @@ pub fn apply(
             ld_cache: note,
             notes,
             ns_steps: steps.line(),
+            forked: false,
         });
     }
     let (mut rx, tx) = pipe()?;
@@ -254,6 +270,7 @@ pub fn apply(
                 ld_cache: (!note.is_empty()).then(|| note.to_string()),
                 notes,
                 ns_steps: ns_steps.to_string(),
+                forked: true,
             })
         }
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),

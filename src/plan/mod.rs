@@ -563,6 +563,19 @@ pub fn needs(req: &Request) -> Needs {
     }
 }
 
+/// The bus ids of the GPUs `req` selects in `inv` (a MIG device's parent), whose procfs files
+/// the /proc mask shows (`host::discover::read_proc_gpus`); none for a request that does not
+/// resolve (planning it fails with the reason).
+pub fn selected_bus_ids(req: &Request, inv: &Inventory) -> Vec<String> {
+    let mut ids: Vec<String> = select(&req.devices, inv)
+        .unwrap_or_default()
+        .iter()
+        .map(|(gpu, _)| gpu.bus_id.clone())
+        .collect();
+    ids.dedup();
+    ids
+}
+
 /// [`needs_nvml`] for a CDI request (jit-cdi): there `all` is [`cdi_all`], which needs to know
 /// which GPUs are in MIG mode and their MIG devices, as only NVML does.
 pub fn needs_nvml_cdi(req: &Request) -> bool {

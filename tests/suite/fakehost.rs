@@ -729,11 +729,11 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
 
 #[test]
 fn the_request_scoped_discovery_gives_the_same_plan() {
-    // The prestart hook reads only what its request can use (`Files::For(plan::needs(req))`:
-    // no DRM nodes without graphics or display, no 32-bit libraries without compat32, no
-    // config files without a capability that has config dirs). Its plan must be the full
-    // discovery's, for every capability alone and together, on a host with MIG and without,
-    // for an image of either library layout.
+    // The prestart hook reads only what its request can use (`out::prestart::discover`: no
+    // DRM nodes without graphics or display, no 32-bit libraries without compat32, no config
+    // files without a capability that has config dirs, the /proc files of the selected GPUs
+    // only). Its plan must be the full discovery's, for every capability alone and together,
+    // for all GPUs, one, and a MIG device, for an image of either library layout.
     use nvct::host::discover::{read, Files, Nvml};
     use nvct::model::{Capability as C, DeviceId, Devices, Layout};
     let layouts = [
@@ -772,8 +772,19 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
             for devices in device_cases {
                 let name = format!("mig {mig}, {caps:?}, {devices:?}");
                 let req = nvct::fixtures::request(devices, caps);
-                let needs = nvct::plan::needs(&req);
-                let scoped = read(&root, Nvml::Needed, Files::For(needs)).unwrap();
+                let scoped = nvct::out::prestart::discover(&root, &req, Nvml::Needed).unwrap();
+                let gpu_files = |inv: &nvct::model::Inventory| {
+                    inv.proc_driver.as_ref().unwrap().gpu_files.len()
+                };
+                let selected = match &req.devices {
+                    Devices::All => 2,
+                    _ => 1,
+                };
+                assert_eq!(
+                    gpu_files(&scoped),
+                    selected,
+                    "{name}: the selected GPUs' files"
+                );
                 for layout in &layouts {
                     let want = nvct::plan::plan(&req, &full, layout)
                         .unwrap_or_else(|e| panic!("{name}: {e}"));

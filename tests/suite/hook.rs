@@ -658,6 +658,59 @@ fn config_logging_to(h: &Host, log: &Path) -> PathBuf {
     config
 }
 
+/// The work in the container's mount namespace is done by the hook process itself when it has
+/// one thread, and by a forked child when it has more (a real NVML starts threads; here the
+/// test-only `NVCT_FAULT_SECOND_THREAD` starts one): the same container either way, and the
+/// hook's own log (written after it came back) says which.
+#[test]
+fn the_namespace_work_in_this_process_or_in_a_forked_child() {
+    let h = host();
+    let cases = [
+        ("one thread", None, "(this process)"),
+        (
+            "a second thread",
+            Some("NVCT_FAULT_SECOND_THREAD=1"),
+            "(a forked child: this process has more than one thread)",
+        ),
+    ];
+    for (i, (name, hook_env, want)) in cases.into_iter().enumerate() {
+        let log = h.dir.join(format!("ns-path-{i}.log"));
+        let config = config_logging_to(h, &log);
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.hook(&config).env("NVIDIA_VISIBLE_DEVICES=1");
+        if let Some(e) = hook_env {
+            b.spec["hooks"]["prestart"][0]["env"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!(e));
+        }
+        let out = b.run(
+            "for d in /dev/nvidia[0-9]*; do echo DEV $d; done; ls /usr/lib64/libcuda.so.1; \
+             ls /proc/driver/nvidia/gpus",
+        );
+        let text = out_text(&out);
+        assert!(out.status.success(), "case {name}: {text}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(devs(&stdout), ["/dev/nvidia1"], "case {name}: {text}");
+        let gpus: Vec<&str> = stdout.lines().filter(|l| l.starts_with("0000:")).collect();
+        assert_eq!(
+            gpus,
+            [h.host.gpus()[1].bus_id.as_str()],
+            "case {name}: the /proc mask shows the selected GPU only: {text}"
+        );
+        let lines = std::fs::read_to_string(&log).unwrap();
+        let ns_line = lines
+            .lines()
+            .find(|l| l.contains("in the container's mount namespace"))
+            .unwrap_or_else(|| panic!("case {name}: no namespace line: {lines}"));
+        assert!(ns_line.contains(want), "case {name}: {ns_line}");
+        assert!(
+            ns_line.contains("step timings (us): setns="),
+            "case {name}: {ns_line}"
+        );
+    }
+}
+
 /// NVML is loaded only for what `/proc/driver/nvidia` cannot answer: MIG devices and `cuda` /
 /// `brand` / `arch` requirement terms (the debug log's discovery note says which source gave the GPUs).
 #[test]
