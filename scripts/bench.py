@@ -334,7 +334,8 @@ def rounds_of_starts():
     base = statistics.median([t for t in times.get(base_key, []) if t is not None] or [0])
     print(f"\n{rounds} shuffled round{'s' if rounds != 1 else ''}; engine-style start of busybox true, simulated 8-GPU host "
           f"(ms; added = median minus plain runc's median)")
-    print(f"{'set':<4}{'scenario':<15}{'median':>8}{'p10':>8}{'p90':>8}{'added':>8}{'n':>5}")
+    print(f"{'set':<4}{'scenario':<15}{'median':>8}{'p10':>8}{'p90':>8}{'added':>8}{'n':>5}"
+          f"  added per round: median (p10–p90)")
     for name in SCENARIOS:
         for s in sets:
             key = (s, name)
@@ -344,8 +345,14 @@ def rounds_of_starts():
                     print(f"{s:<4}{name:<15}  failed in every round")
                     continue
                 added = "" if name == "runc" else ms(statistics.median(v) - base)
+                # Paired: each round's start minus plain runc's in the same round, so that a
+                # slow stretch (the disk's writeback) falls on both.
+                diffs = [t - r for t, r in zip(times[key], times.get(base_key, []))
+                         if t is not None and r is not None]
+                paired = "" if name == "runc" or not diffs else (
+                    f"{ms(statistics.median(diffs))} ({ms(pct(diffs, 10))}–{ms(pct(diffs, 90))})")
                 print(f"{s:<4}{name:<15}{ms(statistics.median(v)):>8}{ms(pct(v, 10)):>8}"
-                      f"{ms(pct(v, 90)):>8}{added:>8}{len(v):>5}")
+                      f"{ms(pct(v, 90)):>8}{added:>8}{len(v):>5}  {paired}")
             elif key in na:
                 print(f"{s:<4}{name:<15}  n/a: {na[key]}")
             elif key in failed:

@@ -20,8 +20,8 @@
 #   *-glibc       hook-1 and jit-cdi again on a Debian-like image: the host's multiarch lib dir
 #                 (hard links, about 1,100 files) with its ld.so.conf and ld.so.cache
 # It also times creating a file and a directory in an overlay on this disk, the unit of the
-# hooks' filesystem work. Each scenario prints its median, p10 and p90 and the median added over
-# plain runc. Then the
+# hooks' filesystem work. Each scenario prints its median, p10 and p90, the median added over
+# plain runc, and the added time paired by round (median, p10-p90). Then the
 # concurrency scenario (N GPU containers started at once through the shim: total wall time, p50
 # and p99 of one start), `nvidia-ctk cdi generate` on the 8- and 64-GPU hosts, and peak RSS.
 #

@@ -368,6 +368,27 @@ pub struct DriverFile {
     pub driver_path: PathBuf,
 }
 
+/// The parts of the driver only some requests use (`plan::needs` says which a request does);
+/// with `host::discover::Files::For`, discovery leaves out those that are not needed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Needs {
+    /// The DRM nodes and their `/dev/dri/by-path` links (graphics, display).
+    pub drm: bool,
+    /// The 32-bit libraries (compat32).
+    pub lib32: bool,
+    /// The files of the capabilities' config directories (graphics, display).
+    pub configs: bool,
+}
+
+impl Needs {
+    /// Everything: what discovery reads for a spec, or for any request.
+    pub const ALL: Needs = Needs {
+        drm: true,
+        lib32: true,
+        configs: true,
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,25 +458,4 @@ mod tests {
             );
         }
     }
-}
-
-/// The parts of the driver only some requests use (`plan::needs` says which a request does);
-/// with `host::discover::Files::For`, discovery leaves out those that are not needed.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Needs {
-    /// The DRM nodes and their `/dev/dri/by-path` links (graphics, display).
-    pub drm: bool,
-    /// The 32-bit libraries (compat32).
-    pub lib32: bool,
-    /// The files of the capabilities' config directories (graphics, display).
-    pub configs: bool,
-}
-
-impl Needs {
-    /// Everything: what discovery reads for a spec, or for any request.
-    pub const ALL: Needs = Needs {
-        drm: true,
-        lib32: true,
-        configs: true,
-    };
 }

@@ -209,10 +209,8 @@ pub fn apply(
         }
     }
 
-    // One thread (the static front, or no NVML loaded): the work is done in this process,
-    // which enters the container's mount namespace and comes back (no fork, no child's exit).
-    if sys::single_threaded() {
-        let home = Home::open()?;
+    // The work in the container's mount namespace, with its step timings' line.
+    let work = || {
         let mut steps = Steps::start();
         let result = in_container(
             req,
@@ -224,12 +222,18 @@ pub fn apply(
             ldconfig.as_ref(),
             &mut steps,
         );
+        (result, steps.line())
+    };
+    // One thread (the static front, or no NVML loaded): the work is done in this process,
+    // which enters the container's mount namespace and comes back (no fork, no child's exit).
+    if sys::single_threaded() {
+        let home = Home::open()?;
+        let (result, ns_steps) = work();
         home.back();
-        let note = result.map_err(ApplyError::Child)?;
         return Ok(Applied {
-            ld_cache: note,
+            ld_cache: result.map_err(ApplyError::Child)?,
             notes,
-            ns_steps: steps.line(),
+            ns_steps,
             forked: false,
         });
     }
@@ -239,21 +243,11 @@ pub fn apply(
     let pid = unsafe { sys::fork() }.map_err(ApplyError::Fork)?;
     if pid == 0 {
         drop(rx);
-        let mut steps = Steps::start();
-        let result = in_container(
-            req,
-            inv,
-            target,
-            &prepared,
-            &ns,
-            host,
-            ldconfig.as_ref(),
-            &mut steps,
-        );
+        let (result, ns_steps) = work();
         // One message through the pipe: on success the step timings' line, then the ld cache
         // line; the error otherwise.
         let (code, msg) = match result {
-            Ok(note) => (0, format!("{}\n{}", steps.line(), note.unwrap_or_default())),
+            Ok(note) => (0, format!("{ns_steps}\n{}", note.unwrap_or_default())),
             Err(msg) => (1, msg),
         };
         let _ = std::fs::File::from(tx).write_all(msg.as_bytes());

@@ -567,13 +567,11 @@ pub fn needs(req: &Request) -> Needs {
 /// the /proc mask shows (`host::discover::read_proc_gpus`); none for a request that does not
 /// resolve (planning it fails with the reason).
 pub fn selected_bus_ids(req: &Request, inv: &Inventory) -> Vec<String> {
-    let mut ids: Vec<String> = select(&req.devices, inv)
+    select(&req.devices, inv)
         .unwrap_or_default()
         .iter()
         .map(|(gpu, _)| gpu.bus_id.clone())
-        .collect();
-    ids.dedup();
-    ids
+        .collect()
 }
 
 /// [`needs_nvml`] for a CDI request (jit-cdi): there `all` is [`cdi_all`], which needs to know
