@@ -151,7 +151,8 @@ fn create(
                 let root = config.driver();
                 let layout = nvct::plan::Layout::UNKNOWN;
                 // The devices only: the rules need nothing of the driver's files.
-                let discovered = discover(&root, nvct::plan::needs_nvml(&req), true);
+                let files = discover::Files::Devices(nvct::plan::needs(&req));
+                let discovered = discover(&root, nvct::plan::needs_nvml(&req), files);
                 steps.mark("discovery");
                 let planned = discovered
                     .map_err(anyhow::Error::from)
@@ -261,7 +262,7 @@ fn inject_jit(
     // NVML only when the request needs what only it knows (its start is the slowest step of
     // discovery on a real host).
     let nvml = nvct::plan::needs_nvml_cdi(&jit.request);
-    let inv = discover(&config.driver(), nvml, false);
+    let inv = discover(&config.driver(), nvml, discover::Files::ButProcGpus);
     steps.mark("discovery");
     let inv = inv?;
     for note in &inv.notes {
@@ -282,18 +283,14 @@ fn hand_over() -> ! {
     nvct::process::exec_program("nvidia-container-runtime")
 }
 
-/// The host's driver (only its GPUs and device nodes with `devices_only`, else what CDI edits
-/// need), or the static shim's hand-over.
+/// What `files` says of the host's driver (the legacy mode's device rules: its GPUs and device
+/// nodes; jit-cdi: what CDI edits need), or the static shim's hand-over.
 fn discover(
     root: &nvct::host::root::DriverRoot,
     nvml: bool,
-    devices_only: bool,
+    files: discover::Files,
 ) -> Result<nvct::model::Inventory, discover::DiscoverError> {
-    use discover::{Files, Nvml};
-    let files = match devices_only {
-        true => Files::None,
-        false => Files::ButProcGpus,
-    };
+    use discover::Nvml;
     match STATIC {
         true if nvml => hand_over(),
         true => discover::read(root, Nvml::Never, files).or_else(|_| hand_over()),

@@ -51,10 +51,10 @@ pub fn discover_for_spec(root: &DriverRoot) -> Result<Inventory, DiscoverError> 
 
 /// [`discover_with`] without the driver's files and procfs copies: the GPUs and the device
 /// nodes, all that the device rules of a plan depend on (the shim's legacy mode writes those
-/// into config.json; the prestart hook does the full discovery). The host ld cache is read
-/// only when NVML must be found through it.
+/// into config.json, with [`Files::Devices`] of its request's needs). The host ld cache is
+/// read only when NVML must be found through it.
 pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::wanted(nvml), Files::None)
+    read(root, Nvml::wanted(nvml), Files::Devices(Needs::ALL))
 }
 
 /// When discovery loads NVML.
@@ -70,8 +70,8 @@ pub enum Nvml {
 /// What discovery reads besides the GPUs and their device nodes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Files {
-    /// Nothing: the device rules need no more.
-    None,
+    /// Nothing: the device rules need no more (and no DRM nodes unless the needs have them).
+    Devices(Needs),
     /// The driver's files and its procfs files, each GPU's included (the /proc mask).
     All,
     /// The driver's files and its procfs files but the GPUs' own (`gpus/<bus id>/` and their
@@ -109,13 +109,14 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
         Nvml::Never => true,
     };
     let cache_path = root.host_path("/etc/ld.so.cache");
-    let cache = match ldcache::read(&cache_path) {
-        _ if files == Files::None && skip_nvml => Vec::new(),
-        Ok(c) => c,
-        Err(e) => {
+    // Not read at all (a real host's is tens of KB) when nothing found through it is used.
+    let cache = if matches!(files, Files::Devices(_)) && skip_nvml {
+        Vec::new()
+    } else {
+        ldcache::read(&cache_path).unwrap_or_else(|e| {
             notes.push(format!("no usable ld cache in the driver root: {e}"));
             Vec::new()
-        }
+        })
     };
     let nvml = match driver::nvml_library(root, &cache) {
         _ if use_nvml == Nvml::Never => Err("not loaded by a statically linked binary".into()),
@@ -147,8 +148,8 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
         }
     };
     let needs = match files {
-        Files::For(needs) => needs,
-        _ => Needs::ALL,
+        Files::For(needs) | Files::Devices(needs) => needs,
+        Files::All | Files::ButProcGpus => Needs::ALL,
     };
     let mut nodes = devices::nodes(root, &gpus)?;
     let (drm_nodes, drm) = match needs.drm {
@@ -184,7 +185,7 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
         Files::ButProcGpus => {
             driver_files(root, &driver_version, &cache, &[], &[], &mig_minors, needs)
         }
-        Files::None => (Vec::new(), None),
+        Files::Devices(_) => (Vec::new(), None),
     };
     Ok(Inventory {
         driver_version,

@@ -671,8 +671,9 @@ fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
 
 #[test]
 fn the_devices_only_discovery_gives_the_same_device_rules() {
-    // The shim's legacy mode writes the plan's device rules from `discover_devices`; they must
-    // be the full discovery's, for every kind of request, with NVML and without.
+    // The shim's legacy mode writes the plan's device rules from a devices-only discovery
+    // (`Files::Devices` of its request's needs); they must be the full discovery's, for every
+    // kind of request, with NVML and without.
     use nvct::model::{Capability as C, DeviceId, Devices};
     use nvct::plan::Layout;
     let cases: Vec<(&str, bool, Devices, Vec<C>)> = vec![
@@ -717,6 +718,13 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
             (&full.gpus, &full.nodes),
             "{name}"
         );
+        // The shim's: no DRM nodes unless the request has graphics or display.
+        let scoped = nvct::host::discover::read(
+            &root,
+            nvct::host::discover::Nvml::wanted(nvml),
+            nvct::host::discover::Files::Devices(nvct::plan::needs(&req)),
+        )
+        .unwrap();
         let rules = |inv| nvct::plan::plan(&req, inv, &Layout::UNKNOWN).map(|p| p.cgroup_rules);
         let want = rules(&full).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(
@@ -724,7 +732,41 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
             "{name}"
         );
         assert_eq!(rules(&devs).unwrap(), want, "{name}");
+        assert_eq!(rules(&scoped).unwrap(), want, "{name}: scoped to its needs");
     }
+}
+
+#[test]
+fn the_devices_only_discovery_does_not_read_the_ld_cache() {
+    // Nothing of the device rules is found through the host ld cache (a real host's is tens of
+    // KB): without NVML, a devices-only discovery does not open it. A FIFO in its place shows
+    // it: opening one blocks until a writer comes, so a discovery that opens it never returns.
+    use nvct::host::discover::{read, Files, Nvml};
+    let (_dir, host) = build(2, false);
+    let cache = host.driver_root().join("etc/ld.so.cache");
+    std::fs::remove_file(&cache).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&cache).status();
+    assert!(
+        made.is_ok_and(|s| s.success()),
+        "mkfifo {}",
+        cache.display()
+    );
+    let root =
+        nvct::host::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let inv = read(&root, Nvml::Never, Files::Devices(nvct::model::Needs::ALL));
+        let _ = tx.send(inv.map(|i| i.gpus.len()).map_err(|e| e.to_string()));
+    });
+    let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+    if got.is_err() {
+        // Let the blocked open go (a writer arrives), then fail.
+        let _ = std::fs::OpenOptions::new().write(true).open(&cache);
+    }
+    assert_eq!(
+        got.expect("the devices-only discovery opened the ld cache"),
+        Ok(2)
+    );
 }
 
 #[test]
