@@ -661,8 +661,9 @@ fn config_logging_to(h: &Host, log: &Path) -> PathBuf {
 /// The work in the container's mount namespace is done by the hook process itself when it has
 /// one thread, and by a forked child when it has more (a real NVML starts threads; here the
 /// test-only `NVCT_FAULT_SECOND_THREAD` starts one): the same container either way, and the
-/// hook's own log (written after it came back) says which.
-#[test]
+/// hook's own log (written after it came back) says which. The device cgroup (v1 rules or the
+/// v2 program, written before either path) lets the GPU open as far as a host without the
+/// driver allows (ENXIO, not EPERM).
 fn the_namespace_work_in_this_process_or_in_a_forked_child() {
     let h = host();
     let cases = [
@@ -685,11 +686,16 @@ fn the_namespace_work_in_this_process_or_in_a_forked_child() {
                 .push(serde_json::json!(e));
         }
         let out = b.run(
-            "for d in /dev/nvidia[0-9]*; do echo DEV $d; done; ls /usr/lib64/libcuda.so.1; \
-             ls /proc/driver/nvidia/gpus",
+            "for d in /dev/nvidia[0-9]*; do echo DEV $d; done; cat /dev/nvidia1; \
+             ls /usr/lib64/libcuda.so.1; ls /proc/driver/nvidia/gpus",
         );
         let text = out_text(&out);
         assert!(out.status.success(), "case {name}: {text}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("can't open '/dev/nvidia1': No such device or address"),
+            "case {name}: nvidia1 allowed by the device cgroup (ENXIO): {text}"
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(devs(&stdout), ["/dev/nvidia1"], "case {name}: {text}");
         let gpus: Vec<&str> = stdout.lines().filter(|l| l.starts_with("0000:")).collect();
@@ -1151,6 +1157,8 @@ each_host_kind! {
     dri_nodes_of_the_selected_gpu,
     /// the static front writes the device cgroup itself (v1 rules or v2 eBPF).
     the_static_front_runs_what_needs_no_nvml_and_hands_on_the_rest,
+    /// the device cgroup, then the namespace work in this process or in a forked child.
+    the_namespace_work_in_this_process_or_in_a_forked_child,
 }
 
 /// The installed prestart hook is the statically linked front (scripts/build-release.sh): it
