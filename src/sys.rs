@@ -2,8 +2,8 @@
 //! (open_tree, mount_setattr, move_mount, fsopen/fsconfig/fsmount), setns, clone3, execveat,
 //! statx, capset/prctl/setrlimit for the ldconfig child, xattrs, mknod, pipes, locks. Files:
 //! `sys/bpf.rs` the bpf(2) commands of the cgroup v2 device program, `sys/nvml.rs` the raw
-//! NVML calls `nvml-wrapper` lacks, `sys/process.rs` signals, a socket's peer, the environment, `sys/procfs.rs` the reading
-//! of procfs files.
+//! NVML calls `nvml-wrapper` lacks, `sys/process.rs` signals, a socket's peer, the environment,
+//! `sys/procfs.rs` the reading of procfs files.
 //! Safe functions, except [`fork`], whose caller must keep the child's rules in a process that
 //! may have other threads.
 //!

@@ -26,19 +26,13 @@ pub enum DiscoverError {
     Devices(#[from] DevicesError),
 }
 
-/// Reads the host. NVML (from the driver root's `libnvidia-ml.so.1`) gives the GPUs when it
-/// loads; otherwise `/proc/driver/nvidia` does. NOTE: a real NVML starts threads; callers
-/// that enter another mount namespace afterwards must do so in a fresh child process.
+/// Reads the host, everything ([`read`] with NVML needed and [`Files::All`]). NVML (from the
+/// driver root's `libnvidia-ml.so.1`) gives the GPUs when it loads; otherwise
+/// `/proc/driver/nvidia` does. NOTE: a real NVML starts threads, and `setns` into a mount
+/// namespace refuses a process with more than one: check (`out::prestart` does), or enter in
+/// a fresh child process.
 pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    discover_with(root, true)
-}
-
-/// [`discover`]; with `nvml` false (a request [`crate::plan::needs_nvml`] says needs nothing
-/// of NVML's), NVML is loaded only when `/proc/driver/nvidia` has no driver version: on a real
-/// host its initialisation is the slowest step of discovery (tens to hundreds of milliseconds
-/// without persistence mode).
-pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::wanted(nvml), Files::All)
+    read(root, Nvml::Needed, Files::All)
 }
 
 /// [`discover`] for a CDI spec (`nvidia-ctk cdi generate`, the installer): the same, except
@@ -47,14 +41,6 @@ pub fn discover_with(root: &DriverRoot, nvml: bool) -> Result<Inventory, Discove
 /// container starts), and on a 64-GPU node those are a quarter of discovery's syscalls.
 pub fn discover_for_spec(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
     read(root, Nvml::Needed, Files::ButProcGpus)
-}
-
-/// [`discover_with`] without the driver's files and procfs copies: the GPUs and the device
-/// nodes, all that the device rules of a plan depend on (the shim's legacy mode writes those
-/// into config.json, with [`Files::Devices`] of its request's needs). The host ld cache is
-/// read only when NVML must be found through it.
-pub fn discover_devices(root: &DriverRoot, nvml: bool) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::wanted(nvml), Files::Devices(Needs::ALL))
 }
 
 /// When discovery loads NVML.

@@ -674,7 +674,8 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
     // The shim's legacy mode writes the plan's device rules from a devices-only discovery
     // (`Files::Devices` of its request's needs); they must be the full discovery's, for every
     // kind of request, with NVML and without.
-    use nvct::model::{Capability as C, DeviceId, Devices};
+    use nvct::host::discover::{read, Files, Nvml};
+    use nvct::model::{Capability as C, DeviceId, Devices, Needs};
     use nvct::plan::Layout;
     let cases: Vec<(&str, bool, Devices, Vec<C>)> = vec![
         (
@@ -707,8 +708,8 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
         );
         let req = nvct::fixtures::request(devices, &caps);
         let nvml = nvct::plan::needs_nvml(&req);
-        let full = nvct::host::discover::discover_with(&root, nvml).unwrap();
-        let devs = nvct::host::discover::discover_devices(&root, nvml).unwrap();
+        let full = read(&root, Nvml::wanted(nvml), Files::All).unwrap();
+        let devs = read(&root, Nvml::wanted(nvml), Files::Devices(Needs::ALL)).unwrap();
         assert!(
             devs.files.is_empty() && devs.proc_driver.is_none(),
             "{name}"
@@ -719,10 +720,10 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
             "{name}"
         );
         // The shim's: no DRM nodes unless the request has graphics or display.
-        let scoped = nvct::host::discover::read(
+        let scoped = read(
             &root,
-            nvct::host::discover::Nvml::wanted(nvml),
-            nvct::host::discover::Files::Devices(nvct::plan::needs(&req)),
+            Nvml::wanted(nvml),
+            Files::Devices(nvct::plan::needs(&req)),
         )
         .unwrap();
         let rules = |inv| nvct::plan::plan(&req, inv, &Layout::UNKNOWN).map(|p| p.cgroup_rules);
