@@ -30,6 +30,11 @@ fn build(gpus: u32, mig: bool) -> (TempDir, FakeHost) {
     (dir, host)
 }
 
+/// The discovery's view of `host`: its driver root, device root and procfs root.
+fn root_of(host: &FakeHost) -> nvct::host::root::DriverRoot {
+    nvct::host::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root())
+}
+
 /// Runs a command and returns its stdout; panics with full context unless it succeeds.
 fn run(command: &mut Command) -> String {
     let output = command
@@ -557,11 +562,7 @@ fn discovery_follows_each_library_layout() {
             .layout(layout)
             .build(dir.path())
             .unwrap();
-        let mut root = nvct::host::root::DriverRoot::new(
-            host.driver_root(),
-            host.dev_root(),
-            host.proc_root(),
-        );
+        let mut root = root_of(&host);
         root.arch = arch;
         let inv = nvct::host::discover::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
         let libs: Vec<_> = inv
@@ -631,8 +632,7 @@ fn discovery_follows_each_library_layout() {
 fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
     // The toolkit reads sysfs at <proc root>/../sys: the fake host's DIR/sys.
     let (_dir, host) = build(2, false);
-    let root =
-        nvct::host::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+    let root = root_of(&host);
     assert_eq!(root.sys_path("/"), host.sys_root());
     let inv = nvct::host::discover::discover(&root).unwrap();
     for gpu in host.gpus() {
@@ -701,11 +701,7 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
     ];
     for (name, mig, devices, caps) in cases {
         let (_dir, host) = build(2, mig);
-        let root = nvct::host::root::DriverRoot::new(
-            host.driver_root(),
-            host.dev_root(),
-            host.proc_root(),
-        );
+        let root = root_of(&host);
         let req = nvct::fixtures::request(devices, &caps);
         let nvml = nvct::plan::needs_nvml(&req);
         let full = read(&root, Nvml::wanted(nvml), Files::All).unwrap();
@@ -752,8 +748,7 @@ fn the_devices_only_discovery_does_not_read_the_ld_cache() {
         "mkfifo {}",
         cache.display()
     );
-    let root =
-        nvct::host::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root());
+    let root = root_of(&host);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let inv = read(&root, Nvml::Never, Files::Devices(nvct::model::Needs::ALL));
@@ -793,11 +788,7 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
     caps_cases.push(C::ALL.to_vec());
     for mig in [false, true] {
         let (_dir, host) = build(2, mig);
-        let root = nvct::host::root::DriverRoot::new(
-            host.driver_root(),
-            host.dev_root(),
-            host.proc_root(),
-        );
+        let root = root_of(&host);
         let full = read(&root, Nvml::Needed, Files::All).unwrap();
         assert!(
             !full.drm.is_empty()
@@ -865,11 +856,7 @@ fn the_spec_discovery_gives_the_same_spec() {
     ];
     for mig in [false, true] {
         let (_dir, host) = build(4, mig);
-        let root = nvct::host::root::DriverRoot::new(
-            host.driver_root(),
-            host.dev_root(),
-            host.proc_root(),
-        );
+        let root = root_of(&host);
         let full = nvct::host::discover::discover(&root).unwrap();
         let lean = nvct::host::discover::discover_for_spec(&root).unwrap();
         assert!(
