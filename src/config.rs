@@ -337,11 +337,33 @@ impl Config {
     /// Loads the file at `path`, with a warning for each key this version does not know (a
     /// typo such as `roott` loads, but is named, with the closest known key). The file is read
     /// once.
+    /// The text is parsed once into a table that serves both (the hook and the shim load it
+    /// on every start); only a type error parses it again, for the error's line and column.
     pub fn load_checked(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
-        match read_text(path)? {
-            None => Ok((Config::default(), Vec::new())),
-            Some(text) => Ok((Config::parse(&text, path)?, unknown_keys(&text, path))),
-        }
+        let Some(text) = read_text(path)? else {
+            return Ok((Config::default(), Vec::new()));
+        };
+        let doc = text
+            .parse::<toml::Table>()
+            .map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: one_line(&text, &e),
+            })?;
+        let warnings = unknown_keys_of(&doc, path);
+        let config: Config = match doc.try_into() {
+            Ok(config) => config,
+            // The same error again, with its place in the text.
+            Err(_) => {
+                return Err(Config::parse(&text, path).err().unwrap_or_else(|| {
+                    ConfigError::Parse {
+                        path: path.to_path_buf(),
+                        message: "the file reads as TOML but not as this config".into(),
+                    }
+                }))
+            }
+        };
+        config.validate(path)?;
+        Ok((config, warnings))
     }
 
     /// Loads the file at `path`; a missing file means the defaults (upstream behaviour).
@@ -441,20 +463,33 @@ fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
 /// known key when one is near (edit distance at most 3). Keys of upstream's config that this
 /// version loads but ignores are known (docs/COMPAT.md lists them).
 pub fn unknown_keys(text: &str, path: &Path) -> Vec<String> {
-    let Ok(doc) = text.parse::<toml::Table>() else {
-        return vec![];
-    };
-    let known_doc: toml::Table = toml::Value::try_from(Config::default())
-        .ok()
-        .and_then(|v| v.as_table().cloned())
-        .unwrap_or_default();
-    let mut known = Vec::new();
-    key_paths(&known_doc, "", &mut known);
+    match text.parse::<toml::Table>() {
+        Ok(doc) => unknown_keys_of(&doc, path),
+        Err(_) => vec![],
+    }
+}
+
+/// [`unknown_keys`] of a parsed file.
+fn unknown_keys_of(doc: &toml::Table, path: &Path) -> Vec<String> {
+    let known = KNOWN_KEYS;
     let mut given = Vec::new();
-    key_paths(&doc, "", &mut given);
-    let mut notes: Vec<String> = IGNORED_KEYS
+    key_paths(doc, "", &mut given);
+    // The defaults' values, only for a file that sets a key this version ignores.
+    let defaults = || {
+        toml::Value::try_from(Config::default())
+            .ok()
+            .and_then(|v| v.as_table().cloned())
+            .unwrap_or_default()
+    };
+    let ignored_given = IGNORED_KEYS
         .iter()
-        .filter(|k| given.iter().any(|g| g == *k) && lookup(&doc, k) != lookup(&known_doc, k))
+        .filter(|k| given.iter().any(|g| g == *k));
+    let known_doc = match ignored_given.clone().next() {
+        Some(_) => defaults(),
+        None => toml::Table::new(),
+    };
+    let mut notes: Vec<String> = ignored_given
+        .filter(|k| lookup(doc, k) != lookup(&known_doc, k))
         .map(|k| {
             format!(
                 "{}: {k} is accepted but has no effect in this toolkit (docs/COMPAT.md)",
@@ -464,7 +499,12 @@ pub fn unknown_keys(text: &str, path: &Path) -> Vec<String> {
         .collect();
     let unknown = given
         .into_iter()
-        .filter(|k| !known.contains(k) && !known.iter().any(|kn| k.starts_with(&format!("{kn}."))))
+        .filter(|k| {
+            !known.iter().any(|kn| {
+                k.strip_prefix(kn)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            })
+        })
         .map(|k| {
             let closest = known
                 .iter()
@@ -485,6 +525,45 @@ pub fn unknown_keys(text: &str, path: &Path) -> Vec<String> {
     notes.extend(unknown);
     notes
 }
+
+/// Every key of this version's config: the dotted paths of the defaults' values
+/// (`tests::known_keys_are_the_defaults_keys` keeps the two the same).
+const KNOWN_KEYS: &[&str] = &[
+    "accept-nvidia-visible-devices-as-volume-mounts",
+    "accept-nvidia-visible-devices-envvar-when-unprivileged",
+    "disable-require",
+    "features.allow-cuda-compat-libs-from-container",
+    "features.allow-ldconfig-from-container",
+    "features.disable-cuda-compat-lib-hook",
+    "features.disable-native-ldcache",
+    "features.ignore-imex-channel-requests",
+    "nvidia-container-cli.debug",
+    "nvidia-container-cli.dev-root",
+    "nvidia-container-cli.environment",
+    "nvidia-container-cli.ldcache",
+    "nvidia-container-cli.ldconfig",
+    "nvidia-container-cli.load-kmods",
+    "nvidia-container-cli.no-cgroups",
+    "nvidia-container-cli.path",
+    "nvidia-container-cli.proc-root",
+    "nvidia-container-cli.root",
+    "nvidia-container-cli.user",
+    "nvidia-container-runtime.debug",
+    "nvidia-container-runtime.log-level",
+    "nvidia-container-runtime.mode",
+    "nvidia-container-runtime.modes.cdi.annotation-prefixes",
+    "nvidia-container-runtime.modes.cdi.default-kind",
+    "nvidia-container-runtime.modes.cdi.spec-dirs",
+    "nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks",
+    "nvidia-container-runtime.modes.jit-cdi.nvcdi-feature-flags",
+    "nvidia-container-runtime.modes.legacy.cuda-compat-mode",
+    "nvidia-container-runtime.runtimes",
+    "nvidia-container-runtime-hook.path",
+    "nvidia-container-runtime-hook.skip-mode-detection",
+    "nvidia-ctk.path",
+    "supported-driver-capabilities",
+    "swarm-resource",
+];
 
 /// Keys of upstream's config that load but do nothing here (docs/COMPAT.md's table).
 const IGNORED_KEYS: &[&str] = &[
@@ -549,6 +628,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn known_keys_are_the_defaults_keys() {
+        let defaults = toml::Value::try_from(Config::default()).unwrap();
+        let mut keys = Vec::new();
+        key_paths(defaults.as_table().unwrap(), "", &mut keys);
+        keys.sort();
+        let mut known: Vec<String> = KNOWN_KEYS.iter().map(|k| k.to_string()).collect();
+        known.sort();
+        assert_eq!(
+            known, keys,
+            "KNOWN_KEYS must list every key of Config::default()"
+        );
+    }
+
+    #[test]
     fn missing_file_means_defaults() {
         let c = Config::load(Path::new("/nonexistent/config.toml")).unwrap();
         assert_eq!(c, Config::default());
@@ -590,6 +683,16 @@ mod tests {
                 Err("absolute path"),
             ),
             (
+                "not TOML: the line and column",
+                "[nvidia-container-cli]\nroot = \n",
+                Err("line 2, column 8"),
+            ),
+            (
+                "a type error deep in a table: the line",
+                "[nvidia-container-runtime]\nmode = \"legacy\"\nruntimes = \"runc\"\n",
+                Err("line 3"),
+            ),
+            (
                 "wrong type",
                 "disable-require = \"yes\"\n",
                 Err("config.toml is not valid"),
@@ -625,11 +728,22 @@ mod tests {
                 Ok(|c| !c.cuda_compat_enabled()),
             ),
         ];
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
         for (name, text, want) in cases {
             match (Config::parse(text, p), want) {
                 (Ok(c), Ok(check)) => assert!(check(&c), "{name}: unexpected {c:?}"),
                 (Err(e), Err(msg)) => assert!(e.to_string().contains(msg), "{name}: {e}"),
                 (got, _) => panic!("{name}: got {got:?}"),
+            }
+            // The loader parses once for both the config and its warnings: the same result.
+            std::fs::write(&file, text).unwrap();
+            let loaded = Config::load_checked(&file).map(|(c, _)| c);
+            let parsed = Config::parse(text, &file);
+            match (loaded, parsed) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
+                (a, b) => panic!("{name}: load_checked {a:?}, parse {b:?}"),
             }
         }
     }
