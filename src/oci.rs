@@ -227,6 +227,15 @@ pub fn devices(spec: &Spec) -> Vec<(PathBuf, u32)> {
         .collect()
 }
 
+/// `linux.resources.devices`: the container's device list, in order.
+pub fn device_rules(spec: &Spec) -> Vec<oci_spec::runtime::LinuxDeviceCgroup> {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.devices().clone())
+        .unwrap_or_default()
+}
+
 /// `(source, destination)` of every mount in the spec.
 pub fn mounts(spec: &Spec) -> Vec<(PathBuf, PathBuf)> {
     spec.mounts()

@@ -353,6 +353,7 @@ fn inject(
         rootfs,
         ldconfig: config.host_ldconfig(),
         no_cgroups: config.cli.no_cgroups,
+        device_rules: oci::device_rules(spec),
         arch: root.arch,
         native_ldcache: !config.features.disable_native_ldcache,
         mounts: oci::mounts(spec).into_iter().map(|(_, d)| d).collect(),
@@ -361,6 +362,15 @@ fn inject(
     t.step("apply");
     for n in &applied.notes {
         log.warning(&format!("container {}: {n}", state.id));
+    }
+    if applied.rules_in_spec && !config.cli.no_cgroups {
+        log.debug(&format!(
+            "container {}: device cgroup: config.json's linux.resources.devices allows the {} \
+             GPU device rules already, which the runtime applied before this hook; not written \
+             again",
+            state.id,
+            plan.cgroup_rules.len()
+        ));
     }
     if let Some(line) = applied.ld_cache {
         log.debug(&format!("container {}: {line}", state.id));

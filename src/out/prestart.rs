@@ -62,6 +62,10 @@ pub struct ContainerTarget {
     pub ldconfig: PathBuf,
     /// Skip the device cgroup (config `no-cgroups`).
     pub no_cgroups: bool,
+    /// config.json's `linux.resources.devices`: when it allows the plan's rules already, the
+    /// runtime applied them before this hook ([`cgroup::spec_allows`]) and they are not
+    /// written again.
+    pub device_rules: Vec<oci_spec::runtime::LinuxDeviceCgroup>,
     /// Whose library layout the image is probed for (the host's).
     pub arch: Arch,
     /// Write the ld cache natively where that gives what ldconfig would (`ld_cache.rs`).
@@ -84,6 +88,9 @@ pub struct Applied {
     /// Whether a forked child did the work in the container's mount namespace (this process
     /// had more than one thread), not this process.
     pub forked: bool,
+    /// Whether config.json's own device list allowed the plan's rules, so the device cgroup
+    /// was left as the runtime made it.
+    pub rules_in_spec: bool,
 }
 
 /// Whether this process is rootless: not root, or root of a user namespace (its
@@ -198,7 +205,8 @@ pub fn apply(
         Some(ldconfig::open_host(&target.ldconfig)?)
     };
     let mut notes = Vec::new();
-    if !target.no_cgroups {
+    let rules_in_spec = cgroup::spec_allows(&target.device_rules, &plan.cgroup_rules);
+    if !target.no_cgroups && !rules_in_spec {
         match cgroup::allow_devices(target.pid, &plan.cgroup_rules) {
             Ok(()) => notes.extend(cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules)),
             Err(e) => {
@@ -235,6 +243,7 @@ pub fn apply(
             notes,
             ns_steps,
             forked: false,
+            rules_in_spec,
         });
     }
     let (mut rx, tx) = pipe()?;
@@ -265,6 +274,7 @@ pub fn apply(
                 notes,
                 ns_steps: ns_steps.to_string(),
                 forked: true,
+                rules_in_spec,
             })
         }
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),

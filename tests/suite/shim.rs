@@ -406,13 +406,21 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
     let mut b = Bundle::new(dir.path(), Image::Busybox);
     b.env("NVIDIA_VISIBLE_DEVICES=2");
     let before = b.spec.clone();
-    create(
-        &mut b,
-        &host_config(dir.path(), &host, &fake, "legacy", ""),
-        &record,
-        "legacy",
-        false,
-    );
+    let config = host_config(dir.path(), &host, &fake, "legacy", "");
+    let hook_log = dir.path().join("hook.log");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "[nvidia-container-cli]\n",
+            &format!(
+                "[nvidia-container-cli]\ndebug = {:?}\n",
+                hook_log.display().to_string()
+            ),
+        ),
+    )
+    .unwrap();
+    create(&mut b, &config, &record, "legacy", false);
     let mut want = before.clone();
     let rule = |major: u32, minor: u32| json!({"allow": true, "type": "c", "major": major, "minor": minor, "access": "rw"});
     let mut rules = want["linux"]["resources"]["devices"]
@@ -445,6 +453,13 @@ fn legacy_mode_writes_the_device_rules_of_the_hook() {
         err.contains("can't open '/dev/nvidia0': Operation not permitted"),
         "{}",
         out_text(&run)
+    );
+    // The runtime applied config.json's rules before the prestart hook (the OCI lifecycle), so
+    // the hook did not write them again; GPU 2 opening above is the proof they hold.
+    let log = std::fs::read_to_string(&hook_log).unwrap_or_default();
+    assert!(
+        log.contains("allows the 4 GPU device rules already") && log.contains("not written again"),
+        "the hook's log: {log}"
     );
 
     // no-cgroups: the hook only, no rules.

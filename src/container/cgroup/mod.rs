@@ -5,16 +5,19 @@
 //! `/proc/self/mountinfo` and dispatching to `v1.rs` or `v2.rs`. Must not: mount anything, touch
 //! the container's rootfs, or widen access beyond read+write on the listed character devices
 //! (no mknod, no block devices). Files: `locate.rs` PURE (which hierarchy, which directory),
+//! `given.rs` PURE (whether config.json's own device list already allows the rules),
 //! `v1.rs` (devices.allow), `v2.rs` (which programs to replace and how, through the bpf(2)
 //! wrappers in `sys/bpf.rs`), `insn.rs` PURE (eBPF encoding, our prefix), `systemd.rs` (the
 //! same rules kept by systemd for a container that is a systemd scope).
 
+mod given;
 pub mod insn;
 mod locate;
 pub mod systemd;
 mod v1;
 pub(crate) mod v2;
 
+pub use given::spec_allows;
 pub use locate::{locate, Hierarchy, LocateError};
 
 use crate::model::CgroupRule;
