@@ -262,7 +262,10 @@ fn inject_jit(
     // NVML only when the request needs what only it knows (its start is the slowest step of
     // discovery on a real host).
     let nvml = nvct::plan::needs_nvml_cdi(&jit.request);
-    let inv = discover(&config.driver(), nvml, discover::Files::ButProcGpus);
+    // What the request can use (no DRM nodes without graphics or display, ...), as the
+    // prestart hook's discovery: the same planner plans both.
+    let files = discover::Files::ButProcGpus(nvct::plan::needs(&jit.request));
+    let inv = discover(&config.driver(), nvml, files);
     steps.mark("discovery");
     let inv = inv?;
     for note in &inv.notes {

@@ -40,7 +40,7 @@ pub fn discover(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
 /// whether there is a mask (the `disable-device-node-modification` hook reads the files when a
 /// container starts), and on a 64-GPU node those are a quarter of discovery's syscalls.
 pub fn discover_for_spec(root: &DriverRoot) -> Result<Inventory, DiscoverError> {
-    read(root, Nvml::Needed, Files::ButProcGpus)
+    read(root, Nvml::Needed, Files::ButProcGpus(Needs::ALL))
 }
 
 /// When discovery loads NVML.
@@ -62,8 +62,9 @@ pub enum Files {
     All,
     /// The driver's files and its procfs files but the GPUs' own (`gpus/<bus id>/` and their
     /// MIG devices' `capabilities/` files): the mask's presence without its per-GPU texts, all
-    /// that CDI edits need (their hook reads the files when the container starts).
-    ButProcGpus,
+    /// that CDI edits need (their hook reads the files when the container starts); of the
+    /// driver's files, those these needs use (a spec: all; jit-cdi: its request's).
+    ButProcGpus(Needs),
     /// [`Files::All`] but the parts a request with these needs does not use, and no GPU's
     /// own procfs files (the prestart hook's: it plans for one request, and adds the files of
     /// the GPUs it selects with [`read_proc_gpus`]).
@@ -134,8 +135,8 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
         }
     };
     let needs = match files {
-        Files::For(needs) | Files::Devices(needs) => needs,
-        Files::All | Files::ButProcGpus => Needs::ALL,
+        Files::For(needs) | Files::Devices(needs) | Files::ButProcGpus(needs) => needs,
+        Files::All => Needs::ALL,
     };
     let mut nodes = devices::nodes(root, &gpus)?;
     let (drm_nodes, drm) = match needs.drm {
@@ -168,7 +169,7 @@ pub fn read(root: &DriverRoot, use_nvml: Nvml, files: Files) -> Result<Inventory
             &mig_minors,
             needs,
         ),
-        Files::ButProcGpus => {
+        Files::ButProcGpus(_) => {
             driver_files(root, &driver_version, &cache, &[], &[], &mig_minors, needs)
         }
         Files::Devices(_) => (Vec::new(), None),

@@ -825,6 +825,21 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
                     let got = nvct::plan::plan(&req, &scoped, layout).unwrap();
                     assert_eq!(got, want, "{name}, {layout:?}");
                 }
+                // jit-cdi's discovery (no GPU's procfs files; the driver's files its request
+                // can use): the same plan as a spec's discovery, so the same CDI edits.
+                let jit = |needs| {
+                    let inv = read(&root, Nvml::Needed, Files::ButProcGpus(needs)).unwrap();
+                    let mut req = req.clone();
+                    if req.devices == Devices::All {
+                        req.devices = nvct::plan::cdi_all(&inv);
+                    }
+                    nvct::plan::plan(&req, &inv, &Layout::UNKNOWN).unwrap()
+                };
+                assert_eq!(
+                    jit(nvct::plan::needs(&req)),
+                    jit(nvct::model::Needs::ALL),
+                    "{name}: jit-cdi"
+                );
             }
         }
     }
