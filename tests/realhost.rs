@@ -29,6 +29,8 @@ const CASES: &[&str] = &[
     // Item 2: CDI hooks under crun; runc is the control.
     "podman/crun-cdi-root",
     "podman/runc-cdi-root",
+    // The shim's device rules applied by crun before the prestart hook (issue 24).
+    "podman/crun-legacy-shim",
     "podman/crun-cdi-rootless",
     "podman/crun-cdi-rootless-keep-id",
     "docker/gpus",

@@ -183,6 +183,29 @@ podman_rootless() {
     --rootfs "$dir" sh -c "$probe" 2>&1) || { hook_journal; fail "podman: $o"; }
   expect_gpu0 "$o"
 }
+# The shim in legacy mode under crun (systemd cgroup driver, cgroup v2): it writes the device
+# rules into config.json, and crun applies them before the prestart hook runs, so the hook
+# leaves the device cgroup alone (its debug log says so) and the GPU still opens.
+podman_crun_legacy_shim() {
+  local cfg=/etc/nvidia-container-runtime/config.toml dir=/var/lib/nvct-podman-legacy
+  local log=/var/log/nvct-legacy-hook.log o rc=0
+  must cp "$cfg" "$cfg.nvct-saved"
+  must nvidia-ctk config --config-file "$cfg" --in-place \
+    --set nvidia-container-runtime.mode=legacy --set nvidia-container-runtime.runtimes=crun \
+    --set "nvidia-container-cli.debug=$log"
+  rm -f "$log"
+  fresh_rootfs "$dir"
+  echo "+ podman run --runtime /usr/bin/nvidia-container-runtime -e NVIDIA_VISIBLE_DEVICES=0"
+  o=$(podman run --rm --runtime /usr/bin/nvidia-container-runtime --network none \
+    -e NVIDIA_VISIBLE_DEVICES=0 --rootfs "$dir" sh -c "$probe" 2>&1) || rc=$?
+  must mv "$cfg.nvct-saved" "$cfg"
+  echo "--- the prestart hook's log"
+  cat "$log" 2>&1
+  [ "$rc" -eq 0 ] || { hook_journal; fail "podman: $o"; }
+  expect_gpu0 "$o"
+  grep -q "not written again" "$log" ||
+    fail "the hook wrote the device rules although config.json had them (or did not run)"
+}
 podman_crun_rootless() { podman_rootless; }
 podman_crun_rootless_keep_id() { podman_rootless --userns=keep-id; }
 
@@ -283,6 +306,7 @@ check setup/cdi-spec generate_spec
 check containerd/cri containerd_cri
 check podman/crun-cdi-root podman_crun_root
 check podman/runc-cdi-root podman_runc_root
+check podman/crun-legacy-shim podman_crun_legacy_shim
 check podman/crun-cdi-rootless podman_crun_rootless
 check podman/crun-cdi-rootless-keep-id podman_crun_rootless_keep_id
 check docker/gpus docker_gpus
