@@ -81,7 +81,7 @@ def print_machine():
     print(f"the disk: creating an empty file in an overlay's upper layer {f:.0f} µs, a "
           f"directory {d:.0f} µs (median of 200)")
     print(f"A: this checkout ({commit}), release build, installed layout (static nvidia-cdi-hook; "
-          f"the static fronts of the prestart hook and the shim, their dynamic programs)")
+          f"the static fronts of the prestart hook, nvidia-ctk and the shim, their dynamic programs)")
     if "B" in sets:
         print(f"B: {compare} ({first_line([f'{work}/B/bin/nvidia-ctk', '--version'])})")
 

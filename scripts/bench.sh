@@ -67,20 +67,21 @@ if [ -n "$compare" ]; then
   done
 fi
 cargo build --locked --release --bins --examples >/dev/null
-for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-container-runtime; do
+for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   cargo rustc --locked --release --target-dir target/static --bin "$b" -- -C target-feature=+crt-static >/dev/null 2>&1
 done
 work=$(mktemp -d /tmp/nvct-bench.XXXXXX)
 cleanup() { umount -R "$work"/*/merged 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 # The installed layout (scripts/build-release.sh): the static nvidia-cdi-hook, the static
-# fronts of the prestart hook and the shim in bin/, their dynamic programs in libexec/nvct/.
+# fronts of the prestart hook, nvidia-ctk and the shim in bin/, their dynamic programs in
+# libexec/nvct/.
 mkdir -p "$work/A/bin" "$work/A/libexec/nvct"
-cp target/release/nvidia-ctk "$work/A/bin/"
-for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-container-runtime; do
+for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   cp "target/static/release/$b" "$work/A/bin/"
 done
-cp target/release/nvidia-container-runtime-hook target/release/nvidia-container-runtime "$work/A/libexec/nvct/"
+cp target/release/nvidia-container-runtime-hook target/release/nvidia-ctk \
+  target/release/nvidia-container-runtime "$work/A/libexec/nvct/"
 sets="A"
 if [ -n "$compare" ]; then
   mkdir -p "$work/B/bin"
