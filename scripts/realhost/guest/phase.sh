@@ -197,9 +197,9 @@ podman_crun_legacy_shim() {
     --set "nvidia-container-cli.debug=$log"
   rm -f "$log"
   fresh_rootfs "$dir"
-  echo "+ podman --hooks-dir (empty) run --runtime /usr/bin/nvidia-container-runtime -e NVIDIA_VISIBLE_DEVICES=0"
   podman rm -f nvct-legacy >/dev/null 2>&1
   must mkdir -p /var/lib/nvct-no-hooks
+  echo "+ podman --hooks-dir (empty) run --runtime /usr/bin/nvidia-container-runtime -e NVIDIA_VISIBLE_DEVICES=0"
   o=$(podman --hooks-dir /var/lib/nvct-no-hooks run --name nvct-legacy \
     --runtime /usr/bin/nvidia-container-runtime --network none \
     -e NVIDIA_VISIBLE_DEVICES=0 --rootfs "$dir" sh -c "$probe" 2>&1) || rc=$?
