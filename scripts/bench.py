@@ -195,6 +195,24 @@ def scenario(s, name, bins=None, logs=None):
             raise NotApplicable(f"cdi generate failed: {r.stderr.strip()[-300:]}")
         env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "cdi", tag, spec_dir, bins, logs)
         spec["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0"]
+    elif base == "cdi-mounts":
+        # runc alone on what the cdi scenario's shim writes into config.json, less its hooks:
+        # runc's own cost of the spec's mounts and device nodes (the floor of the cdi paths).
+        cspec, crt, cenv, _ = scenario(s, "cdi", bins, logs)
+        d = f"{work}/{s}-cdi-mounts"
+        os.makedirs(d, exist_ok=True)
+        json.dump(dict(cspec, root={"path": "rootfs"}), open(f"{d}/config.json", "w"))
+        cfg = f"{d}/config.toml"
+        open(cfg, "w").write(open(cenv["NVIDIA_CTK_CONFIG_FILE_PATH"]).read().replace(
+            'runtimes = ["runc"]', 'runtimes = ["/bin/true"]'))
+        r = subprocess.run(crt + ["create", "--bundle", d, "x"], capture_output=True, text=True,
+                           env=dict(cenv, NVIDIA_CTK_CONFIG_FILE_PATH=cfg))
+        if r.returncode != 0:
+            raise NotApplicable(f"the shim's cdi edit failed: {r.stderr.strip()[-300:]}")
+        spec = json.load(open(f"{d}/config.json"))
+        spec.pop("hooks", None)
+        if len(spec.get("mounts", [])) <= len(SPEC.get("mounts", [])):
+            raise NotApplicable("the shim's cdi edit added no mounts")
     elif base == "jit-cdi":
         rt = [f"{bins}/nvidia-container-runtime"]
         env["NVIDIA_CTK_CONFIG_FILE_PATH"] = config(s, "jit-cdi", tag, bins=bins, logs=logs)
@@ -289,10 +307,11 @@ def ms(x):
 
 # --- the rounds -------------------------------------------------------------------------------
 
-SCENARIOS = ["runc", "hook-noop", "hook-nogpu", "hook-1", "hook-8", "legacy-1", "cdi", "jit-cdi",
-             "shim-nogpu", "hook-1-glibc", "jit-cdi-glibc"]
-# Scenarios of no set: run once per round, under the first set's name.
-SET_FREE = ("runc", "hook-noop")
+SCENARIOS = ["runc", "hook-noop", "hook-nogpu", "hook-1", "hook-8", "legacy-1", "cdi-mounts",
+             "cdi", "jit-cdi", "shim-nogpu", "hook-1-glibc", "jit-cdi-glibc"]
+# Scenarios of no set: run once per round, under the first set's name (cdi-mounts: with the
+# first set's spec).
+SET_FREE = ("runc", "hook-noop", "cdi-mounts")
 
 
 def prepare_all(names, logs=None):
@@ -367,6 +386,17 @@ def rounds_of_starts():
                 v = [t for t in times.get((s, name), []) if t is not None]
                 if v:
                     print(f"{s:<4}{name:<15}{ms(statistics.median(v) - statistics.median(noop)):>8}")
+    mounts = [t for t in times.get((sets[0], "cdi-mounts"), []) if t is not None]
+    if mounts and base:
+        floor = statistics.median(mounts)
+        print(f"\nrunc's own cost of the cdi spec's mounts and device nodes (cdi-mounts: {sets[0]}'s "
+              f"edit of config.json without its hooks, over runc): {ms(floor - base)} ms; each "
+              f"CDI scenario over cdi-mounts (the shim's and the hooks' time):")
+        for name in ("cdi", "jit-cdi", "jit-cdi-glibc"):
+            for s in sets:
+                v = [t for t in times.get((s, name), []) if t is not None]
+                if v:
+                    print(f"{s:<4}{name:<15}{ms(statistics.median(v) - floor):>8}")
     if len(sets) == 2:
         print("\nper-round ratios A/B (same round): of the start time, and of the time added "
               "over that round's plain runc")

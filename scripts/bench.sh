@@ -14,6 +14,9 @@
 #   hook-1        the prestart hook in config.json (legacy), GPU 0, compute+utility
 #   hook-8        the same, all 8 GPUs
 #   legacy-1      the shim in legacy mode (it adds the prestart hook), GPU 0
+#   cdi-mounts    plain runc on the config.json the first set's shim writes in cdi mode, less its
+#                 hooks: runc's own cost of the spec's mounts and nodes (each CDI scenario is
+#                 also printed over it)
 #   cdi           the shim in cdi mode, GPU 0 from a spec generated beforehand
 #   jit-cdi       the shim in jit-cdi mode, GPU 0
 #   shim-nogpu    the shim (legacy mode), no GPU asked for
@@ -36,7 +39,8 @@
 #   --breakdown N   instead of the rounds: N starts each of jit-cdi, jit-cdi-glibc, cdi,
 #                   legacy-1 and shim-nogpu with debug logs on, then the median (p10, p90) per
 #                   step of the apply-edits hook, the shim and the prestart hook (their "step
-#                   timings" lines) and the wall time of every hook process (B: wall times only)
+#                   timings" lines) and the wall time of every hook process (a peer's: wall
+#                   times only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=30
@@ -49,7 +53,7 @@ while [ $# -gt 0 ]; do
     --compare) compare=$(realpath "$2"); shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --breakdown) breakdown=$2; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
