@@ -9,9 +9,13 @@
 //! when the list allows every rule, the prestart hook need not write them again (the shim's
 //! legacy mode puts them there; docs/COMPAT.md).
 //!
-//! Owns: [`spec_allows`]. Must not: read anything. Errs on the side of "not allowed": an
-//! allow entry counts only with an explicit `access` and a char (or all) type; a deny entry
-//! counts whatever its type letter for char devices, and without `access` denies all.
+//! Owns: [`spec_allows`]. Must not: read anything. Errs on the side of "not allowed" where
+//! the runtimes read an entry differently: runc turns a type `a` (or unset) entry into the
+//! whole wildcard whatever its numbers and access (`libcontainer/specconv`, then the cgroups
+//! library's device emulator, whose `Apply` drops the rest of a wildcard rule), crun keeps
+//! the numbers. So an allow entry counts only for its own numbers with an explicit `access`
+//! and a char (or all) type, and a deny entry of type `a` (or unset) denies every device and
+//! access; another deny counts for any char-like type, and without `access` denies all.
 
 use crate::model::CgroupRule;
 use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType};
@@ -33,19 +37,21 @@ fn last_word(list: &[LinuxDeviceCgroup], r: &CgroupRule, a: char) -> bool {
         .find_map(|e| {
             let numbers = e.major().is_none_or(|m| m == i64::from(r.major))
                 && e.minor().is_none_or(|m| m == i64::from(r.minor));
-            let matches = if e.allow() {
-                numbers
-                    && matches!(
-                        e.typ(),
-                        None | Some(LinuxDeviceType::A | LinuxDeviceType::C)
-                    )
-                    && e.access().as_deref().is_some_and(|s| s.contains(a))
-            } else {
-                numbers
-                    && !matches!(e.typ(), Some(LinuxDeviceType::B | LinuxDeviceType::P))
-                    && e.access()
-                        .as_deref()
-                        .is_none_or(|s| s.is_empty() || s.contains(a))
+            let wildcard = matches!(e.typ(), None | Some(LinuxDeviceType::A));
+            let matches = match e.allow() {
+                true => {
+                    numbers
+                        && (wildcard || e.typ() == Some(LinuxDeviceType::C))
+                        && e.access().as_deref().is_some_and(|s| s.contains(a))
+                }
+                false if wildcard => true,
+                false => {
+                    numbers
+                        && !matches!(e.typ(), Some(LinuxDeviceType::B | LinuxDeviceType::P))
+                        && e.access()
+                            .as_deref()
+                            .is_none_or(|s| s.is_empty() || s.contains(a))
+                }
             };
             matches.then_some(e.allow())
         })
@@ -230,6 +236,36 @@ mod tests {
                 ],
                 &[GPU0],
                 false,
+            ),
+            (
+                "a later deny of type a with numbers (runc: the whole wildcard)",
+                vec![
+                    deny_all.clone(),
+                    gpu0_rw.clone(),
+                    entry(false, Some("a"), Some(10), Some(200), Some("rwm")),
+                ],
+                &[GPU0],
+                false,
+            ),
+            (
+                "a later deny without a type, mknod only (runc: deny all)",
+                vec![
+                    deny_all.clone(),
+                    gpu0_rw.clone(),
+                    entry(false, None, None, None, Some("m")),
+                ],
+                &[GPU0],
+                false,
+            ),
+            (
+                "a later deny of another char device",
+                vec![
+                    deny_all.clone(),
+                    gpu0_rw.clone(),
+                    entry(false, Some("c"), Some(10), Some(200), Some("rwm")),
+                ],
+                &[GPU0],
+                true,
             ),
             (
                 "an allow without a type (all)",
