@@ -308,11 +308,12 @@ pub fn default_path(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
     Path::new(&base).join("nvidia-container-runtime/config.toml")
 }
 
-/// A TOML error on one line (`line 2, column 8: invalid type: ...`): the parser's own text
-/// draws the line with a caret over several lines, which an error line cannot carry.
-fn one_line(text: &str, e: &toml::de::Error) -> String {
+/// A TOML error of `text` (the file at `path`) on one line (`line 2, column 8: invalid type:
+/// ...`): the parser's own text draws the line with a caret over several lines, which an
+/// error line cannot carry.
+fn parse_error(text: &str, path: &Path, e: &toml::de::Error) -> ConfigError {
     let message = e.message().trim().replace('\n', "; ");
-    match e.span() {
+    let message = match e.span() {
         Some(span) => {
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
@@ -320,47 +321,37 @@ fn one_line(text: &str, e: &toml::de::Error) -> String {
             format!("line {line}, column {column}: {message}")
         }
         None => message,
+    };
+    ConfigError::Parse {
+        path: path.to_path_buf(),
+        message,
     }
 }
 
 impl Config {
     /// Parses config text; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: one_line(text, &e),
-        })?;
+        let config: Config = toml::from_str(text).map_err(|e| parse_error(text, path, &e))?;
         config.validate(path)?;
         Ok(config)
     }
 
     /// Loads the file at `path`, with a warning for each key this version does not know (a
     /// typo such as `roott` loads, but is named, with the closest known key). The file is read
-    /// once.
-    /// The text is parsed once into a table that serves both (the hook and the shim load it
-    /// on every start); only a type error parses it again, for the error's line and column.
+    /// and parsed once, into a table that serves both (the hook and the shim load it on every
+    /// start); only a type error parses it again, for the error's line and column.
     pub fn load_checked(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
         let Some(text) = read_text(path)? else {
             return Ok((Config::default(), Vec::new()));
         };
         let doc = text
             .parse::<toml::Table>()
-            .map_err(|e| ConfigError::Parse {
-                path: path.to_path_buf(),
-                message: one_line(&text, &e),
-            })?;
+            .map_err(|e| parse_error(&text, path, &e))?;
         let warnings = unknown_keys_of(&doc, path);
+        // A type error: the text again, for the error with its place in the text.
         let config: Config = match doc.try_into() {
             Ok(config) => config,
-            // The same error again, with its place in the text.
-            Err(_) => {
-                return Err(Config::parse(&text, path).err().unwrap_or_else(|| {
-                    ConfigError::Parse {
-                        path: path.to_path_buf(),
-                        message: "the file reads as TOML but not as this config".into(),
-                    }
-                }))
-            }
+            Err(_) => toml::from_str(&text).map_err(|e| parse_error(&text, path, &e))?,
         };
         config.validate(path)?;
         Ok((config, warnings))
@@ -474,22 +465,22 @@ fn unknown_keys_of(doc: &toml::Table, path: &Path) -> Vec<String> {
     let known = KNOWN_KEYS;
     let mut given = Vec::new();
     key_paths(doc, "", &mut given);
-    // The defaults' values, only for a file that sets a key this version ignores.
-    let defaults = || {
-        toml::Value::try_from(Config::default())
+    let ignored: Vec<&str> = IGNORED_KEYS
+        .iter()
+        .copied()
+        .filter(|k| given.iter().any(|g| g == k))
+        .collect();
+    // The defaults' values, serialised only for a file that sets a key this version ignores.
+    let defaults = match ignored.is_empty() {
+        true => toml::Table::new(),
+        false => toml::Value::try_from(Config::default())
             .ok()
             .and_then(|v| v.as_table().cloned())
-            .unwrap_or_default()
+            .unwrap_or_default(),
     };
-    let ignored_given = IGNORED_KEYS
-        .iter()
-        .filter(|k| given.iter().any(|g| g == *k));
-    let known_doc = match ignored_given.clone().next() {
-        Some(_) => defaults(),
-        None => toml::Table::new(),
-    };
-    let mut notes: Vec<String> = ignored_given
-        .filter(|k| lookup(doc, k) != lookup(&known_doc, k))
+    let mut notes: Vec<String> = ignored
+        .into_iter()
+        .filter(|k| lookup(doc, k) != lookup(&defaults, k))
         .map(|k| {
             format!(
                 "{}: {k} is accepted but has no effect in this toolkit (docs/COMPAT.md)",

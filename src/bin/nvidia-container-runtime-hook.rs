@@ -363,7 +363,7 @@ fn inject(
     for n in &applied.notes {
         log.warning(&format!("container {}: {n}", state.id));
     }
-    if applied.rules_in_spec && !config.cli.no_cgroups {
+    if applied.rules_in_spec {
         log.debug(&format!(
             "container {}: device cgroup: config.json's linux.resources.devices allows the {} \
              GPU device rules already, which the runtime applied before this hook; not written \

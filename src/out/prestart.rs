@@ -88,8 +88,8 @@ pub struct Applied {
     /// Whether a forked child did the work in the container's mount namespace (this process
     /// had more than one thread), not this process.
     pub forked: bool,
-    /// Whether config.json's own device list allowed the plan's rules, so the device cgroup
-    /// was left as the runtime made it.
+    /// Whether the device cgroup was left as the runtime made it because config.json's own
+    /// device list allowed the plan's rules (never with `no-cgroups`, which skips it anyway).
     pub rules_in_spec: bool,
 }
 
@@ -205,7 +205,8 @@ pub fn apply(
         Some(ldconfig::open_host(&target.ldconfig)?)
     };
     let mut notes = Vec::new();
-    let rules_in_spec = cgroup::spec_allows(&target.device_rules, &plan.cgroup_rules);
+    let rules_in_spec =
+        !target.no_cgroups && cgroup::spec_allows(&target.device_rules, &plan.cgroup_rules);
     if !target.no_cgroups && !rules_in_spec {
         match cgroup::allow_devices(target.pid, &plan.cgroup_rules) {
             Ok(()) => notes.extend(cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules)),
