@@ -30,6 +30,8 @@ import time
 work, rounds, sets = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 concurrency, breakdown, commit, compare = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
 host, host64 = f"{work}/host", f"{work}/host64"
+# --breakdown's stand-in for a hook binary (bench.sh builds the examples; we run from the root).
+TIMER = os.path.abspath("target/release/examples/hook_timer")
 
 
 def loadavg():
@@ -173,8 +175,11 @@ def scenario(s, name, bins=None, logs=None):
         # exits before it would run nvidia-container-cli.
         raise NotApplicable("the set has no nvidia-container-runtime-hook (legacy mode adds it)")
     if base == "hook-noop":
-        # Any prestart hook at all: busybox's `true` (static), what runc itself adds for one.
+        # Any prestart hook at all: busybox's `true` (static), what runc itself adds for one
+        # (in --breakdown, behind the timer: `hook-noop` in the breakdown copy of the set).
         spec["hooks"] = {"prestart": [{"path": f"{work}/lower/bin/busybox", "args": ["true"]}]}
+        if logs:
+            spec["hooks"]["prestart"][0] = {"path": f"{bins}/hook-noop", "args": ["hook-noop"]}
     elif base in ("hook-1", "hook-8", "hook-nogpu"):
         if base != "hook-nogpu":
             spec["process"]["env"] += [
@@ -532,36 +537,42 @@ def generate_and_rss(prepared, na):
 
 # --- the breakdown ----------------------------------------------------------------------------
 
-WRAPPER = """#!/bin/bash
-# bench.sh --breakdown: times this hook process and keeps its stderr. The hook's parent is this
-# wrapper, not the container's init, so for this project's hook the state's "pid":1 (runc's
-# createContainer, from the container's pid namespace) becomes 0, which sends the hook down
-# the same path as runc's direct child takes: stay in this mount namespace.
-IFS= read -r -d '' state || true
-{rewrite}
-t0=$EPOCHREALTIME
-"$0.real" {flags} "$@" 2>>{log} <<<"$state"
-rc=$?
-t1=$EPOCHREALTIME
-name=$1; [ "$name" = hook ] && name=$2
-echo "hook-wall $name $(( ${{t1/./}} - ${{t0/./}} ))" >>{log}
-exit $rc
-"""
+def timed(bd, name, log, flags="", pid1to0=False, arg0=None, real=None, label=None):
+    """Puts examples/hook_timer in place of `bd/name` (the real binary becomes `name.real`, or
+    a link to `real`): each run appends `hook-wall NAME µs` to `log`, the hook process's own
+    wall time from fork to exit (see the example's header for the settings)."""
+    if real:
+        os.symlink(real, f"{bd}/{name}.real")
+    else:
+        os.rename(f"{bd}/{name}", f"{bd}/{name}.real")
+    shutil.copy(TIMER, f"{bd}/{name}")
+    lines = [f"log={log}", f"flags={flags}", f"pid1to0={1 if pid1to0 else 0}"]
+    if arg0:
+        lines.append(f"arg0={arg0}")
+    if label:
+        lines.append(f"name={label}")
+    open(f"{bd}/{name}.timer", "w").write("\n".join(lines) + "\n")
 
 
 def breakdown_bins(s, logs):
-    """A copy of set s whose CDI hook binaries are bash wrappers that time each hook process
-    (A's with --debug, so it logs its step timings)."""
+    """A copy of set s whose hook binaries stand behind examples/hook_timer: the CDI hooks
+    (A's with --debug, so it logs its step timings), the prestart hook (which logs its steps
+    through the config's debug file), and, in the first set, a no-op hook (busybox `true`,
+    hook-noop's) for comparison."""
     shutil.copytree(f"{work}/{s}", f"{work}/{s}-bd", symlinks=True)
     bd = f"{work}/{s}-bd/bin"
+    log = f"{logs}/{s}-hooks.log"
+    ours = ABLE[s]["proc_root"]
     for name in ("nvidia-cdi-hook", "nvidia-ctk"):
-        os.rename(f"{bd}/{name}", f"{bd}/{name}.real")
-        ours = ABLE[s]["proc_root"]
-        flags = "--debug" if ours and name == "nvidia-cdi-hook" else ""
-        rewrite = 'state=${state/\\"pid\\":1,/\\"pid\\":0,}' if ours else ""
-        open(f"{bd}/{name}", "w").write(WRAPPER.format(flags=flags, rewrite=rewrite,
-                                                       log=f"{logs}/{s}-hooks.log"))
-        os.chmod(f"{bd}/{name}", 0o755)
+        # For this project's hook the state's "pid":1 (runc's createContainer, from the
+        # container's pid namespace) becomes 0: the timer, not the container's init, is its
+        # parent, and 0 sends it down the same path as runc's direct child (stay put).
+        timed(bd, name, log, flags="--debug" if ours and name == "nvidia-cdi-hook" else "",
+              pid1to0=ours)
+    if os.path.exists(f"{bd}/nvidia-container-runtime-hook"):
+        timed(bd, "nvidia-container-runtime-hook", log, label="prestart")
+    if s == sets[0]:
+        timed(bd, "hook-noop", log, arg0="true", real=f"{work}/lower/bin/busybox", label="noop")
 
 
 STEPS = re.compile(r"step timings \(us\):((?: [\w-]+=\d+)+)")
@@ -633,7 +644,7 @@ def breakdown_mode():
     os.makedirs(logs)
     for s in sets:
         breakdown_bins(s, logs)
-    names = ["jit-cdi", "jit-cdi-glibc", "cdi", "legacy-1", "shim-nogpu"]
+    names = ["jit-cdi", "jit-cdi-glibc", "cdi", "legacy-1", "shim-nogpu", "hook-noop", "hook-1"]
     prepared, na = prepare_all(names, logs=logs)
     failed = {}
     warm_up(prepared, failed)
@@ -662,6 +673,7 @@ def breakdown_mode():
         print(f"{s} {name}: n/a: {reason}")
     for (s, name), err in failed.items():
         print(f"{s} {name}: failed: {err}")
+    walls = {}  # (set, scenario, hook) -> the hook process's wall times
     for s in sets:
         for name in names:
             if (s, name) not in prepared:
@@ -671,25 +683,41 @@ def breakdown_mode():
             ours = ABLE[s]["proc_root"]
             for hook, runs in parse_hooks(hooks).items():
                 v = [wall for _, wall in runs]
+                walls[(s, name, hook)] = v
                 per_start = len(v) / max(counts.get((s, name), 1), 1)
-                print(f"\n{s} {name}: hook process `{hook}` ({per_start:g} per start), exec to "
-                      f"exit from its wrapper: median {statistics.median(v):.0f} µs (p10 "
-                      f"{pct(v, 10):.0f}, p90 {pct(v, 90):.0f})")
+                print(f"\n{s} {name}: hook process `{hook}` ({per_start:g} per start), fork to "
+                      f"exit, timed by its parent (examples/hook_timer): median "
+                      f"{statistics.median(v):.0f} µs (p10 {pct(v, 10):.0f}, p90 {pct(v, 90):.0f})")
                 steps = [dict(st, **{"outside-main": wall - st["total"]})
                          for st, wall in runs if st and "total" in st]
-                if ours:
+                if ours and steps:
                     print_steps(f"{s} {name}: `{hook}` steps (outside-main = wall minus total: "
-                                f"exec, start-up, exit)", steps)
+                                f"fork, exec, start-up, exit)", steps)
             if not ours:
                 continue  # a peer logs no step timings: its hooks' wall times only
-            print_steps(f"{s} {name}: the shim", parse_steps(f"{logs}/{tag}-shim.log"))
-            if name == "legacy-1":
-                print_steps(f"{s} {name}: the prestart hook (ms in all: ...)",
-                            parse_steps(f"{logs}/{tag}-prestart.log"))
+            if name not in ("hook-noop", "hook-1"):
+                print_steps(f"{s} {name}: the shim", parse_steps(f"{logs}/{tag}-shim.log"))
+            if name in ("legacy-1", "hook-1"):
+                prestart = parse_steps(f"{logs}/{tag}-prestart.log")
+                print_steps(f"{s} {name}: the prestart hook (ms in all: ...)", prestart)
                 print_steps(f"{s} {name}: the prestart hook in the container's mount namespace "
                             f"(part of its apply step)",
                             parse_steps(f"{logs}/{tag}-prestart.log", child=True))
-
+                wall = walls.get((s, name, "prestart"))
+                if wall and prestart:
+                    total = statistics.median(r["total"] for r in prestart if "total" in r)
+                    print(f"  outside its main (medians: process wall minus `total`; fork, "
+                          f"exec, start-up, exit): {statistics.median(wall) - total:.0f} µs")
+    noop = walls.get((sets[0], "hook-noop", "noop"))
+    if noop:
+        print(f"\nthe prestart hook's process over a no-op hook's (busybox `true`, "
+              f"{statistics.median(noop):.0f} µs from fork to exit): what it adds to runc's "
+              f"cost of running any hook, without the noise of a whole start")
+        for s in sets:
+            for name in ("hook-1", "legacy-1"):
+                v = walls.get((s, name, "prestart"))
+                if v:
+                    print(f"{s:<4}{name:<15}{statistics.median(v) - statistics.median(noop):>8.0f} µs")
 
 print_machine()
 if breakdown:

@@ -37,10 +37,11 @@
 #                   scenario a set cannot run here is printed as "n/a: <reason>", not failed.
 #   --concurrency N containers started at once (default 50; 0 skips it)
 #   --breakdown N   instead of the rounds: N starts each of jit-cdi, jit-cdi-glibc, cdi,
-#                   legacy-1 and shim-nogpu with debug logs on, then the median (p10, p90) per
-#                   step of the apply-edits hook, the shim and the prestart hook (their "step
-#                   timings" lines) and the wall time of every hook process (a peer's: wall
-#                   times only)
+#                   legacy-1, shim-nogpu, hook-noop and hook-1 with debug logs on, then the
+#                   median (p10, p90) per step of the apply-edits hook, the shim and the
+#                   prestart hook (their "step timings" lines), the wall time of every hook
+#                   process from fork to exit (examples/hook_timer; a peer's: wall times only),
+#                   and the prestart hook's process over the no-op hook's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=30
