@@ -85,7 +85,8 @@ pub struct Plan {
     /// of the driver's 64-bit libraries (libcuda's), `:`-joined; `None` when none is mounted.
     pub libcuda_dir: Option<String>,
     /// Whether the driver application profile that restricts EGL and Vulkan to the
-    /// container's GPUs is written (any capability, as upstream's specs always carry it):
+    /// container's GPUs is written (with `graphics` or `display`, whose libraries read it; a
+    /// spec and jit-cdi ask for every capability, so they always carry it, as upstream's):
     /// after the ld cache, from the `/dev/nvidiaN` nodes the container then has
     /// (`container::app_profile`).
     pub app_profile: bool,

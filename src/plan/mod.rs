@@ -335,8 +335,11 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         cuda_compat,
         ldcache_dirs,
         libcuda_dir,
-        // As upstream's specs, whose common edits always carry the hook: any capability.
-        app_profile: !caps.is_empty(),
+        // The profile selects the GPUs of EGL and Vulkan, which the graphics libraries bring:
+        // with graphics or display (a spec and jit-cdi ask for every capability, so their
+        // edits carry it always, as upstream's specs; a compute container gets none, as from
+        // upstream's legacy path).
+        app_profile: caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display),
         notes,
     })
 }

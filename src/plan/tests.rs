@@ -85,7 +85,7 @@ fn gpus_0_and_2_with_utility_and_compute() {
         cuda_compat: Some("550.54.15".into()),
         ldcache_dirs: vec!["/usr/lib64".into()],
         libcuda_dir: Some("/usr/lib64".into()),
-        app_profile: true,
+        app_profile: false,
         proc_mask: Some(ProcMask {
             files: vec![
                 ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
@@ -133,7 +133,7 @@ fn none_gives_driver_files_and_control_node_only() {
         cuda_compat: None,
         ldcache_dirs: vec!["/usr/lib64".into()],
         libcuda_dir: Some("/usr/lib64".into()),
-        app_profile: true,
+        app_profile: false,
         proc_mask: Some(ProcMask {
             files: vec![
                 ("params".into(), "ModifyDeviceFiles: 0\n".into()),
@@ -543,7 +543,7 @@ fn each_library_layout_whole_plan() {
             cuda_compat: Some("550.54.15".into()),
             ldcache_dirs: vec![image_dir.into()],
             libcuda_dir: Some(image_dir.into()),
-            app_profile: true,
+            app_profile: false,
             proc_mask: Some(ProcMask {
                 files: vec![
                     ("gpus/0000:00:00.0/information".into(), "Model: a\n".into()),
@@ -1341,23 +1341,31 @@ fn vdpau_libcuda_dir_and_app_profile_cases() {
             layout(),
             Some(vdpau("/usr/lib64")),
             Some("/usr/lib64"),
-            true,
+            false,
         ),
         (
-            "video, unknown layout (a spec): the driver root's path",
-            &[Capability::Video],
+            "every capability, unknown layout (a spec): the driver root's path, the profile",
+            &Capability::ALL,
             Layout::UNKNOWN,
             Some(vdpau(lib)),
             Some(lib),
             true,
         ),
         (
-            "compute: no vdpau, the profile",
+            "compute: no vdpau, no profile (no EGL or Vulkan without graphics)",
             &[Capability::Compute],
             layout(),
             None,
             Some("/usr/lib64"),
-            true,
+            false,
+        ),
+        (
+            "video: no profile",
+            &[Capability::Video, Capability::Compute],
+            layout(),
+            Some(vdpau("/usr/lib64")),
+            Some("/usr/lib64"),
+            false,
         ),
         ("no capability: nothing", &[], layout(), None, None, false),
         (

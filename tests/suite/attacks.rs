@@ -892,14 +892,16 @@ fn gbm_and_glx_indirect_in_both_paths() {
 }
 
 /// Not an attack: what upstream's current specs add, through the two-path harness, in a
-/// Debian-like image (libraries in /usr/lib/x86_64-linux-gnu in both paths). Any capability
-/// (graphics here, and compute alone) gets the driver application profile whose `EGLVisibleDGPUDevices` mask has the bit of each GPU minor
-/// the container has (GPU 1 alone: 0x2; both: 0x3), read-only, in
+/// Debian-like image (libraries in /usr/lib/x86_64-linux-gnu in both paths). Graphics gets
+/// the driver application profile whose `EGLVisibleDGPUDevices` mask has the bit of each GPU
+/// minor the container has (GPU 1 alone: 0x2; both: 0x3), read-only, in
 /// /etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf; video the VDPAU backend in
 /// `vdpau/` next to the libraries, read-only. A spec (jit-cdi) also sets
 /// `NVIDIA_CTK_LIBCUDA_DIR` to the library directory; a prestart hook cannot change the
 /// environment of a process whose config the runtime has already read, so that path has none
-/// (as upstream's legacy path).
+/// (as upstream's legacy path). Compute alone: no profile through the prestart hook (no EGL or
+/// Vulkan without the graphics libraries; upstream's legacy path writes none either), the
+/// profile through jit-cdi (which asks for every capability, as upstream's specs carry it).
 #[test]
 fn application_profile_vdpau_and_libcuda_dir_in_both_paths() {
     use std::os::unix::fs::PermissionsExt;
@@ -948,18 +950,28 @@ fn application_profile_vdpau_and_libcuda_dir_in_both_paths() {
                 "want {libcuda:?}: {context}"
             );
         }
-        // compute alone: the same profile (upstream's specs always carry the hook).
+        // compute alone: jit-cdi asks for every capability (the profile); the prestart hook
+        // for compute and utility (none).
         let mut b = Bundle::new(&h.dir, Image::Glibc);
         b.env("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
         request_devices(h, &mut b, path, &work, "1", "");
         let out = b.run("true");
         let context = format!("{path:?}, compute: {}", bundle::out_text(&out));
         assert!(out.status.success(), "{context}");
-        let got = std::fs::read_to_string(b.rootfs().join(profile)).unwrap_or_default();
-        assert!(
-            got.contains("[\"EGLVisibleDGPUDevices\",0x2]"),
-            "the profile with compute: {got:?}: {context}"
-        );
+        let file = b.rootfs().join(profile);
+        match path {
+            Path_::JitCdi => {
+                let got = std::fs::read_to_string(&file).unwrap_or_default();
+                assert!(
+                    got.contains("[\"EGLVisibleDGPUDevices\",0x2]"),
+                    "the profile with jit-cdi: {got:?}: {context}"
+                );
+            }
+            Path_::Hook => assert!(
+                !file.exists() && !b.rootfs().join("etc/nvidia").exists(),
+                "no profile (nor its directories) for compute through the hook: {context}"
+            ),
+        }
     }
 }
 
@@ -980,6 +992,8 @@ fn application_profile_skips_a_host_volume_at_etc_nvidia() {
             .push(serde_json::json!({
                 "destination": "/etc/nvidia", "type": "bind", "source": vol, "options": ["rbind", "rw"],
             }));
+        // Graphics: the prestart hook writes the profile only then (jit-cdi always).
+        b.env("NVIDIA_DRIVER_CAPABILITIES=graphics,utility");
         request_gpu(h, &mut b, path, &work);
         let out = b.run("echo RAN");
         let context = format!("path {path:?}: {}", bundle::out_text(&out));

@@ -400,7 +400,7 @@ fn hook_option_cases() {
             vec![vec!["nvidia-cdi-hook", "disable-device-node-modification"]],
         ),
         (
-            "no compute: no compat hook",
+            "utility alone: no compat hook, no profile (no graphics)",
             Options {
                 capabilities: BTreeSet::from([Capability::Utility]),
                 ..separate()
@@ -413,7 +413,6 @@ fn hook_option_cases() {
                     "--folder",
                     "/usr/lib/x86_64-linux-gnu",
                 ],
-                vec!["nvidia-cdi-hook", "update-application-profile"],
             ],
         ),
     ];
