@@ -537,7 +537,7 @@ def generate_and_rss(prepared, na):
 
 # --- the breakdown ----------------------------------------------------------------------------
 
-def timed(bd, name, log, flags="", pid1to0=False, arg0=None, real=None, label=None):
+def behind_timer(bd, name, log, flags="", pid1to0=False, arg0=None, real=None, label=None):
     """Puts examples/hook_timer in place of `bd/name` (the real binary becomes `name.real`, or
     a link to `real`): each run appends `hook-wall NAME µs` to `log`, the hook process's own
     wall time from fork to exit (see the example's header for the settings)."""
@@ -567,12 +567,12 @@ def breakdown_bins(s, logs):
         # For this project's hook the state's "pid":1 (runc's createContainer, from the
         # container's pid namespace) becomes 0: the timer, not the container's init, is its
         # parent, and 0 sends it down the same path as runc's direct child (stay put).
-        timed(bd, name, log, flags="--debug" if ours and name == "nvidia-cdi-hook" else "",
+        behind_timer(bd, name, log, flags="--debug" if ours and name == "nvidia-cdi-hook" else "",
               pid1to0=ours)
     if os.path.exists(f"{bd}/nvidia-container-runtime-hook"):
-        timed(bd, "nvidia-container-runtime-hook", log, label="prestart")
+        behind_timer(bd, "nvidia-container-runtime-hook", log, label="prestart")
     if s == sets[0]:
-        timed(bd, "hook-noop", log, arg0="true", real=f"{work}/lower/bin/busybox", label="noop")
+        behind_timer(bd, "hook-noop", log, arg0="true", real=f"{work}/lower/bin/busybox", label="noop")
 
 
 STEPS = re.compile(r"step timings \(us\):((?: [\w-]+=\d+)+)")
