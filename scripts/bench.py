@@ -567,8 +567,8 @@ def breakdown_bins(s, logs):
         # For this project's hook the state's "pid":1 (runc's createContainer, from the
         # container's pid namespace) becomes 0: the timer, not the container's init, is its
         # parent, and 0 sends it down the same path as runc's direct child (stay put).
-        behind_timer(bd, name, log, flags="--debug" if ours and name == "nvidia-cdi-hook" else "",
-              pid1to0=ours)
+        behind_timer(bd, name, log,
+                     flags="--debug" if ours and name == "nvidia-cdi-hook" else "", pid1to0=ours)
     if os.path.exists(f"{bd}/nvidia-container-runtime-hook"):
         behind_timer(bd, "nvidia-container-runtime-hook", log, label="prestart")
     if s == sets[0]:
