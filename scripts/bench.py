@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The timing half of scripts/bench.sh, which builds the binaries, makes the fake hosts and the
-images, and runs this as `bench.py WORK ROUNDS SETS CONCURRENCY BREAKDOWN COMMIT COMPARE_DIR`
+images, and runs this as `bench.py WORK ROUNDS SETS CONCURRENCY BREAKDOWN COMMIT COMPARE_DIR
+HOOK_KINDS`
 (run scripts/bench.sh, not this; method in docs/PERFORMANCE.md).
 
 WORK holds a directory per set (A: this checkout; B: --compare), its binaries in bin/ and, for
@@ -29,6 +30,7 @@ import time
 
 work, rounds, sets = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 concurrency, breakdown, commit, compare = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+hook_kinds = int(sys.argv[8])
 host, host64 = f"{work}/host", f"{work}/host64"
 # --breakdown's stand-in for a hook binary (bench.sh builds the examples; we run from the root).
 TIMER = os.path.abspath("target/release/examples/hook_timer")
@@ -719,9 +721,58 @@ def breakdown_mode():
                 if v:
                     print(f"{s:<4}{name:<15}{statistics.median(v) - statistics.median(noop):>8.0f} µs")
 
+def hook_kinds_mode():
+    """runc's own cost of running a hook of each kind: `runc create` alone (the container then
+    removed with `delete -f`), no hook against busybox `true` as a prestart, createRuntime and
+    createContainer hook, shuffled rounds, paired by round (a start's spread is several ms;
+    `create` alone has less of it)."""
+    kinds = ["none", "prestart", "createRuntime", "createContainer"]
+    preps = {}
+    for k in kinds:
+        spec = json.loads(json.dumps(SPEC))
+        if k != "none":
+            spec["hooks"] = {k: [{"path": f"{work}/lower/bin/busybox", "args": ["true"]}]}
+        preps[k] = (spec, ["runc"], dict(os.environ), "lower")
+    times = {k: [] for k in kinds}
+    for _ in range(hook_kinds):
+        order = kinds[:]
+        random.shuffle(order)
+        for k in order:
+            b, cid = bundle(preps[k])
+            try:
+                # The container inherits create's stdio: a file, never a pipe (its init holds
+                # it open until `start`, so a pipe's reader would wait for ever).
+                with open(f"{b}.err", "w+") as err:
+                    t0 = time.perf_counter()
+                    r = subprocess.run(["runc", "create", "--bundle", b, cid],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=err)
+                    t = time.perf_counter() - t0
+                    err.seek(0)
+                    msg = err.read().strip()[-300:]
+                subprocess.run(["runc", "delete", "-f", cid], capture_output=True)
+            finally:
+                os.remove(f"{b}.err")
+                remove(b)
+            if r.returncode != 0:
+                raise SystemExit(f"bench: runc create with {k} failed: {msg}")
+            times[k].append(t)
+    print(f"\nrunc create alone, {hook_kinds} shuffled rounds (ms): a no-op hook (busybox true) of "
+          f"each kind, paired by round over no hook")
+    for k in kinds:
+        v = times[k]
+        line = f"  {k:<16}median {ms(statistics.median(v)):>6} (p10 {ms(pct(v, 10))}, p90 {ms(pct(v, 90))})"
+        if k != "none":
+            d = [x - y for x, y in zip(v, times["none"])]
+            line += f"; over none: {ms(statistics.median(d))} ({ms(pct(d, 10))}–{ms(pct(d, 90))})"
+        print(line)
+
+
 print_machine()
 if breakdown:
     breakdown_mode()
+elif hook_kinds:
+    hook_kinds_mode()
 else:
     prepared, na = rounds_of_starts()
     print(f"\nload average (1, 5, 15 min) after the rounds: {loadavg()}")

@@ -28,7 +28,8 @@
 # concurrency scenario (N GPU containers started at once through the shim: total wall time, p50
 # and p99 of one start), `nvidia-ctk cdi generate` on the 8- and 64-GPU hosts, and peak RSS.
 #
-# Usage: scripts/bench.sh [--rounds N] [--compare DIR] [--concurrency N] [--breakdown N]  (root)
+# Usage: scripts/bench.sh [--rounds N] [--compare DIR] [--concurrency N] [--breakdown N]
+#                         [--hook-kinds N]  (root)
 #   --compare DIR   a second set of binaries in DIR (nvidia-container-runtime, nvidia-ctk,
 #                   nvidia-cdi-hook; nvidia-container-runtime-hook if it has one, and for a
 #                   static front its program in DIR/libexec/nvct/): another build of this
@@ -42,23 +43,29 @@
 #                   prestart hook (their "step timings" lines), the wall time of every hook
 #                   process from fork to exit (examples/hook_timer; a peer's: wall times only),
 #                   and the prestart hook's process over the no-op hook's
+#   --hook-kinds N  instead of the rounds: N shuffled rounds of `runc create` alone (then
+#                   `delete -f`) with no hook and with busybox `true` as a prestart,
+#                   createRuntime and createContainer hook: runc's own cost of running any
+#                   hook of each kind, paired by round
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=30
 compare=""
 concurrency=50
 breakdown=0
+hookkinds=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --compare) compare=$(realpath "$2"); shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --breakdown) breakdown=$2; shift 2 ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    --hook-kinds) hookkinds=$2; shift 2 ;;
+    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-for n in "$rounds" "$concurrency" "$breakdown"; do
+for n in "$rounds" "$concurrency" "$breakdown" "$hookkinds"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "bench.sh: $n is not a count (a whole number)" >&2; exit 2; }
 done
 [ "$rounds" -ge 1 ] || { echo "bench.sh: --rounds must be at least 1" >&2; exit 2; }
@@ -107,4 +114,4 @@ cp -a /etc/ld.so.conf /etc/ld.so.conf.d "$work/lower-glibc/etc/"
 ldconfig -r "$work/lower-glibc"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
 # Not exec: the EXIT trap removes the work directory afterwards.
-python3 scripts/bench.py "$work" "$rounds" "$sets" "$concurrency" "$breakdown" "$commit" "$compare"
+python3 scripts/bench.py "$work" "$rounds" "$sets" "$concurrency" "$breakdown" "$commit" "$compare" "$hookkinds"
