@@ -961,13 +961,19 @@ fn systemd_trap_check(
             "`nvidia-ctk system create-dev-char-symlinks --create-all`, and prefer mode \"cdi\" or \"jit-cdi\" so the devices are in each container's spec",
         );
     }
-    if hook_only {
-        return ok(
-            name,
-            format!("{engines} use the systemd cgroup driver; /dev/char links present. Devices added only by the prestart hook (docker --gpus, the OCI hook) are not in a container's spec and are still lost at a daemon-reload; the nvidia runtime and CDI put them in the spec"),
-        );
-    }
-    ok(name, format!("{engines} use the systemd cgroup driver; /dev/char links present and mode {:?} puts devices in the spec", config.runtime.mode))
+    // Containers that get their GPUs from the prestart hook alone (docker --gpus, the OCI
+    // hook) have no device rules in their spec: the hook asks systemd to keep the rules it adds
+    // (`container::cgroup::systemd::keep_rules`), and logs why when it cannot.
+    let hook = "the prestart hook asks systemd to keep the device rules it adds to a container's scope (`systemctl set-property --runtime <scope> DeviceAllow=`), for docker --gpus and the OCI hook; its debug log says so, or why it could not";
+    let shim = if hook_only {
+        "the nvidia runtime puts the device rules in each container's spec"
+    } else {
+        "the nvidia runtime puts the devices in each container's spec"
+    };
+    ok(
+        name,
+        format!("{engines} use the systemd cgroup driver; /dev/char links present; {shim} (mode {:?}); {hook}", config.runtime.mode),
+    )
 }
 
 /// The CDI spec directories as the CDI library reads them: the file-level checks (a file that
@@ -1305,6 +1311,75 @@ pub fn parse_node(text: &str) -> Result<Node, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn systemd_trap_cases() {
+        let mode = |m: Mode| {
+            let mut c = Config::default();
+            c.runtime.mode = m;
+            c
+        };
+        let links = vec!["/dev/char/195:0".to_string()];
+        // (case, engines, missing links, mode, status, what the detail must say)
+        let cases: &[(&str, &[&str], &[String], Mode, Status, &[&str])] = &[
+            (
+                "no engine on systemd",
+                &[],
+                &[],
+                Mode::Legacy,
+                Status::Ok,
+                &["no engine"],
+            ),
+            (
+                "links missing: the trap",
+                &["docker"],
+                &links,
+                Mode::Legacy,
+                Status::Fail,
+                &["docker", "1 /dev/char links are missing", "daemon-reload"],
+            ),
+            (
+                "legacy, links present: the hook keeps its rules",
+                &["docker", "containerd"],
+                &[],
+                Mode::Legacy,
+                Status::Ok,
+                &[
+                    "docker, containerd",
+                    "device rules in each container's spec",
+                    "set-property --runtime",
+                    "docker --gpus",
+                ],
+            ),
+            (
+                "cdi, links present: the devices in the spec, the hook's rules kept",
+                &["crio"],
+                &[],
+                Mode::Cdi,
+                Status::Ok,
+                &[
+                    "devices in each container's spec (mode Cdi)",
+                    "set-property --runtime",
+                ],
+            ),
+        ];
+        for (name, engines, missing, m, status, says) in cases {
+            let c = systemd_trap_check(engines, missing, &mode(*m));
+            assert_eq!(c.status, *status, "case {name}: {c:?}");
+            for want in *says {
+                assert!(
+                    c.detail.contains(want),
+                    "case {name}: {want:?} in {:?}",
+                    c.detail
+                );
+            }
+            assert!(
+                !c.detail.contains("still lost"),
+                "case {name}: {:?}",
+                c.detail
+            );
+        }
+    }
 
     #[test]
     fn exit_code_cases() {
