@@ -372,6 +372,9 @@ fn inject(
             plan.cgroup_rules.len()
         ));
     }
+    if let Some(line) = &applied.systemd {
+        log.debug(&format!("container {}: {line}", state.id));
+    }
     if let Some(line) = applied.ld_cache {
         log.debug(&format!("container {}: {line}", state.id));
     }

@@ -91,6 +91,9 @@ pub struct Applied {
     /// Whether the device cgroup was left as the runtime made it because config.json's own
     /// device list allowed the plan's rules (never with `no-cgroups`, which skips it anyway).
     pub rules_in_spec: bool,
+    /// That systemd keeps the rules across a daemon-reload, and how long `systemctl` took
+    /// (`container::cgroup::systemd`), for the debug log; why it could not is a note.
+    pub systemd: Option<String>,
 }
 
 /// Whether this process is rootless: not root, or root of a user namespace (its
@@ -205,11 +208,16 @@ pub fn apply(
         Some(ldconfig::open_host(&target.ldconfig)?)
     };
     let mut notes = Vec::new();
+    let mut systemd = None;
     let rules_in_spec =
         !target.no_cgroups && cgroup::spec_allows(&target.device_rules, &plan.cgroup_rules);
     if !target.no_cgroups && !rules_in_spec {
         match cgroup::allow_devices(target.pid, &plan.cgroup_rules) {
-            Ok(()) => notes.extend(cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules)),
+            Ok(()) => match cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules) {
+                Some(Ok(line)) => systemd = Some(line),
+                Some(Err(why)) => notes.push(why),
+                None => {}
+            },
             Err(e) => {
                 let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
                 let euid = sys::euid();
@@ -245,6 +253,7 @@ pub fn apply(
             ns_steps,
             forked: false,
             rules_in_spec,
+            systemd,
         });
     }
     let (mut rx, tx) = pipe()?;
@@ -276,6 +285,7 @@ pub fn apply(
                 ns_steps: ns_steps.to_string(),
                 forked: true,
                 rules_in_spec,
+                systemd,
             })
         }
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),

@@ -240,6 +240,7 @@ docker_gpus() {
   expect_gpu0 "$o"
 }
 docker_gpus_after_daemon_reload() {
+  local cfg=/etc/nvidia-container-runtime/config.toml log=/var/log/nvct-reload-hook.log
   docker_setup
   # The /dev/char links upstream and doctor advise for the systemd cgroup driver: in the
   # guest's /dev (where systemd resolves them; the fake nodes are copied there) and under the
@@ -249,7 +250,20 @@ docker_gpus_after_daemon_reload() {
   must nvidia-ctk system create-dev-char-symlinks --create-all --proc-root "$fake/proc" --dev-root "$fake/driver"
   must ls -l /dev/char/195:0
   docker rm -f nvct-reload >/dev/null 2>&1
-  must docker run -d --name nvct-reload --network none --gpus device=0 nvct-busybox:1 sleep 3600
+  # The hook's debug log, for this one start: its step timings and its systemd line (that it
+  # asked systemd to keep the rules, and how long `systemctl set-property` took).
+  must cp "$cfg" "$cfg.nvct-saved"
+  must nvidia-ctk config --config-file "$cfg" --in-place --set "nvidia-container-cli.debug=$log"
+  rm -f "$log"
+  local rc=0
+  echo "+ docker run -d --name nvct-reload --network none --gpus device=0 nvct-busybox:1 sleep 3600"
+  docker run -d --name nvct-reload --network none --gpus device=0 nvct-busybox:1 sleep 3600 || rc=$?
+  must mv "$cfg.nvct-saved" "$cfg"
+  [ "$rc" -eq 0 ] || { hook_journal; fail "docker run: exit $rc"; }
+  echo "--- the prestart hook's log"
+  cat "$log" 2>&1
+  grep -q "keeps the .* GPU device rule" "$log" ||
+    fail "the hook did not ask systemd to keep the device rules (its log above says why)"
   local o
   o=$(docker exec nvct-reload sh -c "$probe" 2>&1)
   echo "--- before daemon-reload"

@@ -73,37 +73,42 @@ pub fn booted() -> bool {
 const SYSTEMCTL: [&str; 2] = ["/usr/bin/systemctl", "/bin/systemctl"];
 
 /// Asks systemd to keep `rules` in the container's scope (see the module doc). `proc_cgroup` is
-/// the text of `/proc/<pid>/cgroup`. Returns a line for the log: what was done, or why not.
-pub fn keep_rules(proc_cgroup: &str, rules: &[CgroupRule]) -> Option<String> {
+/// the text of `/proc/<pid>/cgroup`. Returns a line for the log: `Ok` what was done (debug),
+/// `Err` why it was not (a warning: a daemon-reload would take the GPUs away); `None` when
+/// there is nothing to keep (no rules, systemd not the init, not a scope).
+pub fn keep_rules(proc_cgroup: &str, rules: &[CgroupRule]) -> Option<Result<String, String>> {
     if rules.is_empty() || !booted() {
         return None;
     }
     let unit = unit_of(proc_cgroup)?;
     let Some(systemctl) = SYSTEMCTL.iter().map(Path::new).find(|p| p.is_file()) else {
-        return Some(format!(
+        return Some(Err(format!(
             "systemd: no systemctl to keep the device rules of {unit} across a daemon-reload"
-        ));
+        )));
     };
+    let started = std::time::Instant::now();
     let out = Command::new(systemctl)
         .args(set_property_args(&unit, rules))
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .stdin(Stdio::null())
         .output();
+    // The call is on the container's start path: its time goes in the log line.
+    let took = format!("{:.1} ms", started.elapsed().as_secs_f64() * 1000.0);
     Some(match out {
-        Ok(o) if o.status.success() => format!(
-            "systemd: {unit} keeps the {} GPU device rule(s) across a daemon-reload (DeviceAllow=, runtime)",
+        Ok(o) if o.status.success() => Ok(format!(
+            "systemd: {unit} keeps the {} GPU device rule(s) across a daemon-reload (DeviceAllow=, runtime; systemctl took {took})",
             rules.len()
-        ),
-        Ok(o) => format!(
-            "systemd: could not keep the device rules of {unit} ({}: {}); a `systemctl daemon-reload` takes the GPUs away from this container",
+        )),
+        Ok(o) => Err(format!(
+            "systemd: could not keep the device rules of {unit} ({}: {}; after {took}); a `systemctl daemon-reload` takes the GPUs away from this container",
             o.status,
             String::from_utf8_lossy(&o.stderr).trim()
-        ),
-        Err(e) => format!(
+        )),
+        Err(e) => Err(format!(
             "systemd: cannot run {}: {e}; a `systemctl daemon-reload` takes the GPUs away from this container",
             systemctl.display()
-        ),
+        )),
     })
 }
 
