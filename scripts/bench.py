@@ -721,6 +721,7 @@ def breakdown_mode():
                 if v:
                     print(f"{s:<4}{name:<15}{statistics.median(v) - statistics.median(noop):>8.0f} µs")
 
+
 def hook_kinds_mode():
     """runc's own cost of running a hook of each kind: `runc create` alone (the container then
     removed with `delete -f`), no hook against busybox `true` as a prestart, createRuntime and
