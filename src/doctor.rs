@@ -964,7 +964,7 @@ fn systemd_trap_check(
     // Containers that get their GPUs from the prestart hook alone (docker --gpus, the OCI
     // hook) have no device rules in their spec: the hook asks systemd to keep the rules it adds
     // (`container::cgroup::systemd::keep_rules`), and logs why when it cannot.
-    let hook = "the prestart hook asks systemd to keep the device rules it adds to a container's scope (`systemctl set-property --runtime <scope> DeviceAllow=`), for docker --gpus and the OCI hook; its debug log says so, or why it could not";
+    let hook = "the prestart hook asks systemd to keep the device rules it adds to a container's scope (DeviceAllow= at runtime, as `systemctl set-property --runtime` sets it), for docker --gpus and the OCI hook; its debug log says so, or why it could not";
     let shim = if hook_only {
         "the nvidia runtime puts the device rules in each container's spec"
     } else {
@@ -1347,7 +1347,7 @@ mod tests {
                 &[
                     "docker, containerd",
                     "device rules in each container's spec",
-                    "set-property --runtime",
+                    "DeviceAllow= at runtime",
                     "docker --gpus",
                 ],
             ),
@@ -1359,7 +1359,7 @@ mod tests {
                 Status::Ok,
                 &[
                     "devices in each container's spec (mode Cdi)",
-                    "set-property --runtime",
+                    "DeviceAllow= at runtime",
                 ],
             ),
         ];

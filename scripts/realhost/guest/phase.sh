@@ -251,7 +251,7 @@ docker_gpus_after_daemon_reload() {
   must ls -l /dev/char/195:0
   docker rm -f nvct-reload >/dev/null 2>&1
   # The hook's debug log, for this one start: its step timings and its systemd line (that it
-  # asked systemd to keep the rules, and how long `systemctl set-property` took).
+  # asked systemd to keep the rules over D-Bus, not through systemctl, and how long it took).
   must cp "$cfg" "$cfg.nvct-saved"
   must nvidia-ctk config --config-file "$cfg" --in-place --set "nvidia-container-cli.debug=$log"
   rm -f "$log"
@@ -264,6 +264,8 @@ docker_gpus_after_daemon_reload() {
   cat "$log" 2>&1
   grep -q "keeps the .* GPU device rule" "$log" ||
     fail "the hook did not ask systemd to keep the device rules (its log above says why)"
+  grep -q "keeps the .* over D-Bus" "$log" ||
+    fail "the hook's D-Bus call to systemd failed and systemctl did it (its log above says why)"
   local o
   o=$(docker exec nvct-reload sh -c "$probe" 2>&1)
   echo "--- before daemon-reload"

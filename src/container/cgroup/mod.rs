@@ -8,8 +8,10 @@
 //! `given.rs` PURE (whether config.json's own device list already allows the rules),
 //! `v1.rs` (devices.allow), `v2.rs` (which programs to replace and how, through the bpf(2)
 //! wrappers in `sys/bpf.rs`), `insn.rs` PURE (eBPF encoding, our prefix), `systemd.rs` (the
-//! same rules kept by systemd for a container that is a systemd scope).
+//! same rules kept by systemd for a container that is a systemd scope), `dbus.rs` (the one
+//! D-Bus call to systemd that does it without a `systemctl` process).
 
+pub mod dbus;
 mod given;
 pub mod insn;
 mod locate;

@@ -5,15 +5,18 @@
 //! `daemon-reload` it writes the scope's `DeviceAllow=` list back into the device cgroup (v1
 //! `devices.allow`/`deny`, v2 its own BPF program), and the rules the prestart hook added are
 //! gone, so the container loses its GPUs. Upstream has the same trap. Here the hook also asks
-//! systemd to keep them: `systemctl set-property --runtime <scope> DeviceAllow=/dev/char/M:m rw`
-//! for each rule (systemd parses `/dev/char/MAJ:MIN` itself, no link needed).
+//! systemd to keep them: what `systemctl set-property --runtime <scope> DeviceAllow=/dev/char/M:m
+//! rw` does for each rule (systemd parses `/dev/char/MAJ:MIN` itself, no link needed), as one
+//! D-Bus call on systemd's private socket (`dbus.rs`: no process on the container's start
+//! path), and through `systemctl` itself when that call fails.
 //!
 //! Owns: which unit a container is ([`unit_of`], PURE), the `systemctl` arguments
-//! ([`set_property_args`], PURE), and running them ([`keep_rules`]). Runs only where systemd is
+//! ([`set_property_args`], PURE), and asking systemd ([`keep_rules`]). Runs only where systemd is
 //! the init (`/run/systemd/system` exists, as `sd_booted()` checks) and the container's cgroup
 //! is a scope; anything else (cgroupfs driver, no systemd, a failed call) leaves the rules as
 //! the hook wrote them and says why in the log line: never a refused start.
 
+use super::dbus;
 use crate::model::CgroupRule;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -81,9 +84,23 @@ pub fn keep_rules(proc_cgroup: &str, rules: &[CgroupRule]) -> Option<Result<Stri
         return None;
     }
     let unit = unit_of(proc_cgroup)?;
+    let started = std::time::Instant::now();
+    let ms = |t: std::time::Instant| format!("{:.1} ms", t.elapsed().as_secs_f64() * 1000.0);
+    let socket = Path::new(dbus::PRIVATE_SOCKET);
+    let via_dbus = dbus::set_device_allow(socket, crate::sys::euid(), &unit, rules);
+    let dbus_error = match via_dbus {
+        Ok(()) => {
+            return Some(Ok(format!(
+                "systemd: {unit} keeps the {} GPU device rule(s) across a daemon-reload (DeviceAllow=, runtime; over D-Bus in {})",
+                rules.len(),
+                ms(started)
+            )))
+        }
+        Err(e) => e,
+    };
     let Some(systemctl) = SYSTEMCTL.iter().map(Path::new).find(|p| p.is_file()) else {
         return Some(Err(format!(
-            "systemd: no systemctl to keep the device rules of {unit} across a daemon-reload"
+            "systemd: no systemctl to keep the device rules of {unit} across a daemon-reload (D-Bus: {dbus_error})"
         )));
     };
     let started = std::time::Instant::now();
@@ -94,10 +111,10 @@ pub fn keep_rules(proc_cgroup: &str, rules: &[CgroupRule]) -> Option<Result<Stri
         .stdin(Stdio::null())
         .output();
     // The call is on the container's start path: its time goes in the log line.
-    let took = format!("{:.1} ms", started.elapsed().as_secs_f64() * 1000.0);
+    let took = ms(started);
     Some(match out {
         Ok(o) if o.status.success() => Ok(format!(
-            "systemd: {unit} keeps the {} GPU device rule(s) across a daemon-reload (DeviceAllow=, runtime; systemctl took {took})",
+            "systemd: {unit} keeps the {} GPU device rule(s) across a daemon-reload (DeviceAllow=, runtime; systemctl took {took} after D-Bus: {dbus_error})",
             rules.len()
         )),
         Ok(o) => Err(format!(

@@ -1,0 +1,477 @@
+//! One D-Bus method call to systemd, without a `systemctl` process: `SetUnitProperties(unit,
+//! runtime=true, [("DeviceAllow", [(path, "rw"), ...])])` on systemd's private socket
+//! (`/run/systemd/private`, root only, peer to peer: no bus daemon, no `Hello`), the call
+//! `systemctl set-property --runtime UNIT DeviceAllow=...` makes. `systemd.rs` tries it first
+//! and starts `systemctl` when it fails, so a systemd that answers otherwise than expected
+//! costs time, never the rules.
+//!
+//! Owns: the wire format of that one call and of its answer ([`set_device_allow_message`],
+//! [`reply_of`], PURE; the D-Bus specification's marshalling: little-endian, each value aligned
+//! to its type from the message's start, header fields `a(yv)`, the body after the header
+//! padded to 8), and the exchange on the socket ([`set_device_allow`]: `AUTH EXTERNAL` with
+//! our uid, `BEGIN`, the call, the answer whose `REPLY_SERIAL` is ours, within [`TIMEOUT`]).
+//! Must not: block the start for long (every read and write has the timeout), or read more
+//! than [`MAX_MESSAGE`] bytes of an answer.
+
+use crate::model::CgroupRule;
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// systemd's private socket: the manager's API for root, without dbus-daemon.
+pub const PRIVATE_SOCKET: &str = "/run/systemd/private";
+/// The longest the exchange may take (each read and write); `systemctl`'s default is 25 s.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest answer read (its header and body); systemd's answer to this call is empty.
+pub const MAX_MESSAGE: usize = 64 << 10;
+
+const METHOD_CALL: u8 = 1;
+const METHOD_RETURN: u8 = 2;
+const ERROR: u8 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbusError {
+    #[error("{PRIVATE_SOCKET}: {0}")]
+    Io(#[from] io::Error),
+    #[error("{PRIVATE_SOCKET}: authentication refused: {0:?}")]
+    Auth(String),
+    #[error("{PRIVATE_SOCKET}: an answer that is not D-Bus: {0}")]
+    Malformed(&'static str),
+    #[error("systemd refused: {name}: {message}")]
+    Refused { name: String, message: String },
+}
+
+/// Appends D-Bus values to a message, aligned from the message's start.
+struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    fn pad(&mut self, align: usize) {
+        while !self.buf.len().is_multiple_of(align) {
+            self.buf.push(0);
+        }
+    }
+    fn byte(&mut self, b: u8) {
+        self.buf.push(b);
+    }
+    fn u32(&mut self, v: u32) {
+        self.pad(4);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A STRING or an OBJECT_PATH: length, bytes, NUL.
+    fn string(&mut self, s: &str) {
+        self.u32(s.len() as u32);
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+    }
+    /// A SIGNATURE: one byte of length, bytes, NUL.
+    fn signature(&mut self, s: &str) {
+        self.buf.push(s.len() as u8);
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+    }
+    /// An ARRAY whose elements align to `align`: its byte length (which counts neither itself
+    /// nor the padding after it) is written once `elements` has appended them.
+    fn array(&mut self, align: usize, elements: impl FnOnce(&mut Writer)) {
+        self.u32(0);
+        let at = self.buf.len() - 4;
+        self.pad(align);
+        let start = self.buf.len();
+        elements(self);
+        let len = (self.buf.len() - start) as u32;
+        self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    }
+}
+
+/// The `SetUnitProperties` call, serial `serial`: `unit` gets `DeviceAllow=/dev/char/M:m rw`
+/// for each rule, at runtime (lost at reboot, as the container's scope itself).
+pub fn set_device_allow_message(serial: u32, unit: &str, rules: &[CgroupRule]) -> Vec<u8> {
+    let mut body = Writer { buf: Vec::new() };
+    body.string(unit);
+    body.u32(1); // BOOLEAN true: runtime
+    body.array(8, |w| {
+        w.pad(8);
+        w.string("DeviceAllow");
+        w.signature("a(ss)");
+        w.array(8, |w| {
+            for r in rules {
+                w.pad(8);
+                w.string(&format!("/dev/char/{}:{}", r.major, r.minor));
+                w.string("rw");
+            }
+        });
+    });
+    let mut m = Writer { buf: Vec::new() };
+    m.byte(b'l');
+    m.byte(METHOD_CALL);
+    m.byte(0); // flags: a reply is expected
+    m.byte(1); // protocol version
+    m.u32(body.buf.len() as u32);
+    m.u32(serial);
+    m.array(8, |w| {
+        let field = |w: &mut Writer, code: u8, sig: &str, value: &str| {
+            w.pad(8);
+            w.byte(code);
+            w.signature(sig);
+            match sig {
+                "g" => w.signature(value),
+                _ => w.string(value),
+            }
+        };
+        field(w, 1, "o", "/org/freedesktop/systemd1");
+        field(w, 2, "s", "org.freedesktop.systemd1.Manager");
+        field(w, 3, "s", "SetUnitProperties");
+        field(w, 6, "s", "org.freedesktop.systemd1");
+        field(w, 8, "g", "sba(sv)");
+    });
+    m.pad(8);
+    m.buf.extend_from_slice(&body.buf);
+    m.buf
+}
+
+/// Reads D-Bus values from a message, aligned from its start.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn align(&mut self, align: usize) -> Result<(), DbusError> {
+        let to = self.at.next_multiple_of(align);
+        (to <= self.buf.len())
+            .then(|| self.at = to)
+            .ok_or(DbusError::Malformed("truncated"))
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DbusError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DbusError::Malformed("truncated"))?;
+        let s = &self.buf[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn byte(&mut self) -> Result<u8, DbusError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DbusError> {
+        self.align(4)?;
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn text(&mut self, len: usize) -> Result<String, DbusError> {
+        let b = self.take(len + 1)?;
+        if b[len] != 0 {
+            return Err(DbusError::Malformed("a string without its NUL"));
+        }
+        Ok(String::from_utf8_lossy(&b[..len]).into_owned())
+    }
+    fn string(&mut self) -> Result<String, DbusError> {
+        let len = self.u32()? as usize;
+        self.text(len)
+    }
+    fn signature(&mut self) -> Result<String, DbusError> {
+        let len = self.byte()? as usize;
+        self.text(len)
+    }
+}
+
+/// The total length of the message whose first 16 bytes are `head`, or why it is not one.
+fn message_len(head: &[u8; 16]) -> Result<usize, DbusError> {
+    if head[0] != b'l' {
+        return Err(DbusError::Malformed("not little-endian"));
+    }
+    let body = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    let fields = u32::from_le_bytes([head[12], head[13], head[14], head[15]]) as usize;
+    let len = (16 + fields).next_multiple_of(8) + body;
+    if len > MAX_MESSAGE {
+        return Err(DbusError::Malformed("an answer over the size limit"));
+    }
+    Ok(len)
+}
+
+/// What a whole message `msg` answers: `None` when it is not the answer to `serial` (another
+/// message on the socket), `Some(Ok(()))` for a method return, `Some(Err(Refused))` for an
+/// error (its name and, when the body starts with a string, its message).
+pub fn reply_of(msg: &[u8], serial: u32) -> Result<Option<Result<(), DbusError>>, DbusError> {
+    let mut r = Reader { buf: msg, at: 0 };
+    if r.byte()? != b'l' {
+        return Err(DbusError::Malformed("not little-endian"));
+    }
+    let kind = r.byte()?;
+    r.take(2)?; // flags, version
+    let _body_len = r.u32()?;
+    let _serial = r.u32()?;
+    let fields_len = r.u32()? as usize;
+    let fields_end =
+        r.at.checked_add(fields_len)
+            .filter(|&e| e <= msg.len())
+            .ok_or(DbusError::Malformed("truncated"))?;
+    let (mut reply_serial, mut error_name, mut signature) = (None, None, String::new());
+    while r.at < fields_end {
+        r.align(8)?;
+        let code = r.byte()?;
+        let sig = r.signature()?;
+        match sig.as_str() {
+            "s" | "o" => {
+                let v = r.string()?;
+                if code == 4 {
+                    error_name = Some(v);
+                }
+            }
+            "u" => {
+                let v = r.u32()?;
+                if code == 5 {
+                    reply_serial = Some(v);
+                }
+            }
+            "g" => {
+                let v = r.signature()?;
+                if code == 8 {
+                    signature = v;
+                }
+            }
+            _ => return Err(DbusError::Malformed("a header field of an unknown type")),
+        }
+    }
+    if reply_serial != Some(serial) || !matches!(kind, METHOD_RETURN | ERROR) {
+        return Ok(None);
+    }
+    if kind == METHOD_RETURN {
+        return Ok(Some(Ok(())));
+    }
+    r.at = fields_end;
+    r.align(8)?;
+    let message = if signature.starts_with('s') {
+        r.string().unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(Some(Err(DbusError::Refused {
+        name: error_name.unwrap_or_else(|| "(no error name)".into()),
+        message,
+    })))
+}
+
+/// Makes the call on `socket` (systemd's [`PRIVATE_SOCKET`]) as user `uid`.
+pub fn set_device_allow(
+    socket: &Path,
+    uid: u32,
+    unit: &str,
+    rules: &[CgroupRule],
+) -> Result<(), DbusError> {
+    let mut s = UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(TIMEOUT))?;
+    s.set_write_timeout(Some(TIMEOUT))?;
+    // SASL: a NUL byte, then EXTERNAL with the uid's decimal digits in hex.
+    let hex: String = uid
+        .to_string()
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    s.write_all(format!("\0AUTH EXTERNAL {hex}\r\n").as_bytes())?;
+    let line = read_line(&mut s)?;
+    if !line.starts_with("OK ") {
+        return Err(DbusError::Auth(line));
+    }
+    const SERIAL: u32 = 1;
+    let mut out = b"BEGIN\r\n".to_vec();
+    out.extend(set_device_allow_message(SERIAL, unit, rules));
+    s.write_all(&out)?;
+    // The answer to our serial; a few other messages (signals) are skipped.
+    for _ in 0..16 {
+        let mut head = [0u8; 16];
+        s.read_exact(&mut head)?;
+        let mut msg = head.to_vec();
+        msg.resize(message_len(&head)?, 0);
+        s.read_exact(&mut msg[16..])?;
+        if let Some(answer) = reply_of(&msg, SERIAL)? {
+            return answer;
+        }
+    }
+    Err(DbusError::Malformed(
+        "no answer among the first 16 messages",
+    ))
+}
+
+/// One line of the SASL exchange (up to `\r\n`), at most 512 bytes.
+fn read_line(s: &mut UnixStream) -> Result<String, DbusError> {
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        if line.len() > 512 {
+            return Err(DbusError::Malformed(
+                "an authentication line over 512 bytes",
+            ));
+        }
+        s.read_exact(&mut b)?;
+        line.push(b[0]);
+    }
+    line.truncate(line.len() - 2);
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The call's bytes for one rule, written out by hand from the specification (offsets in
+    /// the comments are from the message's start; the body starts at 192).
+    #[test]
+    fn the_call_for_one_rule() {
+        let rules = [CgroupRule {
+            major: 195,
+            minor: 0,
+        }];
+        let le = |v: u32| v.to_le_bytes().to_vec();
+        let pad = |v: &mut Vec<u8>, to: usize| v.resize(to, 0);
+        let mut want: Vec<u8> = vec![b'l', 1, 0, 1];
+        want.extend(le(83)); // the body's length
+        want.extend(le(7)); // the serial
+        want.extend(le(173)); // the header fields' length: 16 to 189
+                              // PATH at 16, INTERFACE at 56, MEMBER at 104, DESTINATION at 136, SIGNATURE at 176.
+        want.extend([1, 1, b'o', 0]);
+        want.extend(le(25));
+        want.extend(b"/org/freedesktop/systemd1\0");
+        pad(&mut want, 56);
+        want.extend([2, 1, b's', 0]);
+        want.extend(le(32));
+        want.extend(b"org.freedesktop.systemd1.Manager\0");
+        pad(&mut want, 104);
+        want.extend([3, 1, b's', 0]);
+        want.extend(le(17));
+        want.extend(b"SetUnitProperties\0");
+        pad(&mut want, 136);
+        want.extend([6, 1, b's', 0]);
+        want.extend(le(24));
+        want.extend(b"org.freedesktop.systemd1\0");
+        pad(&mut want, 176);
+        want.extend([8, 1, b'g', 0, 7]);
+        want.extend(b"sba(sv)\0");
+        assert_eq!(want.len(), 189);
+        pad(&mut want, 192);
+        // The body: the unit, runtime = true, a(sv) of 59 bytes from body offset 24 holding
+        // ("DeviceAllow", <a(ss)>), whose array of 27 bytes from 56 holds one (path, "rw").
+        want.extend(le(7));
+        want.extend(b"a.scope\0");
+        want.extend(le(1));
+        want.extend(le(59));
+        want.extend([0; 4]);
+        want.extend(le(11));
+        want.extend(b"DeviceAllow\0");
+        want.extend([5]);
+        want.extend(b"a(ss)\0");
+        want.extend([0]);
+        want.extend(le(27));
+        want.extend([0; 4]);
+        want.extend(le(15));
+        want.extend(b"/dev/char/195:0\0");
+        want.extend(le(2));
+        want.extend(b"rw\0");
+        assert_eq!(want.len(), 192 + 83);
+        assert_eq!(set_device_allow_message(7, "a.scope", &rules), want);
+        // Two rules: the second struct at the next 8-byte boundary of the inner array.
+        let two = set_device_allow_message(
+            7,
+            "a.scope",
+            &[
+                rules[0],
+                CgroupRule {
+                    major: 508,
+                    minor: 1,
+                },
+            ],
+        );
+        let body = &two[192..];
+        assert_eq!(&body[48..52], le(27 + 5 + 4 + 16 + 4 + 3).as_slice());
+        assert_eq!(&body[88..92], le(15).as_slice());
+        assert_eq!(&body[92..108], b"/dev/char/508:1\0");
+    }
+
+    /// A reply as systemd sends it: the fixed header, `REPLY_SERIAL`, for an error its
+    /// `ERROR_NAME` and `SIGNATURE` "s" and the message in the body.
+    fn reply(kind: u8, reply_serial: u32, error: Option<(&str, &str)>) -> Vec<u8> {
+        let mut w = Writer { buf: Vec::new() };
+        let mut body = Writer { buf: Vec::new() };
+        if let Some((_, message)) = error {
+            body.string(message);
+        }
+        w.byte(b'l');
+        w.byte(kind);
+        w.byte(1);
+        w.byte(1);
+        w.u32(body.buf.len() as u32);
+        w.u32(99);
+        w.array(8, |w| {
+            w.pad(8);
+            w.byte(5);
+            w.signature("u");
+            w.u32(reply_serial);
+            if let Some((name, _)) = error {
+                w.pad(8);
+                w.byte(4);
+                w.signature("s");
+                w.string(name);
+                w.pad(8);
+                w.byte(8);
+                w.signature("g");
+                w.signature("s");
+            }
+        });
+        w.pad(8);
+        w.buf.extend(&body.buf);
+        w.buf
+    }
+
+    #[test]
+    fn reply_cases() {
+        let ok = reply(METHOD_RETURN, 1, None);
+        assert!(matches!(reply_of(&ok, 1), Ok(Some(Ok(())))));
+        assert!(
+            matches!(reply_of(&ok, 2), Ok(None)),
+            "another serial's answer"
+        );
+        let signal = reply(4, 1, None);
+        assert!(matches!(reply_of(&signal, 1), Ok(None)), "a signal");
+        let err = reply(
+            ERROR,
+            1,
+            Some((
+                "org.freedesktop.systemd1.NoSuchUnit",
+                "Unit x.scope not loaded.",
+            )),
+        );
+        match reply_of(&err, 1) {
+            Ok(Some(Err(DbusError::Refused { name, message }))) => {
+                assert_eq!(name, "org.freedesktop.systemd1.NoSuchUnit");
+                assert_eq!(message, "Unit x.scope not loaded.");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&err[..16]);
+        assert_eq!(message_len(&head).unwrap(), err.len());
+        for cut in [0, 3, 15, 20, 40] {
+            assert!(
+                reply_of(&err[..cut], 1).is_err(),
+                "a reply cut at {cut} bytes (in its header) is malformed"
+            );
+        }
+        // A cut body still names the error (its message is only for the log).
+        match reply_of(&err[..err.len() - 1], 1) {
+            Ok(Some(Err(DbusError::Refused { name, .. }))) => {
+                assert_eq!(name, "org.freedesktop.systemd1.NoSuchUnit")
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut big = head;
+        big[4..8].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        assert!(message_len(&big).is_err(), "over the size limit");
+        let mut be = head;
+        be[0] = b'B';
+        assert!(message_len(&be).is_err(), "big-endian is not read");
+    }
+}
