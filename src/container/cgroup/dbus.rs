@@ -332,23 +332,25 @@ mod tests {
         want.extend(le(83)); // the body's length
         want.extend(le(7)); // the serial
         want.extend(le(173)); // the header fields' length: 16 to 189
-                              // PATH at 16, INTERFACE at 56, MEMBER at 104, DESTINATION at 136, SIGNATURE at 176.
-        want.extend([1, 1, b'o', 0]);
-        want.extend(le(25));
-        want.extend(b"/org/freedesktop/systemd1\0");
-        pad(&mut want, 56);
-        want.extend([2, 1, b's', 0]);
-        want.extend(le(32));
-        want.extend(b"org.freedesktop.systemd1.Manager\0");
-        pad(&mut want, 104);
-        want.extend([3, 1, b's', 0]);
-        want.extend(le(17));
-        want.extend(b"SetUnitProperties\0");
-        pad(&mut want, 136);
-        want.extend([6, 1, b's', 0]);
-        want.extend(le(24));
-        want.extend(b"org.freedesktop.systemd1\0");
-        pad(&mut want, 176);
+                              // A string-valued header field (code, signature, value with its NUL), then the padding
+                              // to where the next one starts: PATH at 16, INTERFACE at 56, MEMBER at 104,
+                              // DESTINATION at 136, SIGNATURE at 176.
+        let field = |want: &mut Vec<u8>, code: u8, sig: u8, value: &[u8], next: usize| {
+            want.extend([code, 1, sig, 0]);
+            want.extend(le(value.len() as u32 - 1));
+            want.extend(value);
+            pad(want, next);
+        };
+        field(&mut want, 1, b'o', b"/org/freedesktop/systemd1\0", 56);
+        field(
+            &mut want,
+            2,
+            b's',
+            b"org.freedesktop.systemd1.Manager\0",
+            104,
+        );
+        field(&mut want, 3, b's', b"SetUnitProperties\0", 136);
+        field(&mut want, 6, b's', b"org.freedesktop.systemd1\0", 176);
         want.extend([8, 1, b'g', 0, 7]);
         want.extend(b"sba(sv)\0");
         assert_eq!(want.len(), 189);
