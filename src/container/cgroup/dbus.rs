@@ -263,9 +263,19 @@ pub fn set_device_allow(
     unit: &str,
     rules: &[CgroupRule],
 ) -> Result<(), DbusError> {
+    exchange(socket, uid, unit, rules, TIMEOUT)
+}
+
+fn exchange(
+    socket: &Path,
+    uid: u32,
+    unit: &str,
+    rules: &[CgroupRule],
+    timeout: Duration,
+) -> Result<(), DbusError> {
     let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(TIMEOUT))?;
-    s.set_write_timeout(Some(TIMEOUT))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
     // SASL: a NUL byte, then EXTERNAL with the uid's decimal digits in hex.
     let hex: String = uid
         .to_string()
@@ -426,6 +436,105 @@ mod tests {
         w.pad(8);
         w.buf.extend(&body.buf);
         w.buf
+    }
+
+    /// What the fake systemd does after `OK`: answer the call (with this reply), or nothing.
+    enum Peer {
+        Answer(Vec<u8>),
+        Refuse,
+        Silent,
+    }
+
+    /// A fake systemd on a Unix socket for one exchange: it checks the SASL lines and that the
+    /// call it reads is the one [`set_device_allow_message`] makes, then does `peer`.
+    fn fake_systemd(
+        dir: &Path,
+        peer: Peer,
+    ) -> (std::path::PathBuf, std::thread::JoinHandle<Vec<u8>>) {
+        let path = dir.join("private");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let handle = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut auth = [0u8; 19];
+            c.read_exact(&mut auth).unwrap();
+            assert_eq!(&auth, b"\0AUTH EXTERNAL 30\r\n", "uid 0 as hex of \"0\"");
+            if let Peer::Refuse = peer {
+                c.write_all(b"REJECTED EXTERNAL\r\n").unwrap();
+                return Vec::new();
+            }
+            c.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
+                .unwrap();
+            let mut begin = [0u8; 7];
+            c.read_exact(&mut begin).unwrap();
+            assert_eq!(&begin, b"BEGIN\r\n");
+            let mut head = [0u8; 16];
+            c.read_exact(&mut head).unwrap();
+            let mut call = head.to_vec();
+            call.resize(message_len(&head).unwrap(), 0);
+            c.read_exact(&mut call[16..]).unwrap();
+            match peer {
+                Peer::Answer(reply) => c.write_all(&reply).unwrap(),
+                Peer::Silent => std::thread::sleep(Duration::from_millis(500)),
+                Peer::Refuse => unreachable!(),
+            }
+            call
+        });
+        (path, handle)
+    }
+
+    #[test]
+    fn exchange_cases() {
+        let rules = [CgroupRule {
+            major: 195,
+            minor: 0,
+        }];
+        let call = set_device_allow_message(1, "x.scope", &rules);
+        let short = Duration::from_millis(200);
+        // (case, what the peer does, what the exchange gives)
+        type Want = fn(&Result<(), DbusError>) -> bool;
+        let cases: Vec<(&str, Peer, Want)> = vec![
+            (
+                "a signal first, then the return",
+                Peer::Answer([reply(4, 0, None), reply(METHOD_RETURN, 1, None)].concat()),
+                |r| r.is_ok(),
+            ),
+            (
+                "an error",
+                Peer::Answer(reply(
+                    ERROR,
+                    1,
+                    Some(("org.freedesktop.DBus.Error.AccessDenied", "no")),
+                )),
+                |r| matches!(r, Err(DbusError::Refused { name, .. }) if name.ends_with("AccessDenied")),
+            ),
+            (
+                "authentication refused",
+                Peer::Refuse,
+                |r| matches!(r, Err(DbusError::Auth(l)) if l == "REJECTED EXTERNAL"),
+            ),
+            ("no answer: the timeout", Peer::Silent, |r| {
+                matches!(r, Err(DbusError::Io(_)))
+            }),
+        ];
+        for (name, peer, want) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let refuse = matches!(peer, Peer::Refuse);
+            let (path, server) = fake_systemd(dir.path(), peer);
+            let got = exchange(&path, 0, "x.scope", &rules, short);
+            assert!(want(&got), "case {name}: {got:?}");
+            let seen = server.join().unwrap();
+            if !refuse {
+                assert_eq!(seen, call, "case {name}: the call as sent");
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            matches!(
+                set_device_allow(&dir.path().join("none"), 0, "x.scope", &rules),
+                Err(DbusError::Io(_))
+            ),
+            "no socket: an I/O error, so the caller runs systemctl"
+        );
     }
 
     #[test]
