@@ -139,10 +139,8 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn align(&mut self, align: usize) -> Result<(), DbusError> {
-        let to = self.at.next_multiple_of(align);
-        (to <= self.buf.len())
-            .then(|| self.at = to)
-            .ok_or(DbusError::Malformed("truncated"))
+        self.take(self.at.next_multiple_of(align) - self.at)
+            .map(|_| ())
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], DbusError> {
         let end = self

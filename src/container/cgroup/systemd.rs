@@ -118,12 +118,12 @@ pub fn keep_rules(proc_cgroup: &str, rules: &[CgroupRule]) -> Option<Result<Stri
             rules.len()
         )),
         Ok(o) => Err(format!(
-            "systemd: could not keep the device rules of {unit} ({}: {}; after {took}); a `systemctl daemon-reload` takes the GPUs away from this container",
+            "systemd: could not keep the device rules of {unit} (D-Bus: {dbus_error}; systemctl: {}: {}, after {took}); a `systemctl daemon-reload` takes the GPUs away from this container",
             o.status,
             String::from_utf8_lossy(&o.stderr).trim()
         )),
         Err(e) => Err(format!(
-            "systemd: cannot run {}: {e}; a `systemctl daemon-reload` takes the GPUs away from this container",
+            "systemd: could not keep the device rules of {unit} (D-Bus: {dbus_error}; cannot run {}: {e}); a `systemctl daemon-reload` takes the GPUs away from this container",
             systemctl.display()
         )),
     })
