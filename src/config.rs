@@ -471,12 +471,13 @@ fn unknown_keys_of(doc: &toml::Table, path: &Path) -> Vec<String> {
         .filter(|k| given.iter().any(|g| g == k))
         .collect();
     // The defaults' values, serialised only for a file that sets a key this version ignores.
-    let defaults = match ignored.is_empty() {
-        true => toml::Table::new(),
-        false => toml::Value::try_from(Config::default())
+    let defaults = if ignored.is_empty() {
+        toml::Table::new()
+    } else {
+        toml::Value::try_from(Config::default())
             .ok()
             .and_then(|v| v.as_table().cloned())
-            .unwrap_or_default(),
+            .unwrap_or_default()
     };
     let mut notes: Vec<String> = ignored
         .into_iter()
