@@ -106,8 +106,10 @@ impl Container {
     /// then opens the rootfs. Call after every host-side input has been opened.
     /// The creation rule's reference ([`HostMounts`]) is the runtime's mount table: ours,
     /// read before we enter; or, when the runtime started us inside the container's mount
-    /// namespace already (createContainer), the host init's (`/proc` is still the host's
-    /// there, before pivot_root).
+    /// namespace already (createContainer, before pivot_root), that namespace's table less
+    /// the mounts at or below the rootfs, which the runtime made for the container. Never the
+    /// host init's (`/proc/1/mountinfo`): a runtime in a mount namespace of its own has
+    /// filesystems that table does not list.
     pub fn enter(&self, steps: &mut Steps) -> Result<Rootfs, HookError> {
         // Already in the container's mount namespace: runc's createContainer (our parent is
         // the container's init) and crun's createContainer/startContainer (no pid: crun runs
@@ -117,7 +119,14 @@ impl Container {
             .pid
             .filter(|&pid| std::os::unix::process::parent_id() != pid);
         let Some(pid) = theirs else {
-            let host = HostMounts::open(Path::new("/proc/1/mountinfo"))?;
+            // The mount table as the runtime left it (see [`HostMounts::of_this_namespace_outside`]),
+            // the rootfs as mountinfo shows it (symlinks in the bundle's path resolved).
+            let rootfs =
+                std::fs::canonicalize(&self.rootfs).map_err(|source| RootfsError::Open {
+                    path: self.rootfs.clone(),
+                    source,
+                })?;
+            let host = HostMounts::of_this_namespace_outside(&rootfs)?;
             steps.mark("host-mounts");
             let root = Rootfs::open(&self.rootfs, host)?;
             steps.mark("rootfs");

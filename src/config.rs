@@ -489,8 +489,22 @@ fn unknown_keys_of(doc: &toml::Table, path: &Path) -> Vec<String> {
             )
         })
         .collect();
+    // Upstream's own defaults that this version has no field for: silent at upstream's value
+    // (its `config default` writes them), a note otherwise.
+    notes.extend(
+        UPSTREAM_DEFAULTS
+            .iter()
+            .filter(|(k, v)| lookup(doc, k).is_some_and(|g| g.as_str() != Some(v)))
+            .map(|(k, _)| {
+                format!(
+                    "{}: {k} is accepted but has no effect in this toolkit (docs/COMPAT.md)",
+                    path.display()
+                )
+            }),
+    );
     let unknown = given
         .into_iter()
+        .filter(|k| !UPSTREAM_DEFAULTS.iter().any(|(u, _)| u == k))
         .filter(|k| {
             !known.iter().any(|kn| {
                 k.strip_prefix(kn)
@@ -556,6 +570,14 @@ const KNOWN_KEYS: &[&str] = &[
     "supported-driver-capabilities",
     "swarm-resource",
 ];
+
+/// Keys of upstream's default config (its `nvidia-ctk config default`, 1.18) that this version
+/// has no field for, with upstream's default value: `csv` mode's spec dir (the mode is
+/// refused here; docs/COMPAT.md).
+const UPSTREAM_DEFAULTS: &[(&str, &str)] = &[(
+    "nvidia-container-runtime.modes.csv.mount-spec-path",
+    "/etc/nvidia-container-runtime/host-files-for-container.d",
+)];
 
 /// Keys of upstream's config that load but do nothing here (docs/COMPAT.md's table).
 const IGNORED_KEYS: &[&str] = &[
@@ -748,6 +770,8 @@ mod tests {
             ("typo with a near key", "[nvidia-container-cli]\nroott = \"/\"\n",
                 &["/c.toml: unknown key nvidia-container-cli.roott (ignored; did you mean nvidia-container-cli.root?)"]),
             ("far from everything", "totally-new-feature = 1\n", &["/c.toml: unknown key totally-new-feature (ignored by this version)"]),
+            ("upstream's csv default", "[nvidia-container-runtime.modes.csv]\nmount-spec-path = \"/etc/nvidia-container-runtime/host-files-for-container.d\"\n", &[]),
+            ("upstream's csv key, another value", "[nvidia-container-runtime.modes.csv]\nmount-spec-path = \"/x\"\n", &["/c.toml: nvidia-container-runtime.modes.csv.mount-spec-path is accepted but has no effect in this toolkit (docs/COMPAT.md)"]),
             ("an upstream key we ignore, at its default", "[nvidia-container-cli]\nload-kmods = true\n", &[]),
             ("an upstream key we ignore, set", "[nvidia-container-cli]\nload-kmods = false\n",
                 &["/c.toml: nvidia-container-cli.load-kmods is accepted but has no effect in this toolkit (docs/COMPAT.md)"]),

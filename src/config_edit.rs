@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use toml_edit::{Array, DocumentMut, Item, Table, TableLike, Value};
 
 use crate::config::{Config, ConfigError};
-use crate::runtime_config::{self, line_of, set_value};
+use crate::runtime_config::{self, set_value};
 
 /// The type of a config value, taken from its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +88,11 @@ pub enum EditError {
     },
     #[error("the edited config is refused: {0}")]
     Invalid(#[source] ConfigError),
+    #[error(
+        "--set {key}= would leave no low-level runtime, and the shim could start no container; \
+         name at least one (--set {key}=runc,crun is the default)"
+    )]
+    NoRuntimes { key: String },
 }
 
 /// The type of `key`, from the defaults; unknown keys and tables are refused by name.
@@ -147,6 +152,9 @@ pub(crate) fn typed_value(a: &Assignment, separator: &str) -> Result<Value, Edit
     }
 }
 
+/// The shim's list of low-level runtimes: never set empty.
+const RUNTIMES_KEY: &str = "nvidia-container-runtime.runtimes";
+
 /// Applies `sets` in order (a later one for the same key wins) to config text `text` read from
 /// `path`, and checks that the result loads. Without assignments this only validates.
 pub fn edit(
@@ -157,13 +165,12 @@ pub fn edit(
 ) -> Result<String, EditError> {
     let mut doc = text
         .parse::<DocumentMut>()
-        .map_err(|e| runtime_config::Error::Toml {
-            path: path.to_path_buf(),
-            line: e.span().map_or(1, |s| line_of(text, s.start)),
-            message: e.message().trim().to_string(),
-        })?;
+        .map_err(|e| runtime_config::toml_error(path, text, &e))?;
     for a in sets {
         let value = typed_value(a, separator)?;
+        if a.key == RUNTIMES_KEY && value.as_array().is_some_and(|l| l.is_empty()) {
+            return Err(EditError::NoRuntimes { key: a.key.clone() });
+        }
         let parts: Vec<&str> = a.key.split('.').collect();
         let (last, parents) = parts.split_last().expect("split yields at least one part");
         let table = table_create(doc.as_table_mut(), parents, 0, path, &a.key)?;
@@ -298,7 +305,13 @@ mod tests {
                 &["nvidia-container-runtime.modes.cdi.spec-dirs=/a, /b"],
                 Ok("spec-dirs = [\"/a\", \"/b\"]\n"),
             ),
-            ("empty list", DEFAULT_TEXT, &["nvidia-container-runtime.runtimes="], Ok("runtimes = []\n")),
+            ("empty list", DEFAULT_TEXT, &["nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks="], Ok("nvcdi-disable-hooks = []\n")),
+            (
+                "no low-level runtime",
+                DEFAULT_TEXT,
+                &["nvidia-container-runtime.runtimes="],
+                Err("would leave no low-level runtime"),
+            ),
             ("last wins", "", &["swarm-resource=a", "swarm-resource=b"], Ok("swarm-resource = \"b\"\n")),
             (
                 "missing table created",
@@ -345,6 +358,18 @@ mod tests {
                 Err("`nvidia-container-cli` is not a table; cannot set nvidia-container-cli.root"),
             ),
             ("invalid toml", "a = = 1\n", &[], Err(":1: invalid TOML")),
+            (
+                "a table given twice",
+                "[nvidia-container-cli]\nroot = \"/\"\n[nvidia-container-cli]\ndebug = \"x\"\n",
+                &[],
+                Err(":3: invalid TOML: the table [nvidia-container-cli] is given twice"),
+            ),
+            (
+                "a key given twice",
+                "[nvidia-container-cli]\nroot = \"/\"\nroot = \"/x\"\n",
+                &[],
+                Err(":3: invalid TOML: duplicate key: root = \"/x\""),
+            ),
         ];
         for (name, text, sets, want) in cases {
             let sets: Vec<Assignment> =

@@ -134,6 +134,29 @@ const NEEDS_DRIVER: &[&str] = &["driver", "inventory"];
 /// What device node checks need: the driver, and a device root with a `dev/`.
 const NEEDS_NODES: &[&str] = &["driver", "inventory", "device root"];
 
+/// The closing line: how many checks failed and warned, and the check to fix first (the first
+/// failure, else the first warning): a failure blocks the checks after it, so its fix may
+/// clear them too.
+pub fn summary(checks: &[Check]) -> String {
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let (fails, warns) = (count(Status::Fail), count(Status::Warn));
+    let first = checks
+        .iter()
+        .find(|c| c.status == Status::Fail)
+        .or_else(|| checks.iter().find(|c| c.status == Status::Warn));
+    match first {
+        None => format!("all {} checks ok", checks.len()),
+        Some(c) => format!(
+            "{}, {}: fix \"{}\" first",
+            plural(fails, "failure", "failures"),
+            plural(warns, "warning", "warnings"),
+            c.name
+        ),
+    }
+}
+
 /// 0 when every check is ok, 1 with warnings, 2 with a failure (a skipped check adds nothing:
 /// the failure it needs is counted).
 pub fn exit_code(checks: &[Check]) -> u8 {
@@ -197,6 +220,10 @@ pub struct Inputs<'a> {
     pub node: Option<(PathBuf, Node)>,
     /// A program name looked up as the shim does (`PATH`): the low-level runtime check.
     pub which: &'a dyn Fn(&str) -> Option<PathBuf>,
+    /// Whether a kubelet runs here (`/var/lib/kubelet`, or `--node-labels` given): only then do
+    /// pods reach containerd, so only then is its missing `nvidia` runtime a failure (docker's
+    /// package pulls containerd in on a docker-only node).
+    pub kubelet: bool,
 }
 
 /// Runs every check, in checklist order; a check whose prerequisites failed is skipped.
@@ -258,7 +285,7 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     let mut nvidia_default = false;
     let mut engine_names = Vec::new();
     for e in &inputs.engines {
-        let (c, facts) = engine_check(e, v2);
+        let (c, facts) = engine_check(e, v2, inputs.kubelet);
         if facts.systemd {
             systemd_engines.push(e.engine.name());
         }
@@ -773,7 +800,7 @@ struct EngineFacts {
 }
 
 /// The check, and what the config says of cgroups and the default runtime.
-fn engine_check(e: &EngineInput, v2: bool) -> (Check, EngineFacts) {
+fn engine_check(e: &EngineInput, v2: bool, kubelet: bool) -> (Check, EngineFacts) {
     let name = e.engine.name();
     let check_name = format!("engine {name}");
     let fix = format!(
@@ -782,10 +809,11 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, EngineFacts) {
     );
     // `docker run --gpus` goes through the prestart hook without any entry; only
     // `--runtime=nvidia` needs one. containerd and CRI-O start GPU pods through the entry.
-    let missing = if e.engine == Engine::Docker {
-        Status::Warn
-    } else {
-        Status::Fail
+    // containerd without a kubelet serves docker (or ctr) only: a warning.
+    let missing = match e.engine {
+        Engine::Docker => Status::Warn,
+        Engine::Containerd if !kubelet => Status::Warn,
+        _ => Status::Fail,
     };
     // A config that does not parse fails the check (and says nothing of systemd cgroups).
     let unreadable = |err: &dyn std::fmt::Display| {
@@ -875,10 +903,10 @@ fn engine_check(e: &EngineInput, v2: bool) -> (Check, EngineFacts) {
                 "{} (read from {}) has no `nvidia` runtime{}",
                 e.path.display(),
                 e.via,
-                if e.engine == Engine::Docker {
-                    ": `docker run --gpus` still works through the prestart hook, `--runtime=nvidia` does not"
-                } else {
-                    ": pods with runtimeClassName nvidia cannot start"
+                match e.engine {
+                    Engine::Docker => ": `docker run --gpus` still works through the prestart hook, `--runtime=nvidia` does not",
+                    Engine::Containerd if !kubelet => ": no kubelet on this node (no /var/lib/kubelet, no --node-labels), so no pod starts through it; `ctr run --runtime` and nerdctl users need it",
+                    _ => ": pods with runtimeClassName nvidia cannot start",
                 }
             ),
             fix,
@@ -1447,9 +1475,69 @@ mod tests {
             ),
         ];
         for (name, e, status, words) in cases {
-            let (c, _) = engine_check(&e, false);
+            let (c, _) = engine_check(&e, false, true);
             assert_eq!(c.status, status, "case {name}: {}", c.detail);
             assert!(c.detail.contains(words), "case {name}: {}", c.detail);
+        }
+    }
+
+    #[test]
+    fn containerd_without_nvidia_fails_only_where_a_kubelet_runs() {
+        let e = EngineInput {
+            engine: Engine::Containerd,
+            path: PathBuf::from("/etc/containerd/config.toml"),
+            via: "the file".into(),
+            text: Some("version = 2\n".into()),
+            drop_ins: vec![],
+        };
+        // (case, kubelet, status, words in the detail)
+        let cases = [
+            (
+                "a Kubernetes node",
+                true,
+                Status::Fail,
+                "pods with runtimeClassName nvidia",
+            ),
+            (
+                "a docker-only node",
+                false,
+                Status::Warn,
+                "no kubelet on this node",
+            ),
+        ];
+        for (name, kubelet, status, words) in cases {
+            let (c, _) = engine_check(&e, false, kubelet);
+            assert_eq!(c.status, status, "case {name}: {}", c.detail);
+            assert!(c.detail.contains(words), "case {name}: {}", c.detail);
+        }
+    }
+
+    #[test]
+    fn summary_cases() {
+        let c = |name: &str, s| check(name, s, "d", "f");
+        let cases: &[(&str, Vec<Check>, &str)] = &[
+            (
+                "all ok",
+                vec![c("a", Status::Ok), c("b", Status::Ok)],
+                "all 2 checks ok",
+            ),
+            (
+                "a failure after a warning: the failure first",
+                vec![
+                    c("a", Status::Warn),
+                    c("b", Status::Fail),
+                    c("c", Status::Ok),
+                ],
+                "1 failure, 1 warning: fix \"b\" first",
+            ),
+            (
+                "warnings only",
+                vec![c("a", Status::Warn), c("b", Status::Warn)],
+                "0 failures, 2 warnings: fix \"a\" first",
+            ),
+        ];
+        for (name, checks, want) in cases {
+            assert_eq!(summary(checks), *want, "case {name}");
         }
     }
 

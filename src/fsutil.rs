@@ -43,7 +43,7 @@ fn advice(e: &io::Error) -> &'static str {
         Some(libc::EACCES) | Some(libc::EPERM) => {
             " (run as root; a file marked immutable needs `chattr -i` first); nothing was changed"
         }
-        Some(libc::EROFS) => " (the file system is read-only: remount it read-write, or pass --config to a writable copy); nothing was changed",
+        Some(libc::EROFS) => " (the file system is read-only: remount it read-write, or give the command a path on a writable one); nothing was changed",
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => " (no space left on the device); nothing was changed",
         _ => "",
     }

@@ -18,7 +18,7 @@ pub(crate) mod nvml;
 mod process;
 pub(crate) mod procfs;
 
-pub(crate) use process::{kill, peer_pid, remove_env_vars, Signals};
+pub(crate) use process::{connect_unix_nonblocking, kill, peer_pid, remove_env_vars, Signals};
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -582,8 +582,14 @@ pub(crate) fn readlinkat(dir: BorrowedFd, name: &Path) -> io::Result<std::path::
     )))
 }
 
-/// The names in the directory `dir` refers to (opened for reading), without `.` and `..`.
-pub(crate) fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
+/// The names in the directory `dir` refers to (opened for reading) that `keep` picks, at most
+/// `max` of them (the first met; the directory is hostile: an image's may hold 300 000 long
+/// names, and only the picked ones take memory), without `.` and `..`, sorted.
+pub(crate) fn list_dir(
+    dir: BorrowedFd,
+    keep: impl Fn(&[u8]) -> bool,
+    max: usize,
+) -> io::Result<Vec<std::ffi::OsString>> {
     use std::os::unix::ffi::OsStringExt;
     // fdopendir takes ownership of its fd: give it a fresh one for this directory.
     let own = openat(dir, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
@@ -604,11 +610,12 @@ pub(crate) fn list_dir(dir: BorrowedFd) -> io::Result<Vec<std::ffi::OsString>> {
         // readdir on `d`.
         let d_name = unsafe { &(*ent).d_name };
         // SAFETY: d_name is NUL-terminated within the dirent.
-        let name = unsafe { CStr::from_ptr(d_name.as_ptr()) }
-            .to_bytes()
-            .to_vec();
-        if name != b"." && name != b".." {
-            names.push(std::ffi::OsString::from_vec(name));
+        let name = unsafe { CStr::from_ptr(d_name.as_ptr()) }.to_bytes();
+        if name != b"." && name != b".." && keep(name) {
+            names.push(std::ffi::OsString::from_vec(name.to_vec()));
+            if names.len() >= max {
+                break;
+            }
         }
     }
     // SAFETY: `d` is valid and closed exactly once (this also closes its fd).

@@ -34,6 +34,12 @@ const CASES: &[&str] = &[
     "podman/crun-cdi-rootless",
     "podman/crun-cdi-rootless-keep-id",
     "docker/gpus",
+    // Hostile input round four (issue 35): a scope that is not the container's is not asked.
+    "systemd/foreign-scope-runc",
+    "systemd/foreign-scope-crun",
+    // Real nodes round three (issue 39): no /dev/char links, the shim's rules kept by systemd.
+    "systemd/shim-legacy-runc-after-daemon-reload",
+    "docker/runtime-nvidia-after-daemon-reload",
     // Item 5: the hook asks systemd to keep the rules of a container that is a scope.
     "docker/gpus-after-daemon-reload",
     "doctor/configured-node",

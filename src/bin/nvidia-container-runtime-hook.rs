@@ -350,6 +350,7 @@ fn inject(
     ));
     let target = ContainerTarget {
         pid: state.pid()?,
+        id: state.id.clone(),
         rootfs,
         ldconfig: config.host_ldconfig(),
         no_cgroups: config.cli.no_cgroups,

@@ -39,7 +39,9 @@ fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
                 Some("yaml" | "yml" | "json")
             )
         })
-        .filter(|p| p.is_file())
+        // Regular files, and symlinks that point nowhere (reported by [`load`]: an engine
+        // skips them silently, and the devices they named are gone).
+        .filter(|p| p.is_file() || (p.is_symlink() && !p.exists()))
         .collect();
     files.sort();
     Ok(files)
@@ -92,6 +94,16 @@ pub fn load(dirs: &[PathBuf]) -> (Vec<SpecFile>, Vec<String>) {
             }
         };
         for file in files {
+            if !file.exists() {
+                let target = std::fs::read_link(&file).unwrap_or_default();
+                warnings.push(format!(
+                    "{}: skipped: a symlink to {}, which does not exist (remove the link, or \
+                     bring back what it points at)",
+                    file.display(),
+                    target.display()
+                ));
+                continue;
+            }
             match read_spec(&file) {
                 Ok(spec) => specs.push(SpecFile {
                     path: file,
@@ -223,10 +235,19 @@ mod tests {
             "cdiVersion: 0.5.0\nkind: vendor.com/z\ndevices:\n- {name: a, containerEdits: {env: [A=1]}}\n- {name: a, containerEdits: {env: [A=2]}}\n",
         );
         write("notes.txt", "ignored");
+        // A spec link whose target is gone (a driver container's spec, not running).
+        std::os::unix::fs::symlink("/nonexistent/nvidia.yaml", dir.path().join("f.yaml")).unwrap();
         let got = list(&[dir.path().to_path_buf(), dir.path().join("missing")]);
         let names: Vec<String> = got.names.iter().map(|(n, _)| n.to_string()).collect();
         assert_eq!(names, ["vendor.com/x=0", "vendor.com/y=one"]);
-        assert_eq!(got.warnings.len(), 3, "{:?}", got.warnings);
+        assert_eq!(got.warnings.len(), 4, "{:?}", got.warnings);
+        assert_eq!(
+            got.warnings[3],
+            format!(
+                "{}: skipped: a symlink to /nonexistent/nvidia.yaml, which does not exist (remove the link, or bring back what it points at)",
+                dir.path().join("f.yaml").display()
+            )
+        );
         assert!(
             got.warnings[0].starts_with(&format!(
                 "{}: skipped: not YAML or JSON",

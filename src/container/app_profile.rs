@@ -14,7 +14,6 @@ use crate::container::rootfs::{Rootfs, RootfsError};
 use crate::sys;
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Where the driver reads application profiles from, inside the container.
@@ -89,9 +88,11 @@ pub fn gpu_minors(root: &Rootfs) -> Result<Vec<u32>, AppProfileError> {
         }
         Err(e) => return Err(e.into()),
     };
-    let names = sys::list_dir(dev.as_fd()).map_err(AppProfileError::ListDev)?;
+    // GPU node names only, and no more than a node could have GPUs (minors 0..=255).
+    let names =
+        sys::list_dir(dev.as_fd(), is_gpu_node_name, 256).map_err(AppProfileError::ListDev)?;
     let mut minors = Vec::new();
-    for name in names.iter().filter(|n| is_gpu_node_name(n.as_bytes())) {
+    for name in &names {
         let flags = libc::O_PATH | libc::O_NOFOLLOW;
         let Ok(fd) = sys::openat(dev.as_fd(), Path::new(name), flags, 0) else {
             continue;

@@ -204,13 +204,11 @@ fn compat_enabled(root: &Rootfs) -> bool {
     ) else {
         return false;
     };
-    sys::list_dir(dir.as_fd()).is_ok_and(|names| {
-        names.iter().any(|n| {
-            n.to_str()
-                .and_then(|n| n.strip_prefix(ldso_conf::COMPAT_CONF_PREFIX))
-                .is_some_and(|rest| rest.starts_with('-'))
-        })
-    })
+    let ours = |n: &[u8]| {
+        n.strip_prefix(ldso_conf::COMPAT_CONF_PREFIX.as_bytes())
+            .is_some_and(|rest| rest.starts_with(b"-"))
+    };
+    sys::list_dir(dir.as_fd(), ours, 1).is_ok_and(|names| !names.is_empty())
 }
 
 /// Opens a container path for reading without following a final symlink or blocking on a

@@ -11,13 +11,15 @@
 //! rootfs, with the container's /proc and /sys detached, an empty tmpfs over its /dev (a link
 //! to `/dev/zero` or a device node finds nothing), rlimits (address space, CPU time, file size,
 //! open files), no capabilities but the file-access ones, `no_new_privs`, `PDEATHSIG`, an empty
-//! environment, `-i` (the image's aux cache is not read), and a wall-clock limit after which it
+//! environment, `-i` (the image's aux cache is not read; ldconfig still saves one), and a
+//! wall-clock limit after which it
 //! is killed ([`TIMEOUT`]): a FIFO anywhere in the image's ld.so.conf tree blocks `open()`
 //! forever, and then the container is refused instead of hanging. `ldconfig` follows symlinks
 //! inside the rootfs, which the image controls, so the rootfs must *be* its `/` (`ldconfig -r
-//! ROOT` from the host would follow them on the host). Its scratch file `/etc/ld.so.cache~`,
-//! which it opens with `O_CREAT|O_TRUNC`, is unlinked through the rootfs gate first, so an
-//! image's hardlink there to a host file loses only its name.
+//! ROOT` from the host would follow them on the host). Its scratch files `/etc/ld.so.cache~`
+//! and `/var/cache/ldconfig/aux-cache~`, which it opens with `O_CREAT|O_TRUNC`, are unlinked
+//! through the rootfs gate first, so an image's hardlink there to a host file loses only its
+//! name.
 //!
 //! Must not: look the binary up by a path after entering the container, or inherit any
 //! environment.
@@ -34,9 +36,13 @@ use std::time::Duration;
 /// default `@/sbin/ldconfig` of the toolkit config).
 pub const DEFAULT_LDCONFIG: &str = "/sbin/ldconfig";
 
-/// The temporary name glibc's ldconfig writes the cache to before renaming it (`-i` keeps it
-/// from writing an aux cache, whose `aux-cache~` would be the same shape).
+/// The temporary name glibc's ldconfig writes the cache to before renaming it.
 const SCRATCH_NAME: &str = "ld.so.cache~";
+/// Where glibc's ldconfig saves its aux cache, and the temporary name it writes it to first
+/// (`O_CREAT|O_TRUNC`, then a rename). `-i` only stops it from *reading* the aux cache: it
+/// still saves one whenever that directory exists (glibc 2.36, seen with strace).
+const AUX_CACHE_DIR: &str = "/var/cache/ldconfig";
+const AUX_SCRATCH_NAME: &str = "aux-cache~";
 
 /// How long the host ldconfig may run on one container (it takes milliseconds on real images).
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
@@ -134,6 +140,11 @@ pub(crate) fn run_isolated(
     // only): an image's hardlink there to a host file (a plain-directory rootfs on the host's
     // file system) would have that file truncated and written. The name goes first.
     root.remove_file(Path::new("/etc"), SCRATCH_NAME)?;
+    // The same for the aux cache's scratch file, where ldconfig will write one (it does not
+    // create the directory).
+    if root.is_dir(Path::new(AUX_CACHE_DIR)) {
+        root.remove_file(Path::new(AUX_CACHE_DIR), AUX_SCRATCH_NAME)?;
+    }
     let mut argv = vec![CString::from(c"ldconfig"), CString::from(c"-i")];
     for d in dirs {
         argv.push(

@@ -125,9 +125,14 @@ pub fn enable_cuda_compat(
         }
         Err(e) => return Err(e.into()),
     };
-    let names = sys::list_dir(dir.as_fd()).map_err(|source| LdsoConfError::List {
-        path: compat_dir.to_path_buf(),
-        source,
+    // Only `libcuda.so.*` names are kept, a few: a real compat dir has one such file, and
+    // more than one gives no compat conf anyway.
+    let libcuda = |n: &[u8]| n.starts_with(b"libcuda.so.");
+    let names = sys::list_dir(dir.as_fd(), libcuda, MAX_COMPAT_NAMES).map_err(|source| {
+        LdsoConfError::List {
+            path: compat_dir.to_path_buf(),
+            source,
+        }
     })?;
     let compat: Vec<u32> = names
         .iter()
@@ -141,6 +146,9 @@ pub fn enable_cuda_compat(
         _ => Ok(None),
     }
 }
+
+/// The most `libcuda.so.*` names read from an image's compat dir.
+const MAX_COMPAT_NAMES: usize = 64;
 
 /// `libcuda.so.560.35.03` → 560 (upstream globs `libcuda.so.*.*`).
 fn compat_major(name: &OsStr) -> Option<u32> {

@@ -43,6 +43,16 @@ pub fn parse(text: &str) -> Vec<MountEntry> {
         .collect()
 }
 
+/// The entries whose mount point is neither `root` nor below it: in a container's mount
+/// namespace before pivot_root (where the runtime runs createContainer hooks), the runtime's
+/// own mount table, without the mounts it made for the container under its rootfs.
+pub fn outside(entries: Vec<MountEntry>, root: &std::path::Path) -> Vec<MountEntry> {
+    entries
+        .into_iter()
+        .filter(|m| !m.mount_point.starts_with(root))
+        .collect()
+}
+
 /// mountinfo writes space, tab, newline and backslash as `\040`, `\011`, `\012`, `\134`.
 pub fn unescape(s: &str) -> String {
     let b = s.as_bytes();
@@ -71,6 +81,25 @@ pub fn unescape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_cases() {
+        let text = "\
+20 1 8:1 / / rw - ext4 /dev/sda1 rw
+30 20 0:50 / /mnt/vol rw - tmpfs tmpfs rw
+40 20 0:60 / /b/rootfs rw - overlay overlay rw
+41 40 0:61 / /b/rootfs/dev rw - tmpfs tmpfs rw
+42 40 0:50 / /b/rootfs/data rw - tmpfs tmpfs rw
+43 20 0:62 / /b/rootfs2 rw - tmpfs tmpfs rw
+";
+        let kept: Vec<String> = outside(parse(text), std::path::Path::new("/b/rootfs"))
+            .into_iter()
+            .map(|m| m.mount_point.display().to_string())
+            .collect();
+        // The runtime's mounts stay (its volume's filesystem 0:50 among them); the rootfs and
+        // everything under it go; a sibling whose name only starts the same stays.
+        assert_eq!(kept, ["/", "/mnt/vol", "/b/rootfs2"]);
+    }
 
     #[test]
     fn mountinfo_cases() {

@@ -65,6 +65,8 @@ pub enum RootfsError {
 pub struct HostMounts {
     path: PathBuf,
     file: std::sync::Mutex<Option<std::fs::File>>,
+    /// Mounts at or below this path are left out (the container's own, [`mountinfo::outside`]).
+    outside: Option<PathBuf>,
     entries: std::sync::OnceLock<Result<Vec<mountinfo::MountEntry>, String>>,
 }
 
@@ -74,8 +76,20 @@ impl HostMounts {
         HostMounts::open(Path::new("/proc/self/mountinfo"))
     }
 
-    /// The mount table at `path` (e.g. `/proc/1/mountinfo`, the host init's, for a hook that
-    /// the runtime started inside the container's mount namespace).
+    /// For a hook the runtime started inside the container's mount namespace before
+    /// pivot_root (createContainer): that namespace's table without the mounts at or below
+    /// `rootfs` (the container's own), which is the runtime's table as it was when the
+    /// namespace was made. The runtime's namespace, not the host init's: a runtime in a mount
+    /// namespace of its own (docker as a snap, a unit with `PrivateMounts=`, `unshare -m`) has
+    /// filesystems that `/proc/1/mountinfo` does not list, and a volume of one of them would
+    /// pass for the container's own.
+    pub fn of_this_namespace_outside(rootfs: &Path) -> Result<HostMounts, RootfsError> {
+        let mut m = HostMounts::open(Path::new("/proc/self/mountinfo"))?;
+        m.outside = Some(rootfs.to_path_buf());
+        Ok(m)
+    }
+
+    /// The mount table at `path`.
     pub fn open(path: &Path) -> Result<HostMounts, RootfsError> {
         let file = std::fs::File::open(path).map_err(|source| RootfsError::HostMounts {
             path: path.to_path_buf(),
@@ -84,6 +98,7 @@ impl HostMounts {
         Ok(HostMounts {
             path: path.to_path_buf(),
             file: std::sync::Mutex::new(Some(file)),
+            outside: None,
             entries: std::sync::OnceLock::new(),
         })
     }
@@ -94,7 +109,10 @@ impl HostMounts {
             let file = self.file.lock().ok().and_then(|mut f| f.take());
             match file {
                 Some(f) => match crate::sys::procfs::read_from(f, u64::MAX) {
-                    Ok(text) => Ok(mountinfo::parse(&text)),
+                    Ok(text) => Ok(match &self.outside {
+                        Some(root) => mountinfo::outside(mountinfo::parse(&text), root),
+                        None => mountinfo::parse(&text),
+                    }),
                     Err(e) => Err(e.to_string()),
                 },
                 None => Err("already read".into()),

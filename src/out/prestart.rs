@@ -56,6 +56,9 @@ pub enum ApplyError {
 pub struct ContainerTarget {
     /// The container's init process (from the hook state).
     pub pid: u32,
+    /// The container's id (the hook state's): only a systemd scope named after it is asked to
+    /// keep the device rules (`container::cgroup::systemd`).
+    pub id: String,
     /// The container's rootfs as a host path.
     pub rootfs: PathBuf,
     /// The host ldconfig binary.
@@ -211,18 +214,26 @@ pub fn apply(
     let mut systemd = None;
     let rules_in_spec =
         !target.no_cgroups && cgroup::spec_allows(&target.device_rules, &plan.cgroup_rules);
+    // The rules in place (written here, or by the runtime from config.json's list): systemd
+    // is asked to keep them whatever put them there. runc hands systemd only the rules whose
+    // `/dev/char/M:m` link exists, and a driver made with mknod has none, so a daemon-reload
+    // would take the shim's (legacy mode) rules away as well as ours.
+    let mut in_place = rules_in_spec;
     if !target.no_cgroups && !rules_in_spec {
         match cgroup::allow_devices(target.pid, &plan.cgroup_rules) {
-            Ok(()) => match cgroup::keep_with_systemd(target.pid, &plan.cgroup_rules) {
-                Some(Ok(line)) => systemd = Some(line),
-                Some(Err(why)) => notes.push(why),
-                None => {}
-            },
+            Ok(()) => in_place = true,
             Err(e) => {
                 let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
                 let euid = sys::euid();
                 notes.push(skip_when_rootless(e, is_rootless(euid, &uid_map))?);
             }
+        }
+    }
+    if in_place {
+        match cgroup::keep_with_systemd(target.pid, &target.id, &plan.cgroup_rules) {
+            Some(Ok(line)) => systemd = Some(line),
+            Some(Err(why)) => notes.push(why),
+            None => {}
         }
     }
 

@@ -250,11 +250,31 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
 
 pub(crate) fn parse_toml(src: &Source<'_>) -> Result<DocumentMut, Error> {
     reject_template(src)?;
-    src.text.parse::<DocumentMut>().map_err(|e| Error::Toml {
-        path: src.path.to_path_buf(),
-        line: e.span().map_or(1, |s| line_of(src.text, s.start)),
-        message: e.message().trim().to_string(),
-    })
+    src.text
+        .parse::<DocumentMut>()
+        .map_err(|e| toml_error(src.path, src.text, &e))
+}
+
+/// A TOML parse error of `text` (read from `path`) with its line; a duplicate key or table
+/// also names what is duplicated (toml_edit says only "duplicate key"), from the line itself.
+pub(crate) fn toml_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> Error {
+    let line = e.span().map_or(1, |s| line_of(text, s.start));
+    let mut message = e.message().trim().to_string();
+    if message.starts_with("duplicate key") {
+        let what = text.lines().nth(line - 1).unwrap_or_default().trim();
+        let what = what.split('#').next().unwrap_or_default().trim();
+        if what.starts_with('[') {
+            message =
+                format!("the table {what} is given twice (merge its keys into the first {what})");
+        } else if !what.is_empty() {
+            message = format!("duplicate key: {what} (a key given twice in one table)");
+        }
+    }
+    Error::Toml {
+        path: path.to_path_buf(),
+        line,
+        message,
+    }
 }
 
 /// The table at `keys` below `root`, if every step is a table.

@@ -28,6 +28,53 @@ pub(crate) fn peer_pid(socket: BorrowedFd) -> io::Result<libc::pid_t> {
     Ok(cred.pid)
 }
 
+/// A stream connection to the unix socket `path` that never waits in `connect()`: the socket
+/// is made `SOCK_NONBLOCK`, so a listener whose backlog is full gives `WouldBlock` (EAGAIN)
+/// instead of blocking until it accepts (a unix socket's connect completes at once otherwise).
+/// The stream is returned in blocking mode, for reads and writes with timeouts.
+pub(crate) fn connect_unix_nonblocking(
+    path: &std::path::Path,
+) -> io::Result<std::os::unix::net::UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; zeroed is a valid (empty) address.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a unix socket path (empty, NUL or over 107 bytes)",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket takes plain integers.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    } as libc::c_long)?;
+    // SAFETY: the kernel just created this fd and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) };
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: `addr` is an initialised sockaddr_un and `len` covers its family, the path and
+    // its NUL, within the struct.
+    check(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    } as libc::c_long)?;
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
 /// kill(pid, signal).
 pub(crate) fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: kill takes plain integers and touches no memory of ours.

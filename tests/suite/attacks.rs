@@ -2177,12 +2177,58 @@ fn hostile_ld_cache_is_not_decoded_past_a_real_caches_bounds_in_both_paths() {
     });
 }
 
+/// An image whose `/usr/local/cuda/compat` and `/etc/ld.so.conf.d` hold 150 000 long names
+/// each (names the readers look for: `libcuda.so.*`, and conf files): the prestart hook reads
+/// both (forward compatibility, the native ld cache), and keeps only a bounded number of the
+/// names it picks, so its memory does not grow with what the image holds. The start succeeds.
+#[test]
+fn directory_floods_in_the_image_are_read_within_a_bound() {
+    let h = host();
+    let work = h.dir.join("dir-flood");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut b = Bundle::new(&h.dir, Image::Busybox);
+    let compat = b.rootfs().join("usr/local/cuda/compat");
+    let conf_d = b.rootfs().join("etc/ld.so.conf.d");
+    std::fs::create_dir_all(&compat).unwrap();
+    std::fs::create_dir_all(&conf_d).unwrap();
+    let pad = "p".repeat(200);
+    for i in 0..150_000 {
+        std::fs::File::create(compat.join(format!("libcuda.so.999.{i}.{pad}"))).unwrap();
+        std::fs::File::create(conf_d.join(format!("00-nvcr-{i}-{pad}.conf"))).unwrap();
+    }
+    let usage = work.join("usage");
+    request_gpu(h, &mut b, Path_::Hook, &work);
+    measure_hooks(&mut b, &usage);
+    let out = b
+        .run_within("echo RAN", std::time::Duration::from_secs(60))
+        .expect("the start hung");
+    let context = bundle::out_text(&out);
+    assert!(out.status.success(), "{context}");
+    let usage = std::fs::read_to_string(&usage).unwrap();
+    let line = usage
+        .lines()
+        .find(|l| !l.is_empty())
+        .expect("no hook measured");
+    eprintln!("hook usage with 2 x 150 000 names (KiB, s): {line}");
+    let rss: u64 = line.split(' ').next().unwrap().parse().unwrap();
+    // Every name kept would be 2 x 150 000 x ~220 bytes, about 64 MiB with their allocations.
+    assert!(
+        rss <= DIR_FLOOD_RSS_BOUND_KIB,
+        "hook RSS {rss} KiB: {context}"
+    );
+}
+
+/// The prestart hook's peak memory on [`directory_floods_in_the_image_are_read_within_a_bound`]'s
+/// image: a hook that keeps only what it needs of the directories stays far below it.
+const DIR_FLOOD_RSS_BOUND_KIB: u64 = 24 * 1024;
+
 fn ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths() {
-    // glibc's ldconfig writes its new cache to /etc/ld.so.cache~ with O_CREAT|O_TRUNC: an
-    // image's hardlink there (a plain-directory rootfs on the host's file system) to a host
-    // file would get that file truncated, written and renamed into the image. The hook unlinks
-    // the name through the rootfs gate first: the host file keeps its content and its inode
-    // is not the container's cache.
+    // glibc's ldconfig writes its new cache to /etc/ld.so.cache~ with O_CREAT|O_TRUNC, and its
+    // aux cache (even with -i) to /var/cache/ldconfig/aux-cache~ the same way: an image's
+    // hardlink there (a plain-directory rootfs on the host's file system) to a host file would
+    // get that file truncated, written and renamed into the image. The hook unlinks both names
+    // through the rootfs gate first: the host files keep their content and the inode is not
+    // the container's cache.
     let h = host();
     let work = h.dir.join("ld-scratch");
     std::fs::create_dir_all(&work).unwrap();
@@ -2205,10 +2251,18 @@ fn ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths(
         let host_file = work.join("passwd");
         std::fs::write(&host_file, "root:x:0:0:host file:/root:/bin/sh\n").unwrap();
         let before = std::fs::read(&host_file).unwrap();
+        // And the aux cache's scratch file: ldconfig saves an aux cache, `-i` or not, where
+        // /var/cache/ldconfig exists.
+        let host_aux = work.join("shadow");
+        std::fs::write(&host_aux, "root:*:19000:0:99999:7:::\n").unwrap();
+        let aux_before = std::fs::read(&host_aux).unwrap();
         let mut b = Bundle::new(&h.dir, Image::Busybox);
         let etc = b.rootfs().join("etc");
         std::fs::create_dir_all(&etc).unwrap();
         std::fs::hard_link(&host_file, etc.join("ld.so.cache~")).unwrap();
+        let aux_dir = b.rootfs().join("var/cache/ldconfig");
+        std::fs::create_dir_all(&aux_dir).unwrap();
+        std::fs::hard_link(&host_aux, aux_dir.join("aux-cache~")).unwrap();
         match case {
             Case::HookLdconfigFallback => request_gpu_with(
                 h,
@@ -2243,6 +2297,11 @@ fn ldconfig_scratch_file_hardlinked_to_a_host_file_is_not_written_in_both_paths(
             std::fs::read(&host_file).unwrap(),
             before,
             "the host file was written: {context}"
+        );
+        assert_eq!(
+            std::fs::read(&host_aux).unwrap(),
+            aux_before,
+            "the host file linked at aux-cache~ was written: {context}"
         );
         use std::os::unix::fs::MetadataExt;
         let host_ino = std::fs::metadata(&host_file).unwrap().ino();

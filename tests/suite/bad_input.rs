@@ -1750,3 +1750,127 @@ each_host_kind! {
     /// the ld cache step on broken caches.
     ld_cache_cases,
 }
+
+/// The node commands' bad inputs met on arrival (issue 34): each is refused with exit 1, the
+/// message names the thing and the fix, and nothing is written: the config file keeps its
+/// bytes, a mistyped root is not created, a spec is not written onto a read-only file system.
+#[test]
+fn node_command_cases() {
+    let h = host();
+    let work = h.dir.join("node-commands");
+    std::fs::create_dir_all(&work).unwrap();
+    let driver = h.dir.join("host/driver");
+    let proc = h.dir.join("host/proc");
+    // (case, setup writing what the command reads, args, what stderr must name, what must stay)
+    type Setup = fn(&Path) -> PathBuf;
+    let cases: Vec<(&str, Setup, Vec<String>, &[&str])> = vec![
+        (
+            "config --set of no low-level runtime",
+            |w| {
+                let f = w.join("runtimes.toml");
+                std::fs::write(&f, "[nvidia-container-runtime]\nruntimes = [\"runc\"]\n").unwrap();
+                f
+            },
+            vec![
+                "--set".into(),
+                "nvidia-container-runtime.runtimes=".into(),
+                "--in-place".into(),
+            ],
+            &[
+                "nvidia-container-runtime.runtimes",
+                "no low-level runtime",
+                "runc,crun",
+            ],
+        ),
+        (
+            "a table given twice",
+            |w| {
+                let f = w.join("dup.toml");
+                std::fs::write(&f, "[nvidia-container-cli]\nroot = \"/\"\n\n[nvidia-container-cli]\ndebug = \"/tmp/x\"\n").unwrap();
+                f
+            },
+            vec![
+                "--set".into(),
+                "swarm-resource=x".into(),
+                "--in-place".into(),
+            ],
+            &[
+                "dup.toml:4",
+                "the table [nvidia-container-cli] is given twice",
+            ],
+        ),
+    ];
+    for (name, setup, args, want) in cases {
+        let file = setup(&work);
+        let before = std::fs::read(&file).unwrap();
+        let mut all = vec![
+            "config".to_string(),
+            "--config-file".into(),
+            file.display().to_string(),
+        ];
+        all.extend(args);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = run(CTK, &all, &[], b"");
+        assert_clear_failure(name, &out, want);
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "case {name}: the file changed"
+        );
+    }
+
+    // A mistyped root: refused, not created.
+    for flag in ["--dev-root", "--driver-root"] {
+        let typo = work.join(format!("typo{flag}"));
+        let arg = format!("{flag}={}", typo.display());
+        let proc_arg = format!("--proc-root={}", proc.display());
+        let out = run(
+            CTK,
+            &[
+                "system",
+                "create-dev-char-symlinks",
+                "--create-all",
+                &arg,
+                &proc_arg,
+            ],
+            &[],
+            b"",
+        );
+        assert_clear_failure(flag, &out, &[flag, "no such directory"]);
+        assert!(!typo.exists(), "{flag}: {} was created", typo.display());
+    }
+
+    // `cdi generate --output` onto a read-only file system names --output (not --config).
+    let ro = work.join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+        .arg(&ro)
+        .output()
+        .unwrap();
+    assert!(mount.status.success(), "mount: {}", out_text(&mount));
+    let output = ro.join("nvidia.yaml");
+    let out = run(
+        CTK,
+        &[
+            "cdi",
+            "generate",
+            &format!("--driver-root={}", driver.display()),
+            &format!("--proc-root={}", proc.display()),
+            &format!("--output={}", output.display()),
+        ],
+        &[],
+        b"",
+    );
+    let _ = Command::new("umount").arg(&ro).output();
+    assert_clear_failure(
+        "cdi generate onto a read-only file system",
+        &out,
+        &["--output", "read-only", "nothing was changed"],
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("--config"),
+        "names --config: {}",
+        out_text(&out)
+    );
+}

@@ -1015,3 +1015,82 @@ each_host_kind! {
     /// update-ldcache and the image's ld.so.conf.d.
     update_ldcache_never_writes_through_a_planted_conf_file,
 }
+
+/// A runtime in a mount namespace of its own (docker as a snap, a unit with `PrivateMounts=`,
+/// a wrapper's `unshare -m`) has filesystems that PID 1's mount table does not list. A tmpfs
+/// mounted only there and bound into the container is a volume all the same: the CDI hooks
+/// (createContainer, run from inside the container's mount namespace) must judge it against
+/// the runtime's table, not `/proc/1/mountinfo`, and write nothing into it (here: the image's
+/// lib dir is a symlink into the volume, so `create-symlinks` would put `libcuda.so` there).
+/// Under runc and under crun; the volume's listing is taken in that namespace after the run.
+#[test]
+fn a_volume_only_the_runtimes_namespace_has_gets_nothing_under_runc_and_crun() {
+    let h = host();
+    for runtime in ["runc", "crun"] {
+        let bin = bundle::require(runtime);
+        let mut b = Bundle::new(&h.dir, Image::Busybox);
+        b.spec["root"]["readonly"] = serde_json::json!(false);
+        let vol = h.dir.join(format!("ns-only-vol-{runtime}"));
+        std::fs::create_dir_all(&vol).unwrap();
+        std::fs::create_dir_all(b.rootfs().join("usr")).unwrap();
+        symlink("/vol", b.rootfs().join("usr/lib64")).unwrap();
+        b.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "destination": "/vol", "type": "bind", "source": vol, "options": ["rbind", "rw"],
+            }));
+        // Through sh, for the hook's stderr (crun does not pass it on).
+        let log = b.dir.join("hook.log");
+        let line = format!(
+            "exec {CDI_HOOK} create-symlinks --link libcuda.so.1::/usr/lib64/libcuda.so 2>>{}",
+            log.display()
+        );
+        b.add_hook("createContainer", "/bin/sh", &["-c", &line]);
+        b.spec["process"]["args"] = serde_json::json!(["sh", "-c", "ls -A /vol; echo RAN"]);
+        std::fs::write(
+            b.dir.join("config.json"),
+            serde_json::to_vec_pretty(&b.spec).unwrap(),
+        )
+        .unwrap();
+        let run = match runtime {
+            "runc" => "\"$RT\" run --bundle \"$B\" \"$ID\"",
+            _ => "{ umount /sys/fs/cgroup/unified 2>/dev/null; true; } && \"$RT\" --cgroup-manager=disabled run --bundle \"$B\" \"$ID\"",
+        };
+        let script = format!(
+            "mount --make-rprivate / && mount -t tmpfs -o size=1m tmpfs \"$VOL\" && \
+             echo keep > \"$VOL/keep\" && {run}; rc=$?; echo VOLUME; ls -A \"$VOL\"; exit $rc"
+        );
+        let _quiet = crate::common::engines::quiet();
+        let before = bundle::host_mounts();
+        let out = Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .env("RT", &bin)
+            .env("B", &b.dir)
+            .env("ID", &b.id)
+            .env("VOL", &vol)
+            .stdin(Stdio::null())
+            .output()
+            .expect("unshare");
+        let _ = Command::new(&bin).args(["delete", "-f", &b.id]).output();
+        assert_eq!(
+            bundle::host_mounts(),
+            before,
+            "the host mount table changed"
+        );
+        let hook_log = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = format!("{}\n--- the hook's stderr\n{hook_log}", out_text(&out));
+        let context = format!("{runtime}: {text}");
+        let listing = stdout(&out);
+        let volume = listing.split("VOLUME\n").nth(1).unwrap_or_default();
+        assert_eq!(
+            volume.split_whitespace().collect::<Vec<_>>(),
+            ["keep"],
+            "our hook wrote into a volume of the runtime's namespace: {context}"
+        );
+        assert!(
+            !out.status.success() && hook_log.contains("also mounted on the host"),
+            "the start is refused naming the rule: {context}"
+        );
+    }
+}

@@ -287,6 +287,58 @@ fn typos_are_named_and_bad_values_refused() {
     );
 }
 
+/// Upstream's own default config (its `config default` writes the csv mode's spec dir) loads
+/// without a warning; `--quiet` prints only errors (an unknown key's warning and the "updated"
+/// line are not errors); `config default` does not offer `csv`, which is refused.
+#[test]
+fn upstream_defaults_are_quiet_and_quiet_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("config.toml");
+    fs::write(
+        &conf,
+        "[nvidia-container-runtime.modes.csv]\nmount-spec-path = \"/etc/nvidia-container-runtime/host-files-for-container.d\"\n",
+    )
+    .unwrap();
+    let args = ["config", "--config-file", conf.to_str().unwrap()];
+    let out = ctk(&args, &conf);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert!(
+        out.stderr.is_empty(),
+        "a warning for upstream's default: {}",
+        ctx(&args, &out)
+    );
+    fs::write(&conf, "[nvidia-container-cli]\nroott = \"/\"\n").unwrap();
+    let args = [
+        "--quiet",
+        "config",
+        "--config-file",
+        conf.to_str().unwrap(),
+        "--set",
+        "swarm-resource=x",
+        "--in-place",
+    ];
+    let out = ctk(&args, &conf);
+    assert!(out.status.success(), "{}", ctx(&args, &out));
+    assert!(
+        out.stderr.is_empty(),
+        "--quiet printed: {}",
+        ctx(&args, &out)
+    );
+    assert!(fs::read_to_string(&conf)
+        .unwrap()
+        .contains("swarm-resource = \"x\""));
+    let out = ctk(&["config", "default"], &conf);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mode_comment = text
+        .lines()
+        .find(|l| l.starts_with("# auto | legacy"))
+        .unwrap_or_default();
+    assert!(
+        !mode_comment.contains("| csv"),
+        "config default offers csv: {mode_comment}"
+    );
+}
+
 /// Upstream's names (flags and variables) that operators and upstream's own units type, each
 /// taken here: a table of (case, args, env, ok?, text the output must hold).
 #[test]

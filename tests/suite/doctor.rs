@@ -235,7 +235,17 @@ fn a_healthy_node_is_all_ok() {
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", bundle::out_text(&out));
-    assert!(stdout.lines().all(|l| l.starts_with("ok  ")), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let (last, checks_text) = lines.split_last().expect("doctor printed nothing");
+    assert!(
+        checks_text.iter().all(|l| l.starts_with("ok  ")),
+        "{stdout}"
+    );
+    assert_eq!(
+        *last,
+        format!("all {} checks ok", checks_text.len()),
+        "the closing line: {stdout}"
+    );
 }
 
 fn each_seeded_fault_fails_its_check_with_a_fix() {
@@ -787,6 +797,11 @@ fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
     assert!(
         stdout.contains("\nskip  gpu device nodes: skipped: needs driver\n"),
         "{stdout}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("1 failure, ") && last.ends_with(": fix \"driver\" first"),
+        "the closing line names the one cause: {stdout}"
     );
 }
 

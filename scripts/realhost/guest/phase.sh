@@ -278,6 +278,120 @@ docker_gpus_after_daemon_reload() {
   expect_gpu0 "$o"
 }
 
+# --- (3b) systemd and the device rules, on paths other than docker --gpus.
+# An OCI bundle of the busybox rootfs at $1 (id $2): cgroupsPath $3, the process $4 (a shell
+# line), NVIDIA_VISIBLE_DEVICES=0, and the prestart hook when $5 is "hook".
+oci_bundle() {
+  local dir=$1 cgroups=$3 script=$4 hooks=''
+  fresh_rootfs "$dir/rootfs"
+  [ "${5:-}" != hook ] || hooks='"hooks": {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"], "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}]},'
+  cat >"$dir/config.json" <<EOF
+{"ociVersion": "1.0.2",
+ "process": {"terminal": false, "user": {"uid": 0, "gid": 0}, "cwd": "/",
+   "args": ["sh", "-c", "$script"], "env": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"]},
+ "root": {"path": "rootfs"}, "hostname": "nvct",
+ "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755", "size=65536k"]}],
+ $hooks
+ "linux": {"cgroupsPath": "$cgroups",
+   "namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "ipc"}, {"type": "uts"}],
+   "resources": {"devices": [{"allow": false, "access": "rwm"}]}}}
+EOF
+}
+# Removes the /dev/char links to NVIDIA nodes (a node whose driver nodes were made with mknod
+# has none): runc then hands systemd none of the GPU rules, and only our request keeps them.
+remove_nvidia_char_links() {
+  local l
+  for l in /dev/char/*; do
+    case "$(readlink "$l")" in *nvidia*) rm -f "$l" ;; esac
+  done
+  echo "NVIDIA /dev/char links left: $(find /dev/char -lname '*nvidia*' | wc -l)"
+}
+# A container whose cgroup is another unit's scope (a cgroupfs cgroupsPath ending in a login
+# session's or a service's scope): the hook must not ask systemd to add DeviceAllow= to it
+# (that would close the unit to the GPU and systemd's static list). Under runc and crun.
+foreign_scope() {
+  local rt=$1 dir=/var/lib/nvct-foreign-$1 id=nvct-foreign-$1 log=/var/log/nvct-foreign-hook.log
+  local cfg=/etc/nvidia-container-runtime/config.toml o rc=0 allow
+  systemctl stop nvct-victim.scope >/dev/null 2>&1
+  systemd-run --unit=nvct-victim --scope -- sleep 600 >/dev/null 2>&1 &
+  must wait_for 10 systemctl is-active nvct-victim.scope
+  must systemctl show nvct-victim.scope -p DevicePolicy -p DeviceAllow
+  oci_bundle "$dir" "$id" /system.slice/nvct-victim.scope "$probe" hook
+  must cp "$cfg" "$cfg.nvct-saved"
+  must nvidia-ctk config --config-file "$cfg" --in-place --set "nvidia-container-cli.debug=$log"
+  rm -f "$log"
+  echo "+ $rt (cgroupfs) run, cgroupsPath /system.slice/nvct-victim.scope"
+  case $rt in
+    runc) o=$(runc run --bundle "$dir" "$id" 2>&1 </dev/null) || rc=$? ;;
+    crun) o=$(crun --cgroup-manager=cgroupfs run --bundle "$dir" "$id" 2>&1 </dev/null) || rc=$? ;;
+  esac
+  must mv "$cfg.nvct-saved" "$cfg"
+  "$rt" delete -f "$id" >/dev/null 2>&1
+  echo "--- the prestart hook's log"
+  cat "$log" 2>&1
+  allow=$(systemctl show nvct-victim.scope -p DeviceAllow --value)
+  echo "nvct-victim.scope DeviceAllow after: '${allow}'"
+  systemctl stop nvct-victim.scope >/dev/null 2>&1
+  [ "$rc" -eq 0 ] || { hook_journal; fail "$rt run: $o"; }
+  expect_gpu0 "$o"
+  [ -z "$allow" ] || fail "the hook added DeviceAllow= to a scope that is not the container's: $allow"
+  grep -q "not the container's own" "$log" || fail "the hook's log does not say it left the foreign scope alone"
+}
+foreign_scope_runc() { foreign_scope runc; }
+foreign_scope_crun() { foreign_scope crun; }
+# The shim in legacy mode under runc's systemd cgroup driver, no /dev/char links: runc applies
+# the shim's device rules (from config.json) and hands systemd none of them; the hook asks
+# systemd to keep them anyway, so the GPU stays after a daemon-reload.
+shim_systemd_reload() {
+  local dir=/var/lib/nvct-shim-reload id=nvct-shim-reload log=/var/log/nvct-shim-reload-hook.log
+  local cfg=/etc/nvidia-container-runtime/config.toml o rc=0
+  remove_nvidia_char_links
+  oci_bundle "$dir" "$id" "system.slice:nvct:$id" "sleep 3600"
+  must cp "$cfg" "$cfg.nvct-saved"
+  must nvidia-ctk config --config-file "$cfg" --in-place \
+    --set nvidia-container-runtime.mode=legacy --set nvidia-container-runtime.runtimes=runc \
+    --set "nvidia-container-cli.debug=$log"
+  rm -f "$log"
+  runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
+  echo "+ nvidia-container-runtime --systemd-cgroup create; runc start"
+  nvidia-container-runtime --systemd-cgroup create --bundle "$dir" "$id" </dev/null >/dev/null 2>"$dir/create.err" || rc=$?
+  must mv "$cfg.nvct-saved" "$cfg"
+  cat "$dir/create.err"
+  [ "$rc" -eq 0 ] || { hook_journal; fail "create: exit $rc"; }
+  must runc --systemd-cgroup start "$id"
+  echo "--- the prestart hook's log"
+  cat "$log" 2>&1
+  o=$(runc --systemd-cgroup exec "$id" sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  grep -q "keeps the .* over D-Bus" "$log" || { runc --systemd-cgroup delete -f "$id"; fail "the hook did not ask systemd to keep the rules the shim put in config.json"; }
+  must systemctl daemon-reload
+  sleep 2
+  o=$(runc --systemd-cgroup exec "$id" sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
+  expect_gpu0 "$o"
+}
+# docker --runtime=nvidia (the shim; legacy mode for NVIDIA_VISIBLE_DEVICES), no /dev/char
+# links, systemd cgroup driver: the GPU stays after a daemon-reload.
+docker_runtime_nvidia_after_daemon_reload() {
+  docker_setup
+  remove_nvidia_char_links
+  docker rm -f nvct-rt-reload >/dev/null 2>&1
+  must docker run -d --name nvct-rt-reload --network none --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=0 nvct-busybox:1 sleep 3600
+  local o
+  o=$(docker exec nvct-rt-reload sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  must systemctl daemon-reload
+  sleep 2
+  o=$(docker exec nvct-rt-reload sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  docker rm -f nvct-rt-reload >/dev/null 2>&1
+  expect_gpu0 "$o"
+}
+
 # --- (5) doctor on the configured node: its verdict must agree with what the checks above
 # found: a `fail` line naming containerd when the CRI plugin does not load (and none when it
 # does), a `warn` or `fail` line naming daemon-reload when it takes docker's GPUs away.
@@ -337,6 +451,10 @@ check podman/crun-legacy-shim podman_crun_legacy_shim
 check podman/crun-cdi-rootless podman_crun_rootless
 check podman/crun-cdi-rootless-keep-id podman_crun_rootless_keep_id
 check docker/gpus docker_gpus
+check systemd/foreign-scope-runc foreign_scope_runc
+check systemd/foreign-scope-crun foreign_scope_crun
+check systemd/shim-legacy-runc-after-daemon-reload shim_systemd_reload
+check docker/runtime-nvidia-after-daemon-reload docker_runtime_nvidia_after_daemon_reload
 check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
 check doctor/configured-node doctor
 check deb/remove-stops-units deb_remove

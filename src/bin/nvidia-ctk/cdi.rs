@@ -441,9 +441,9 @@ fn write_spec<'a>(output: Option<&'a Path>, text: &str) -> Result<Option<&'a Pat
             .write_all(text.as_bytes())
             .context("writing the spec to stdout")?,
         Some(path) => {
-            if fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())?
-                != fsutil::Written::Through
-            {
+            let written = fsutil::write_atomic(path, text.as_bytes(), &WriteOptions::default())
+                .with_context(|| format!("--output {}", path.display()))?;
+            if written != fsutil::Written::Through {
                 set_mode_0644(path)?;
             }
         }

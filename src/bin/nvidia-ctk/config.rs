@@ -124,8 +124,10 @@ pub fn run(raw: ConfigArgs, v: Verbosity) -> Result<()> {
             sink,
         } => {
             let text = fsutil::read_optional(&config)?;
-            for w in config::unknown_keys(text.as_deref().unwrap_or_default(), &config) {
-                eprintln!("nvidia-ctk: warning: {w}");
+            if !v.quiet {
+                for w in config::unknown_keys(text.as_deref().unwrap_or_default(), &config) {
+                    eprintln!("nvidia-ctk: warning: {w}");
+                }
             }
             if text.is_none() && v.debug {
                 eprintln!(

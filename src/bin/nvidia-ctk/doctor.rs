@@ -116,6 +116,7 @@ pub fn run(args: DoctorArgs, v: Verbosity, matches: &clap::ArgMatches) -> Result
         config_warnings: &warnings,
         engines,
         cdi_dirs,
+        kubelet: node.is_some() || std::path::Path::new("/var/lib/kubelet").is_dir(),
         node,
         which: &which,
     });
@@ -133,6 +134,9 @@ pub fn run(args: DoctorArgs, v: Verbosity, matches: &clap::ArgMatches) -> Result
                 if !c.fix.is_empty() {
                     println!("      fix: {}", c.fix);
                 }
+            }
+            if !v.quiet || doctor::exit_code(&checks) != 0 {
+                println!("{}", doctor::summary(&checks));
             }
         }
     }

@@ -179,11 +179,26 @@ fn create_device_nodes(a: NodesArgs, v: Verbosity) -> Result<()> {
     }
     let driver_root = driver_root(a.driver_root, |k| std::env::var(k).ok())?;
     let dev_root = a.dev_root.unwrap_or(driver_root);
+    existing_root("--dev-root", &dev_root)?;
     let root = DriverRoot::new("/", &dev_root, &a.proc_root);
     let majors = system::read_majors(&root)?;
     let nodes = system::control_nodes(&majors, &root.proc_path("devices"))?;
     let done = system::create_nodes(&root, &nodes, a.dry_run)?;
     report(&done, v);
+    Ok(())
+}
+
+/// Refuses a root given on the command line that is not an existing directory: a typo
+/// (`--dev-root=/opt/typo`) would otherwise have its `dev/` created and nodes made there.
+fn existing_root(flag: &str, root: &std::path::Path) -> Result<()> {
+    if !root.is_dir() {
+        bail!(
+            "{flag} {}: no such directory (the root whose dev/ holds the NVIDIA nodes: / for a \
+             driver on the host, /run/nvidia/driver for the GPU Operator's driver container); \
+             nothing was created",
+            root.display()
+        );
+    }
     Ok(())
 }
 
@@ -202,6 +217,7 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
     }
     let driver_root = driver_root(a.driver_root, |k| std::env::var(k).ok())?;
     let dev_root = a.dev_root.clone().unwrap_or_else(|| driver_root.clone());
+    existing_root("--dev-root", &dev_root)?;
     let root = DriverRoot::new(&driver_root, &dev_root, &a.proc_root);
     let mut nodes = system::present_nodes(&root);
     if a.create_all || a.create_device_nodes {

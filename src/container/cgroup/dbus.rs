@@ -2,27 +2,31 @@
 //! runtime=true, [("DeviceAllow", [(path, "rw"), ...])])` on systemd's private socket
 //! (`/run/systemd/private`, root only, peer to peer: no bus daemon, no `Hello`), the call
 //! `systemctl set-property --runtime UNIT DeviceAllow=...` makes. `systemd.rs` tries it first
-//! and starts `systemctl` when it fails, so a systemd that answers otherwise than expected
-//! costs time, never the rules.
+//! and starts `systemctl` when it fails otherwise than by the deadline, so a systemd that
+//! answers otherwise than expected costs time, never the rules, and a stuck one costs at most
+//! [`TIMEOUT`].
 //!
 //! Owns: the wire format of that one call and of its answer ([`set_device_allow_message`],
 //! [`reply_of`], PURE; the D-Bus specification's marshalling: little-endian, each value aligned
 //! to its type from the message's start, header fields `a(yv)`, the body after the header
 //! padded to 8), and the exchange on the socket ([`set_device_allow`]: `AUTH EXTERNAL` with
-//! our uid, `BEGIN`, the call, the answer whose `REPLY_SERIAL` is ours, within [`TIMEOUT`]).
-//! Must not: block the start for long (every read and write has the timeout), or read more
+//! our uid, `BEGIN`, the call, the answer whose `REPLY_SERIAL` is ours, all before one
+//! deadline). Must not: block the start for long (a non-blocking connect, and every read and
+//! write waits only what is left of the deadline), or read more
 //! than [`MAX_MESSAGE`] bytes of an answer.
 
 use crate::model::CgroupRule;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// systemd's private socket: the manager's API for root, without dbus-daemon.
 pub const PRIVATE_SOCKET: &str = "/run/systemd/private";
-/// The longest the exchange may take (each read and write); `systemctl`'s default is 25 s.
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest the whole request to systemd may take (the D-Bus exchange, and `systemctl`
+/// after it where that runs): one deadline, not a limit per read. `systemctl`'s own default
+/// is 25 s.
+pub const TIMEOUT: Duration = Duration::from_secs(3);
 /// The largest answer read (its header and body); systemd's answer to this call is empty.
 pub const MAX_MESSAGE: usize = 64 << 10;
 
@@ -40,6 +44,9 @@ pub enum DbusError {
     Malformed(&'static str),
     #[error("systemd refused: {name}: {message}")]
     Refused { name: String, message: String },
+    /// The deadline passed (a busy or stuck systemd): nothing else is tried.
+    #[error("{PRIVATE_SOCKET}: no answer in time ({0})")]
+    TimedOut(&'static str),
 }
 
 /// Appends D-Bus values to a message, aligned from the message's start.
@@ -178,7 +185,8 @@ impl<'a> Reader<'a> {
 }
 
 /// The total length of the message whose first 16 bytes are `head`, or why it is not one.
-fn message_len(head: &[u8; 16]) -> Result<usize, DbusError> {
+/// Public for the fuzz target `dbus_reply`, which frames its input as the exchange does.
+pub fn message_len(head: &[u8; 16]) -> Result<usize, DbusError> {
     if head[0] != b'l' {
         return Err(DbusError::Malformed("not little-endian"));
     }
@@ -254,26 +262,16 @@ pub fn reply_of(msg: &[u8], serial: u32) -> Result<Option<Result<(), DbusError>>
     })))
 }
 
-/// Makes the call on `socket` (systemd's [`PRIVATE_SOCKET`]) as user `uid`.
+/// Makes the call on `socket` (systemd's [`PRIVATE_SOCKET`]) as user `uid`, all of it (the
+/// connection, the authentication, the call and its answer) before `deadline`.
 pub fn set_device_allow(
     socket: &Path,
     uid: u32,
     unit: &str,
     rules: &[CgroupRule],
+    deadline: Instant,
 ) -> Result<(), DbusError> {
-    exchange(socket, uid, unit, rules, TIMEOUT)
-}
-
-fn exchange(
-    socket: &Path,
-    uid: u32,
-    unit: &str,
-    rules: &[CgroupRule],
-    timeout: Duration,
-) -> Result<(), DbusError> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
+    let mut s = Timed::connect(socket, deadline)?;
     // SASL: a NUL byte, then EXTERNAL with the uid's decimal digits in hex.
     let hex: String = uid
         .to_string()
@@ -281,7 +279,7 @@ fn exchange(
         .map(|b| format!("{b:02x}"))
         .collect();
     s.write_all(format!("\0AUTH EXTERNAL {hex}\r\n").as_bytes())?;
-    let line = read_line(&mut s)?;
+    let line = s.read_line()?;
     if !line.starts_with("OK ") {
         return Err(DbusError::Auth(line));
     }
@@ -305,21 +303,91 @@ fn exchange(
     ))
 }
 
-/// One line of the SASL exchange (up to `\r\n`), at most 512 bytes.
-fn read_line(s: &mut UnixStream) -> Result<String, DbusError> {
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        if line.len() > 512 {
-            return Err(DbusError::Malformed(
-                "an authentication line over 512 bytes",
-            ));
+/// A connection whose every step ends by one deadline: each read or write waits at most what
+/// is left of it, so a peer that trickles a byte at a time cannot stretch the exchange.
+struct Timed {
+    s: UnixStream,
+    deadline: Instant,
+}
+
+impl Timed {
+    /// Connects without blocking on a full listen backlog: `connect()` is retried until the
+    /// deadline, never waited in.
+    fn connect(path: &Path, deadline: Instant) -> Result<Timed, DbusError> {
+        loop {
+            match crate::sys::connect_unix_nonblocking(path) {
+                Ok(s) => return Ok(Timed { s, deadline }),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(DbusError::TimedOut("connecting (its backlog is full)"));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        s.read_exact(&mut b)?;
-        line.push(b[0]);
     }
-    line.truncate(line.len() - 2);
-    Ok(String::from_utf8_lossy(&line).into_owned())
+
+    /// What is left of the deadline, or [`DbusError::TimedOut`] naming `step`.
+    fn left(&self, step: &'static str) -> Result<Duration, DbusError> {
+        self.deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or(DbusError::TimedOut(step))
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), DbusError> {
+        let mut at = 0;
+        while at < buf.len() {
+            self.s
+                .set_read_timeout(Some(self.left("reading the answer")?))?;
+            match self.s.read(&mut buf[at..]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+                Ok(n) => at += n,
+                Err(e) => Self::retry_or(e, "reading the answer")?,
+            }
+        }
+        Ok(())
+    }
+
+    fn write_all(&mut self, mut buf: &[u8]) -> Result<(), DbusError> {
+        while !buf.is_empty() {
+            self.s
+                .set_write_timeout(Some(self.left("writing the call")?))?;
+            match self.s.write(buf) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) => Self::retry_or(e, "writing the call")?,
+            }
+        }
+        Ok(())
+    }
+
+    /// An interrupted call is retried; a socket timeout is the deadline's.
+    fn retry_or(e: io::Error, step: &'static str) -> Result<(), DbusError> {
+        match e.kind() {
+            io::ErrorKind::Interrupted => Ok(()),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Err(DbusError::TimedOut(step)),
+            _ => Err(e.into()),
+        }
+    }
+
+    /// One line of the SASL exchange (up to `\r\n`), at most 512 bytes.
+    fn read_line(&mut self) -> Result<String, DbusError> {
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            if line.len() > 512 {
+                return Err(DbusError::Malformed(
+                    "an authentication line over 512 bytes",
+                ));
+            }
+            self.read_exact(&mut b)?;
+            line.push(b[0]);
+        }
+        line.truncate(line.len() - 2);
+        Ok(String::from_utf8_lossy(&line).into_owned())
+    }
 }
 
 #[cfg(test)]
@@ -441,6 +509,8 @@ mod tests {
         Answer(Vec<u8>),
         Refuse,
         Silent,
+        /// Sends its `OK` line one byte every 40 ms (each read is short; the whole is not).
+        Trickle,
     }
 
     /// A fake systemd on a Unix socket for one exchange: it checks the SASL lines and that the
@@ -460,6 +530,15 @@ mod tests {
                 c.write_all(b"REJECTED EXTERNAL\r\n").unwrap();
                 return Vec::new();
             }
+            if let Peer::Trickle = peer {
+                for b in b"OK 0123456789abcdef0123456789abcdef\r\n" {
+                    if c.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(40));
+                }
+                return Vec::new();
+            }
             c.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
                 .unwrap();
             let mut begin = [0u8; 7];
@@ -473,7 +552,7 @@ mod tests {
             match peer {
                 Peer::Answer(reply) => c.write_all(&reply).unwrap(),
                 Peer::Silent => std::thread::sleep(Duration::from_millis(500)),
-                Peer::Refuse => unreachable!(),
+                Peer::Refuse | Peer::Trickle => unreachable!(),
             }
             call
         });
@@ -510,29 +589,85 @@ mod tests {
                 Peer::Refuse,
                 |r| matches!(r, Err(DbusError::Auth(l)) if l == "REJECTED EXTERNAL"),
             ),
-            ("no answer: the timeout", Peer::Silent, |r| {
-                matches!(r, Err(DbusError::Io(_)))
+            ("no answer: the deadline", Peer::Silent, |r| {
+                matches!(r, Err(DbusError::TimedOut(_)))
             }),
+            (
+                "a byte every 40 ms: the deadline, not a limit per read",
+                Peer::Trickle,
+                |r| matches!(r, Err(DbusError::TimedOut(_))),
+            ),
         ];
         for (name, peer, want) in cases {
             let dir = tempfile::tempdir().unwrap();
-            let refuse = matches!(peer, Peer::Refuse);
+            let sends_call = !matches!(peer, Peer::Refuse | Peer::Trickle);
             let (path, server) = fake_systemd(dir.path(), peer);
-            let got = exchange(&path, 0, "x.scope", &rules, short);
+            let started = Instant::now();
+            let got = set_device_allow(&path, 0, "x.scope", &rules, started + short);
+            let took = started.elapsed();
             assert!(want(&got), "case {name}: {got:?}");
+            assert!(
+                took < short + Duration::from_millis(150),
+                "case {name}: the exchange took {took:?}, its deadline was {short:?}"
+            );
             let seen = server.join().unwrap();
-            if !refuse {
+            if sends_call {
                 assert_eq!(seen, call, "case {name}: the call as sent");
             }
         }
         let dir = tempfile::tempdir().unwrap();
         assert!(
             matches!(
-                set_device_allow(&dir.path().join("none"), 0, "x.scope", &rules),
+                set_device_allow(
+                    &dir.path().join("none"),
+                    0,
+                    "x.scope",
+                    &rules,
+                    Instant::now() + short
+                ),
                 Err(DbusError::Io(_))
             ),
             "no socket: an I/O error, so the caller runs systemctl"
         );
+    }
+
+    /// A listener that accepts nothing and whose backlog is full: `connect()` would block until
+    /// it accepts (for ever); the exchange gives up at its deadline instead.
+    #[test]
+    fn a_full_backlog_ends_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // std listens with the largest backlog (somaxconn): fill it, within the fd limit.
+        crate::sys::limit(libc::RLIMIT_NOFILE, 16384).unwrap();
+        let mut queued = Vec::new();
+        loop {
+            match crate::sys::connect_unix_nonblocking(&path) {
+                Ok(s) => queued.push(s),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("after {} connections: {e}", queued.len()),
+            }
+            assert!(queued.len() < 16000, "the backlog never filled");
+        }
+        let rules = [CgroupRule {
+            major: 195,
+            minor: 0,
+        }];
+        let started = Instant::now();
+        let got = set_device_allow(
+            &path,
+            0,
+            "x.scope",
+            &rules,
+            started + Duration::from_millis(200),
+        );
+        let took = started.elapsed();
+        assert!(
+            matches!(got, Err(DbusError::TimedOut(_))),
+            "after {} queued: {got:?}",
+            queued.len()
+        );
+        assert!(took < Duration::from_millis(400), "took {took:?}");
     }
 
     #[test]

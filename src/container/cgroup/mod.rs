@@ -114,16 +114,20 @@ pub fn allow_devices(pid: u32, rules: &[CgroupRule]) -> Result<(), CgroupError> 
     }
 }
 
-/// After [`allow_devices`]: asks systemd to keep the rules when the container is a systemd
-/// scope ([`systemd::keep_rules`]); a line for the log, if there is anything to say (`Ok`:
-/// done, `Err`: not, a warning).
-pub fn keep_with_systemd(pid: u32, rules: &[CgroupRule]) -> Option<Result<String, String>> {
+/// After [`allow_devices`]: asks systemd to keep the rules when the container (`id`, its init
+/// `pid`) is a systemd scope of its own ([`systemd::keep_rules`]); a line for the log, if there
+/// is anything to say (`Ok`: done, `Err`: not, a warning).
+pub fn keep_with_systemd(
+    pid: u32,
+    id: &str,
+    rules: &[CgroupRule],
+) -> Option<Result<String, String>> {
     // Off the hot path where systemd is not the init: one stat, no read.
     if rules.is_empty() || !systemd::booted() {
         return None;
     }
     let text = crate::sys::procfs::read(Path::new(&format!("/proc/{pid}/cgroup"))).ok()?;
-    systemd::keep_rules(&text, rules)
+    systemd::keep_rules(&text, id, rules)
 }
 
 fn read(path: &Path) -> Result<String, CgroupError> {
