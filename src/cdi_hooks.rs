@@ -1,6 +1,7 @@
 //! The hooks a CDI spec references (`nvidia-cdi-hook <name>`, the same as `nvidia-ctk hook
 //! <name>`): `create-symlinks`, `update-ldcache`, `disable-device-node-modification`,
-//! `enable-cuda-compat`. Each is the deserialisation of one `Plan` field (written by
+//! `enable-cuda-compat`, and `keep-device-rules` (a `createRuntime` hook: systemd, on the
+//! host; [`keep_device_rules`]). Each is the deserialisation of one `Plan` field (written by
 //! `cdi/generate.rs`) followed by the same `container/` primitive the prestart hook calls.
 //! Both binaries only parse flags and call the functions here.
 //!
@@ -155,6 +156,40 @@ impl Container {
         steps.mark("rootfs");
         Ok(root)
     }
+}
+
+/// `keep-device-rules`, a `createRuntime` hook of our specs: asks systemd to keep the rules of
+/// the container's NVIDIA device nodes (config.json's `linux.devices` under `/dev/nvidia`,
+/// where `linux.resources.devices` allows them) across `systemctl daemon-reload`. The runtime
+/// has put the rules in place, but it hands systemd a rule only as a `/dev/char/M:m` link that
+/// exists, and a driver made with mknod has none: at the next reload systemd would take the
+/// GPUs away (upstream's "Failed to initialize NVML: Unknown Error"). `createRuntime` runs in
+/// the runtime's namespaces with the container's host pid, after the runtime made its cgroup
+/// (runc, crun). Nothing is asked for a rootless runtime (no device cgroup of its own to
+/// keep), where systemd is not the init, or for a cgroup that is not the container's own
+/// scope ([`cgroup::systemd::own_unit`]). Returns the line for the log: `None` when there was
+/// nothing to do, `Some(Err)` when systemd did not keep them (never an error of the
+/// container: it starts either way).
+pub fn keep_device_rules(state: impl Read) -> Result<Option<Result<String, String>>, HookError> {
+    let state = HookState::read(state)?;
+    let Some(pid) = state.pid.filter(|&p| p > 1) else {
+        return Ok(None);
+    };
+    if !crate::container::cgroup::systemd::booted() {
+        return Ok(None);
+    }
+    let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+    if crate::out::prestart::is_rootless(sys::euid(), &uid_map) {
+        return Ok(None);
+    }
+    let spec = oci::load_spec(&state.bundle)?;
+    let rules = oci::char_device_rules(&spec, "/dev/nvidia");
+    if !crate::container::cgroup::spec_allows(&oci::device_rules(&spec), &rules) {
+        return Ok(None);
+    }
+    Ok(crate::container::cgroup::keep_with_systemd(
+        pid, &state.id, &rules,
+    ))
 }
 
 /// Makes `e` in the container of the OCI state read from `state`: host inputs first (the

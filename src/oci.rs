@@ -227,6 +227,26 @@ pub fn devices(spec: &Spec) -> Vec<(PathBuf, u32)> {
         .collect()
 }
 
+/// The character devices of `linux.devices` whose path starts with `prefix` (e.g.
+/// `/dev/nvidia`), as device cgroup rules (major, minor), in order.
+pub fn char_device_rules(spec: &Spec, prefix: &str) -> Vec<crate::model::CgroupRule> {
+    use oci_spec::runtime::LinuxDeviceType;
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.devices().as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|d| matches!(d.typ(), LinuxDeviceType::C | LinuxDeviceType::U))
+        .filter(|d| d.path().to_str().is_some_and(|p| p.starts_with(prefix)))
+        .filter_map(|d| {
+            Some(crate::model::CgroupRule {
+                major: u32::try_from(d.major()).ok()?,
+                minor: u32::try_from(d.minor()).ok()?,
+            })
+        })
+        .collect()
+}
+
 /// `linux.resources.devices`: the container's device list, in order.
 pub fn device_rules(spec: &Spec) -> Vec<oci_spec::runtime::LinuxDeviceCgroup> {
     spec.linux()
@@ -253,6 +273,24 @@ pub fn mounts(spec: &Spec) -> Vec<(PathBuf, PathBuf)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn char_device_rules_take_the_prefixs_char_devices() {
+        let spec: Spec = serde_json::from_str(
+            r#"{"ociVersion":"1.0.2","linux":{"devices":[
+                {"path":"/dev/nvidia0","type":"c","major":195,"minor":0},
+                {"path":"/dev/nvidiactl","type":"c","major":195,"minor":255},
+                {"path":"/dev/nvidia-caps/nvidia-cap1","type":"c","major":508,"minor":1},
+                {"path":"/dev/dri/card0","type":"c","major":226,"minor":0},
+                {"path":"/dev/nvidia-block","type":"b","major":8,"minor":0}]}}"#,
+        )
+        .unwrap();
+        let got: Vec<(u32, u32)> = char_device_rules(&spec, "/dev/nvidia")
+            .into_iter()
+            .map(|r| (r.major, r.minor))
+            .collect();
+        assert_eq!(got, [(195, 0), (195, 255), (508, 1)]);
+    }
 
     #[test]
     fn state_cases() {

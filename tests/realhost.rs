@@ -40,6 +40,9 @@ const CASES: &[&str] = &[
     // Real nodes round three (issue 39): no /dev/char links, the shim's rules kept by systemd.
     "systemd/shim-legacy-runc-after-daemon-reload",
     "docker/runtime-nvidia-after-daemon-reload",
+    // ... and CDI containers, through the spec's createRuntime hook keep-device-rules.
+    "podman/runc-cdi-after-daemon-reload",
+    "podman/crun-cdi-after-daemon-reload",
     // Item 5: the hook asks systemd to keep the rules of a container that is a scope.
     "docker/gpus-after-daemon-reload",
     "doctor/configured-node",

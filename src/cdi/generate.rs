@@ -120,7 +120,7 @@ impl Default for Options {
             hook_path: DEFAULT_HOOK_PATH.into(),
             ldconfig_path: None,
             proc_root: DEFAULT_PROC_ROOT.into(),
-            disabled_hooks: BTreeSet::new(),
+            disabled_hooks: HookKind::default_disabled(false),
             devices: Devices::All,
             // As upstream's `cdi generate`: no 32-bit libraries (its specs carry the ld cache's
             // 64-bit entries only).

@@ -47,6 +47,9 @@ pub struct GenerateFlags {
     pub csv_file: Vec<String>,
     pub csv_ignore_pattern: Vec<String>,
     pub library_search_path: Vec<String>,
+    /// Whether systemd is the init here: `keep-device-rules` is then on unless disabled
+    /// ([`HookKind::default_disabled`]).
+    pub systemd_booted: bool,
 }
 
 /// `cdi generate`, resolved.
@@ -231,13 +234,15 @@ pub fn resolve(
     if strategies.is_empty() {
         strategies = Options::default().strategies;
     }
-    let mut disabled_hooks =
+    let mut disabled_hooks = HookKind::default_disabled(raw.systemd_booted);
+    disabled_hooks.extend(
         HookKind::parse_disabled(nonempty(&raw.disable_hook)).map_err(|hook| {
             FlagError::DisableHook {
                 hook,
                 names: hook_names(),
             }
-        })?;
+        })?,
+    );
     for h in nonempty(&raw.enable_hook) {
         if h == "all" {
             return Err(FlagError::EnableAll);
@@ -548,7 +553,29 @@ mod tests {
                     ..rooted()
                 },
                 Options {
-                    disabled_hooks: hooks(&[HookKind::CreateSymlinks]),
+                    disabled_hooks: hooks(&[HookKind::CreateSymlinks, HookKind::KeepDeviceRules]),
+                    ..d.clone()
+                },
+            ),
+            (
+                "systemd the init: keep-device-rules on by default",
+                GenerateFlags {
+                    systemd_booted: true,
+                    ..rooted()
+                },
+                Options {
+                    disabled_hooks: BTreeSet::new(),
+                    ..d.clone()
+                },
+            ),
+            (
+                "no systemd: keep-device-rules on when enabled",
+                GenerateFlags {
+                    enable_hook: strings(&["keep-device-rules"]),
+                    ..rooted()
+                },
+                Options {
+                    disabled_hooks: BTreeSet::new(),
                     ..d.clone()
                 },
             ),
@@ -559,7 +586,10 @@ mod tests {
                     ..rooted()
                 },
                 Options {
-                    disabled_hooks: hooks(&[HookKind::UpdateApplicationProfile]),
+                    disabled_hooks: hooks(&[
+                        HookKind::UpdateApplicationProfile,
+                        HookKind::KeepDeviceRules,
+                    ]),
                     ..d.clone()
                 },
             ),
@@ -601,7 +631,9 @@ mod tests {
         assert_eq!(d.strategies, [NameStrategy::Index, NameStrategy::Uuid]);
         assert!(d.one_hook && !d.no_ipc && !d.no_all_device);
         assert_eq!((d.mode, d.devices), (SpecMode::Gpus, Devices::All));
-        assert!(d.disabled_hooks.is_empty() && d.ldconfig_path.is_none());
+        // Off by default where systemd is not the init (these flags say it is not).
+        assert_eq!(d.disabled_hooks, hooks(&[HookKind::KeepDeviceRules]));
+        assert!(d.ldconfig_path.is_none());
     }
 
     #[test]
@@ -784,7 +816,7 @@ mod tests {
     #[test]
     fn refusals_name_the_flag_and_variable() {
         let hooks = "create-symlinks, update-ldcache, disable-device-node-modification, \
-                     enable-cuda-compat, update-application-profile";
+                     enable-cuda-compat, update-application-profile, keep-device-rules";
         let cases: Vec<(&str, GenerateFlags, String)> = vec![
             (
                 "unknown format",

@@ -22,15 +22,19 @@ pub enum HookKind {
     DisableDeviceNodeModification,
     EnableCudaCompat,
     UpdateApplicationProfile,
+    /// Not an edit of the container: a `createRuntime` hook that asks systemd to keep the
+    /// device rules (`cdi_hooks::keep_device_rules`); in a spec only where systemd is the init.
+    KeepDeviceRules,
 }
 
 impl HookKind {
-    pub const ALL: [HookKind; 5] = [
+    pub const ALL: [HookKind; 6] = [
         HookKind::CreateSymlinks,
         HookKind::UpdateLdcache,
         HookKind::DisableDeviceNodeModification,
         HookKind::EnableCudaCompat,
         HookKind::UpdateApplicationProfile,
+        HookKind::KeepDeviceRules,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,11 +44,22 @@ impl HookKind {
             HookKind::DisableDeviceNodeModification => "disable-device-node-modification",
             HookKind::EnableCudaCompat => "enable-cuda-compat",
             HookKind::UpdateApplicationProfile => "update-application-profile",
+            HookKind::KeepDeviceRules => "keep-device-rules",
         }
     }
 
     pub fn parse(s: &str) -> Option<HookKind> {
         HookKind::ALL.into_iter().find(|h| h.name() == s)
+    }
+
+    /// The hooks off unless enabled: `keep-device-rules` where systemd is not the init (no
+    /// daemon-reload to survive there; it would only cost a process per container).
+    pub fn default_disabled(systemd_booted: bool) -> BTreeSet<HookKind> {
+        if systemd_booted {
+            BTreeSet::new()
+        } else {
+            BTreeSet::from([HookKind::KeepDeviceRules])
+        }
     }
 
     /// The hooks a `--disable-hook` list (or `modes.jit-cdi.nvcdi-disable-hooks`) names:
@@ -109,6 +124,8 @@ pub struct Edits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invocation {
     Edits(Edits),
+    /// `keep-device-rules` (createRuntime, on the host).
+    KeepDeviceRules,
     /// A hook name this toolkit does not have (a newer spec's): warn and do nothing.
     Unknown(String),
     /// `--help` / `-h` or no hook name.
@@ -152,6 +169,9 @@ The hooks CDI specs reference; each reads the OCI state on stdin.
       put the image's CUDA forward-compat libraries first in the ld cache when newer
   update-application-profile
       restrict EGL and Vulkan to the container's GPUs
+  keep-device-rules
+      (createRuntime) ask systemd to keep the container's NVIDIA device rules across
+      `systemctl daemon-reload`
   apply-edits [--create-symlinks --link ...] [--disable-device-node-modification
               [--proc-root P]] [--enable-cuda-compat --host-driver-version V]
               [--update-ldcache --folder DIR ...] [--update-application-profile]
@@ -194,6 +214,7 @@ fn flags_of(hook: &str) -> Option<&'static [(&'static str, bool)]> {
             ("--cuda-compat-container-root", true),
         ],
         "update-application-profile" => &[],
+        "keep-device-rules" => &[],
         APPLY_EDITS => &[
             ("--create-symlinks", false),
             ("--link", true),
@@ -294,8 +315,13 @@ pub fn parse(args: &[String]) -> Result<Parsed, EditsError> {
             container_spec,
         });
     };
+    let invocation = if name == HookKind::KeepDeviceRules.name() {
+        Invocation::KeepDeviceRules
+    } else {
+        Invocation::Edits(edits_from(name, &values)?)
+    };
     Ok(Parsed {
-        invocation: Invocation::Edits(edits_from(name, &values)?),
+        invocation,
         container_spec,
     })
 }

@@ -106,7 +106,15 @@ pub(crate) fn config_dirs_for(cap: Capability) -> &'static [(&'static str, &'sta
             ("/etc/vulkan/implicit_layer.d", "nvidia"),
             ("/usr/share/glvnd/egl_vendor.d", "nvidia"),
             ("/usr/share/egl/egl_external_platform.d", "nvidia"),
+            // OptiX's denoiser weights, and the X server's NVIDIA config snippets, as
+            // upstream's graphics discovery (`internal/discover/graphics.go`) has them.
+            ("/usr/share/nvidia", "nvoptix.bin"),
+            ("/usr/share/X11/xorg.conf.d", "nvidia"),
+            ("/etc/X11/xorg.conf.d", "nvidia"),
         ],
+        // The OpenCL ICD file that names libnvidia-opencl (a compute library): without it
+        // the ICD loader finds no NVIDIA platform.
+        Capability::Compute => &[("/etc/OpenCL/vendors", "nvidia")],
         Capability::Display => &[
             ("/usr/lib/xorg/modules/drivers", "nvidia_drv"),
             ("/usr/lib/xorg/modules/extensions", "libglxserver_nvidia"),

@@ -97,13 +97,21 @@ pub fn edits(opts: &HookOptions, plan: &Plan) -> Edits {
 }
 
 /// `e` as the spec's hooks: one per edit, or one `apply-edits` hook when asked for and more
-/// than one edit is made.
+/// than one edit is made; then `keep-device-rules` (createRuntime) unless it is disabled.
 pub fn hooks(opts: &HookOptions, e: &Edits) -> Vec<Hook> {
     let separate = e.to_hooks();
-    if opts.one_hook && separate.len() > 1 {
-        return vec![hook(opts, e.to_apply_edits())];
+    let mut out: Vec<Hook> = if opts.one_hook && separate.len() > 1 {
+        vec![hook(opts, e.to_apply_edits())]
+    } else {
+        separate.into_iter().map(|args| hook(opts, args)).collect()
+    };
+    if !opts.disabled.contains(&HookKind::KeepDeviceRules) {
+        out.push(Hook {
+            hook_name: "createRuntime".into(),
+            ..hook(opts, vec![HookKind::KeepDeviceRules.name().into()])
+        });
     }
-    separate.into_iter().map(|args| hook(opts, args)).collect()
+    out
 }
 
 /// The `create-symlinks` hook of `links` (a device's own DRM `/dev/dri/by-path` links), if

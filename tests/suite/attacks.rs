@@ -682,9 +682,10 @@ fn request_devices(h: &Host, b: &mut Bundle, path: Path_, work: &Path, devices: 
     }
 }
 
-/// Not an attack: the graphics and display config files through the same two-path harness.
-/// `graphics` gets the Vulkan ICD and layer, glvnd EGL vendor and EGL platform files, `display`
-/// the Xorg driver, each at the path the driver put it, read-only; `compute` gets none of them.
+/// Not an attack: the graphics, display and OpenCL config files through the same two-path harness.
+/// `graphics` gets the Vulkan ICD and layer, glvnd EGL vendor and EGL platform files, OptiX's
+/// `nvoptix.bin` and the X server's `xorg.conf.d` snippet, `display` the Xorg driver, `compute`
+/// the OpenCL ICD file, each at the path the driver put it, read-only.
 /// jit-cdi, like any CDI spec (and as upstream's), gives every capability's files whatever
 /// `NVIDIA_DRIVER_CAPABILITIES` says.
 #[test]
@@ -692,12 +693,16 @@ fn graphics_and_display_config_files_in_both_paths() {
     let h = host();
     let work = h.dir.join("graphics");
     std::fs::create_dir_all(&work).unwrap();
+    // graphics (the first seven), display (the Xorg driver), compute (the OpenCL ICD).
     let files = [
         "/usr/share/vulkan/icd.d/nvidia_icd.json",
         "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
         "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
         "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+        "/usr/share/nvidia/nvoptix.bin",
+        "/usr/share/X11/xorg.conf.d/10-nvidia.conf",
         "/usr/lib/xorg/modules/drivers/nvidia_drv.so",
+        "/etc/OpenCL/vendors/nvidia.icd",
     ];
     let script = files
         .iter()
@@ -705,9 +710,9 @@ fn graphics_and_display_config_files_in_both_paths() {
         .collect::<String>();
     for path in [Path_::Hook, Path_::JitCdi] {
         for (caps, want) in [
-            ("graphics,display", &files[..]),
-            ("graphics", &files[..4]),
-            ("compute", &[][..]),
+            ("graphics,display", &files[..7]),
+            ("graphics", &files[..6]),
+            ("compute", &files[7..]),
         ] {
             let want = match path {
                 Path_::Hook => want,

@@ -269,10 +269,13 @@ fn two_gpu_host_names_and_shared_edits() {
         ])
     );
     let lib = "/usr/lib/x86_64-linux-gnu";
-    let mut want_targets: Vec<String> = ["gsp_ga10x.bin", "gsp_tu10x.bin"]
-        .iter()
-        .map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}"))
-        .collect();
+    // The OpenCL ICD file (compute), then the firmware.
+    let mut want_targets: Vec<String> = vec!["/etc/OpenCL/vendors/nvidia.icd".into()];
+    want_targets.extend(
+        ["gsp_ga10x.bin", "gsp_tu10x.bin"]
+            .iter()
+            .map(|f| format!("/lib/firmware/nvidia/550.54.15/{f}")),
+    );
     // The daemons' IPC sockets and the MPS pipe dir the fake host has (mounted noexec).
     let ipc = [
         "/run/nvidia-fabricmanager/socket",
@@ -332,8 +335,10 @@ fn two_gpu_host_names_and_shared_edits() {
     want_targets.extend(
         [
             "/usr/lib/xorg/modules/drivers/nvidia_drv.so",
+            "/usr/share/X11/xorg.conf.d/10-nvidia.conf",
             "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
             "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+            "/usr/share/nvidia/nvoptix.bin",
             "/usr/share/vulkan/icd.d/nvidia_icd.json",
             "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
         ]

@@ -373,6 +373,33 @@ shim_systemd_reload() {
   runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
   expect_gpu0 "$o"
 }
+# podman with CDI (`--device nvidia.com/gpu=0`) under runc or crun and the systemd cgroup
+# driver, no /dev/char links: the runtime hands systemd none of the spec's NVIDIA rules; the
+# spec's createRuntime hook `keep-device-rules` asks systemd to keep them, so the GPU stays
+# after a daemon-reload.
+podman_cdi_reload() {
+  local rt=$1 dir=/var/lib/nvct-podman-reload-$1 name=nvct-cdi-reload-$1 o
+  remove_nvidia_char_links
+  grep -q keep-device-rules /etc/cdi/nvidia.yaml || fail "the spec has no keep-device-rules hook (systemd is the init here)"
+  fresh_rootfs "$dir"
+  podman rm -f "$name" >/dev/null 2>&1
+  must podman run -d --name "$name" --runtime "$rt" --network none --device nvidia.com/gpu=0 --rootfs "$dir" sleep 3600
+  echo "+ the container's cgroup: $(podman exec "$name" cat /proc/self/cgroup 2>&1)"
+  o=$(podman exec "$name" sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  must systemctl daemon-reload
+  sleep 2
+  o=$(podman exec "$name" sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  podman rm -f "$name" >/dev/null 2>&1
+  echo "--- journal (nvidia-cdi-hook)"
+  journalctl -b --no-pager --since=-120s 2>&1 | grep -i 'nvidia-cdi-hook' | tail -n 10
+  expect_gpu0 "$o"
+}
+podman_runc_cdi_reload() { podman_cdi_reload runc; }
+podman_crun_cdi_reload() { podman_cdi_reload crun; }
+
 # docker --runtime=nvidia (the shim; legacy mode for NVIDIA_VISIBLE_DEVICES), no /dev/char
 # links, systemd cgroup driver: the GPU stays after a daemon-reload.
 docker_runtime_nvidia_after_daemon_reload() {
@@ -455,6 +482,8 @@ check systemd/foreign-scope-runc foreign_scope_runc
 check systemd/foreign-scope-crun foreign_scope_crun
 check systemd/shim-legacy-runc-after-daemon-reload shim_systemd_reload
 check docker/runtime-nvidia-after-daemon-reload docker_runtime_nvidia_after_daemon_reload
+check podman/runc-cdi-after-daemon-reload podman_runc_cdi_reload
+check podman/crun-cdi-after-daemon-reload podman_crun_cdi_reload
 check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
 check doctor/configured-node doctor
 check deb/remove-stops-units deb_remove

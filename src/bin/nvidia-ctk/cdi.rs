@@ -224,6 +224,7 @@ impl GenerateArgs {
             csv_file: self.csv_file,
             csv_ignore_pattern: self.csv_ignore_pattern,
             library_search_path: self.library_search_path,
+            systemd_booted: nvct::container::cgroup::systemd::booted(),
         }
     }
 }

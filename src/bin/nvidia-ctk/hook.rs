@@ -50,6 +50,9 @@ pub fn run(args: HookArgs, program: &'static str, debug: bool) -> Result<()> {
             eprintln!("{program}: warning: unknown hook {name:?}; doing nothing");
             return Ok(());
         }
+        Invocation::KeepDeviceRules => {
+            return keep_device_rules(parsed.container_spec, program, debug)
+        }
         Invocation::Edits(e) => e,
     };
     let state = parsed
@@ -74,6 +77,41 @@ pub fn run(args: HookArgs, program: &'static str, debug: bool) -> Result<()> {
         }
         Err(e) => Err(logged(program, e)),
     }
+}
+
+/// `keep-device-rules`: never fails the container; what systemd did goes to stderr with
+/// `--debug`, why it did not to the system log (crun throws a hook's stderr away) and stderr.
+fn keep_device_rules(
+    container_spec: Option<std::path::PathBuf>,
+    program: &'static str,
+    debug: bool,
+) -> Result<()> {
+    let state =
+        container_spec.filter(|p| !p.as_os_str().is_empty() && *p != std::path::Path::new("-"));
+    let result = match state {
+        Some(path) => std::fs::File::open(&path)
+            .with_context(|| format!("--container-spec {}", path.display()))
+            .and_then(|f| nvct::cdi_hooks::keep_device_rules(f).map_err(anyhow::Error::from)),
+        None => {
+            nvct::cdi_hooks::keep_device_rules(std::io::stdin().lock()).map_err(anyhow::Error::from)
+        }
+    };
+    let tag = program.split(' ').next().unwrap_or(program);
+    match result {
+        Ok(Some(Ok(line))) if debug => Logger::stderr_only(program).debug(&line),
+        Ok(Some(Err(why))) => {
+            nvct::syslog::send(nvct::syslog::Severity::Warning, tag, &why);
+            eprintln!("{program}: warning: {why}");
+        }
+        Err(e) => {
+            let text = nvct::log::error_text(e.chain());
+            let why = format!("keep-device-rules: {text}; the container starts without it");
+            nvct::syslog::send(nvct::syslog::Severity::Warning, tag, &why);
+            eprintln!("{program}: warning: {why}");
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// `e`, copied to the system log first: crun throws a hook's stderr away.

@@ -310,7 +310,10 @@ fn hook_option_cases() {
             "ldconfig path, symlinks disabled",
             Options {
                 ldconfig_path: Some("/sbin/ldconfig.real".into()),
-                disabled_hooks: BTreeSet::from([HookKind::CreateSymlinks]),
+                disabled_hooks: BTreeSet::from([
+                    HookKind::CreateSymlinks,
+                    HookKind::KeepDeviceRules,
+                ]),
                 ..separate()
             },
             vec![
@@ -336,7 +339,10 @@ fn hook_option_cases() {
             "proc root, compat disabled",
             Options {
                 proc_root: "/host/proc".into(),
-                disabled_hooks: BTreeSet::from([HookKind::EnableCudaCompat]),
+                disabled_hooks: BTreeSet::from([
+                    HookKind::EnableCudaCompat,
+                    HookKind::KeepDeviceRules,
+                ]),
                 ..separate()
             },
             vec![
@@ -397,7 +403,10 @@ fn hook_option_cases() {
                 ]),
                 ..separate()
             },
-            vec![vec!["nvidia-cdi-hook", "disable-device-node-modification"]],
+            vec![
+                vec!["nvidia-cdi-hook", "disable-device-node-modification"],
+                vec!["nvidia-cdi-hook", "keep-device-rules"],
+            ],
         ),
         (
             "utility alone: no compat hook, no profile (no graphics)",
@@ -420,7 +429,12 @@ fn hook_option_cases() {
         let spec = generate(&inventory(false), &opts).unwrap();
         assert_eq!(hook_args(&spec), want, "case {case}");
         for h in &spec.container_edits.hooks {
-            assert_eq!(h.hook_name, "createContainer", "case {case}");
+            // keep-device-rules runs on the host, with the container's host pid.
+            let stage = match h.args.get(1).map(String::as_str) {
+                Some("keep-device-rules") => "createRuntime",
+                _ => "createContainer",
+            };
+            assert_eq!(h.hook_name, stage, "case {case}");
             assert!(
                 !h.env.is_empty(),
                 "case {case}: every hook carries an explicit env"

@@ -170,6 +170,19 @@ fn parse_cases() {
             Ok(Invocation::Unknown("chmod".into())),
         ),
         (
+            "keep-device-rules (createRuntime, no flags)",
+            &["keep-device-rules"],
+            Ok(Invocation::KeepDeviceRules),
+        ),
+        (
+            "keep-device-rules takes no flag",
+            &["keep-device-rules", "--folder", "/x"],
+            Err(EditsError::UnknownFlag {
+                hook: "keep-device-rules".into(),
+                flag: "--folder".into(),
+            }),
+        ),
+        (
             "flag=value",
             &["update-ldcache", "--folder=/usr/lib64"],
             Ok(Invocation::Edits(Edits {

@@ -39,6 +39,7 @@ pub use fold::fold_link_hooks;
 use crate::cdi::name::{NameError, QualifiedName};
 use crate::cdi::{self, ContainerEdits};
 use crate::config::Config;
+use crate::container::edits::HookKind;
 use crate::model::{Inventory, Layout};
 use crate::oci;
 use crate::out::cdi_edits::{self, HookOptions};
@@ -187,7 +188,14 @@ pub fn jit_edits(
         ldconfig_path: (ldconfig != Path::new(crate::container::ldconfig::DEFAULT_LDCONFIG))
             .then(|| ldconfig.display().to_string()),
         proc_root: config.proc_root(),
-        disabled: jit.disabled_hooks.clone(),
+        disabled: jit
+            .disabled_hooks
+            .iter()
+            .copied()
+            .chain(HookKind::default_disabled(
+                crate::container::cgroup::systemd::booted(),
+            ))
+            .collect(),
         // Only our hook ever runs these edits: one process for all of them.
         one_hook: true,
     };

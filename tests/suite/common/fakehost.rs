@@ -659,6 +659,12 @@ fn write_binaries_and_firmware(host: &FakeHost) -> io::Result<()> {
             "usr/lib/xorg/modules/drivers/nvidia_drv.so",
             format!("fake Xorg driver {ver}\n"),
         ),
+        ("usr/share/nvidia/nvoptix.bin", format!("fake OptiX weights {ver}\n")),
+        (
+            "usr/share/X11/xorg.conf.d/10-nvidia.conf",
+            format!("Section \"OutputClass\"\n    Identifier \"nvidia\"\nEndSection\n# fake {ver}\n"),
+        ),
+        ("etc/OpenCL/vendors/nvidia.icd", format!("libnvidia-opencl.so.1\n# fake {ver}\n")),
     ];
     for (path, text) in configs {
         write(&host.driver_root().join(path), &text)?;
