@@ -76,7 +76,23 @@ impl Container {
     /// Reads the OCI state from `input` (stdin) and the bundle's config.json.
     pub fn from_state(input: impl Read) -> Result<Container, HookError> {
         let state = HookState::read(input)?;
-        let spec = oci::load_spec(&state.bundle)?;
+        let spec = match (oci::load_spec(&state.bundle), &state.root) {
+            (Ok(spec), _) => spec,
+            // crun `--userns=nomap` runs the hooks where the bundle's config.json cannot be
+            // read; its state names the rootfs (upstream does the same since 7df27d08). No
+            // device or mount list then: the `/proc` mask shows no GPU's own files.
+            (Err(OciError::SpecRead { .. }), Some(root)) => {
+                let rootfs = root.clone();
+                return Ok(Container {
+                    state,
+                    rootfs,
+                    gpu_minors: vec![],
+                    cap_minors: vec![],
+                    mounts: vec![],
+                });
+            }
+            (Err(e), _) => return Err(e.into()),
+        };
         let rootfs = oci::rootfs_path(&spec, &state.bundle)?;
         let devices = oci::devices(&spec);
         let numbered = |prefix: &'static [u8]| {

@@ -71,6 +71,9 @@ pub struct HookState {
     pub id: String,
     pub pid: Option<u32>,
     pub bundle: PathBuf,
+    /// crun's `root`: the container's rootfs (absolute; `None` when absent or relative). The
+    /// CDI hooks fall back on it when config.json cannot be read (crun `--userns=nomap`).
+    pub root: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +83,8 @@ struct RawState {
     pid: Option<i64>,
     #[serde(default)]
     bundle: String,
+    #[serde(default)]
+    root: String,
 }
 
 impl HookState {
@@ -101,10 +106,12 @@ impl HookState {
         if !Path::new(&raw.bundle).is_absolute() {
             return Err(OciError::StateBundleRelative(PathBuf::from(raw.bundle)));
         }
+        let root = Some(PathBuf::from(raw.root)).filter(|r| r.is_absolute());
         Ok(HookState {
             id: raw.id,
             pid,
             bundle: PathBuf::from(raw.bundle),
+            root,
         })
     }
 
@@ -290,6 +297,20 @@ mod tests {
             .map(|r| (r.major, r.minor))
             .collect();
         assert_eq!(got, [(195, 0), (195, 255), (508, 1)]);
+    }
+
+    #[test]
+    fn state_root_cases() {
+        // (case, state, root)
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("crun names the rootfs", r#"{"pid":0,"root":"/r/rootfs","bundle":"/b"}"#, Some("/r/rootfs")),
+            ("runc names none", r#"{"pid":3,"bundle":"/b"}"#, None),
+            ("a relative root is not taken", r#"{"pid":3,"root":"rootfs","bundle":"/b"}"#, None),
+        ];
+        for (name, text, want) in cases {
+            let st = HookState::parse(text.as_bytes()).unwrap();
+            assert_eq!(st.root.as_deref(), want.map(Path::new), "case {name}");
+        }
     }
 
     #[test]

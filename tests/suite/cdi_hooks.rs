@@ -1094,3 +1094,36 @@ fn a_volume_only_the_runtimes_namespace_has_gets_nothing_under_runc_and_crun() {
         );
     }
 }
+
+/// crun `--userns=nomap` runs the hooks where the bundle's config.json cannot be read; its state
+/// names the rootfs (`root`), and the CDI hooks take it from there (as upstream since 7df27d08).
+/// Without `root` the missing config.json is still an error naming it.
+#[test]
+fn the_state_root_stands_in_for_an_unreadable_config_json() {
+    let h = host();
+    let dir = h.dir.join("state-root");
+    let rootfs = dir.join("rootfs");
+    std::fs::create_dir_all(rootfs.join("usr/lib64")).unwrap();
+    let bundle = dir.join("bundle-without-config");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let with_root = format!(
+        r#"{{"ociVersion":"1.0","id":"nomap","pid":0,"root":"{}","bundle":"{}","status":"created"}}"#,
+        rootfs.display(),
+        bundle.display()
+    );
+    let args = ["create-symlinks", "--link", "libcuda.so.1::/usr/lib64/libcuda.so"];
+    let out = direct(CDI_HOOK, &args, with_root.as_bytes());
+    assert!(out.status.success(), "{}", out_text(&out));
+    assert_eq!(
+        std::fs::read_link(rootfs.join("usr/lib64/libcuda.so")).unwrap(),
+        Path::new("libcuda.so.1")
+    );
+    let without = format!(r#"{{"pid":0,"bundle":"{}"}}"#, bundle.display());
+    let out = direct(CDI_HOOK, &args, without.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config.json"),
+        "{}",
+        out_text(&out)
+    );
+}
