@@ -384,7 +384,14 @@ podman_cdi_reload() {
   fresh_rootfs "$dir"
   podman rm -f "$name" >/dev/null 2>&1
   must podman run -d --name "$name" --runtime "$rt" --network none --device nvidia.com/gpu=0 --rootfs "$dir" sleep 3600
-  echo "+ the container's cgroup: $(podman exec "$name" cat /proc/self/cgroup 2>&1)"
+  local id allow
+  id=$(podman inspect --format '{{.Id}}' "$name")
+  allow=$(systemctl show "libpod-$id.scope" -p DeviceAllow --value 2>&1)
+  echo "libpod-$id.scope DeviceAllow: $allow"
+  # Under runc the rules systemd holds are the hook's alone (runc skipped the linkless ones).
+  if [ "$rt" = runc ]; then
+    grep -q '/dev/char/195:0' <<<"$allow" || fail "systemd holds no rule for /dev/nvidia0 (195:0): keep-device-rules did not ask it"
+  fi
   o=$(podman exec "$name" sh -c "$probe" 2>&1)
   echo "--- before daemon-reload"
   expect_gpu0 "$o"
