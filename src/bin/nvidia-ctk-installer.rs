@@ -2,6 +2,8 @@
 //! Flags and environment variables as upstream's (docs/COMPAT.md), resolved by
 //! `nvct::installer_flags`; the work is in `nvct::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
 //! SIGINT, SIGHUP, SIGQUIT) and undoes everything; `--no-daemon` exits after installing.
+//! The image also has it as `nvidia-toolkit` (the GPU Operator's entrypoint runs that name):
+//! nothing here depends on the name it is run under.
 
 use clap::{ArgAction, Parser, ValueEnum};
 use nvct::installer::{self, Options, Restart};
@@ -32,14 +34,14 @@ enum RestartArg {
     about = "Install the NVIDIA container toolkit on this node, register it with the container engine, and undo it on exit"
 )]
 struct Cli {
-    /// The toolkit goes to DIR/toolkit.
-    #[arg(
-        long,
-        visible_alias = "root",
-        env = "TOOLKIT_INSTALL_DIR",
-        default_value = "/usr/local/nvidia"
-    )]
-    toolkit_install_dir: PathBuf,
+    /// The install dir as upstream's installer before v1.18 took it (the GPU Operator's old
+    /// entrypoint `nvidia-toolkit /usr/local/nvidia`); --toolkit-install-dir and its variables
+    /// win. Put it before the flags.
+    #[arg(value_name = "DESTINATION")]
+    destination: Option<PathBuf>,
+    /// The toolkit goes to DIR/toolkit (default: DESTINATION, else /usr/local/nvidia).
+    #[arg(long, visible_alias = "root", env = "TOOLKIT_INSTALL_DIR")]
+    toolkit_install_dir: Option<PathBuf>,
     /// A prefix holding bin/ (and libexec/nvct/) with the toolkit's binaries; default: the
     /// prefix of this executable.
     #[arg(long, env = "TOOLKIT_SOURCE_ROOT")]
@@ -81,37 +83,87 @@ struct Cli {
     driver_root_ctr_path: Option<PathBuf>,
     /// The config's `accept-nvidia-visible-devices-envvar-when-unprivileged`.
     #[arg(long, env = "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", action = ArgAction::Set,
-          num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
+          value_parser = go_bool)]
     accept_nvidia_visible_devices_envvar_when_unprivileged: bool,
     /// The config's `accept-nvidia-visible-devices-as-volume-mounts` (the device plugin's
     /// volume-mounts strategy).
     #[arg(long, env = "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", action = ArgAction::Set,
-          num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = go_bool)]
     accept_nvidia_visible_devices_as_volume_mounts: bool,
     /// Where dev/ is; default: the driver root.
     #[arg(long, env = "NVIDIA_DEV_ROOT")]
     dev_root: Option<PathBuf>,
+    /// Where this container sees the device root (the GPU Operator's validator sets it).
+    #[arg(long, env = "DEV_ROOT_CTR_PATH")]
+    dev_root_ctr_path: Option<PathBuf>,
     /// Ours: the procfs to read the driver's files from (tests point it at a simulated host).
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
     #[arg(long, visible_aliases = ["nvidia-runtime-name", "runtime-class"], env = "NVIDIA_RUNTIME_NAME", default_value = "nvidia")]
     runtime_name: String,
-    /// Make the nvidia runtime the engine's default.
-    #[arg(long, env = "NVIDIA_RUNTIME_SET_AS_DEFAULT", action = ArgAction::Set, num_args = 0..=1,
-          default_value = "false", default_missing_value = "true")]
+    /// Make the nvidia runtime the engine's default (as upstream, unless told false).
+    #[arg(long, env = "NVIDIA_RUNTIME_SET_AS_DEFAULT",
+          action = ArgAction::Set, num_args = 0..=1, default_value = "true",
+          default_missing_value = "true", value_parser = go_bool)]
     set_as_default: bool,
-    /// Write a CDI spec and enable CDI (and `cdi.k8s.io/*` annotations) in the engine.
-    #[arg(long, env = "CDI_ENABLED", action = ArgAction::Set, num_args = 0..=1,
-          default_value = "false", default_missing_value = "true")]
+    /// Write the CDI specs (the management spec) and enable CDI (and `cdi.k8s.io/*`
+    /// annotations) in the engine.
+    #[arg(long, visible_alias = "enable-cdi", env = "CDI_ENABLED", action = ArgAction::Set,
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = go_bool)]
     cdi_enabled: bool,
+    /// The engine's CDI switch on its own (default: --cdi-enabled).
+    #[arg(long, env = "RUNTIME_ENABLE_CDI", action = ArgAction::Set, num_args = 0..=1,
+          default_missing_value = "true", value_parser = go_bool)]
+    enable_cdi_in_runtime: Option<bool>,
+    /// "" writes no CDI spec.
     #[arg(long, env = "CDI_OUTPUT_DIR", default_value = "/var/run/cdi")]
     cdi_output_dir: PathBuf,
-    /// `control` creates the control device nodes (nvidiactl, nvidia-uvm, ...).
+    /// The management spec's kind.
+    #[arg(long, env = "CDI_KIND", default_value = installer_flags::DEFAULT_CDI_KIND)]
+    cdi_kind: String,
+    /// The `nvidia` runtime's mode: auto, legacy, cdi or jit-cdi (default auto).
+    #[arg(
+        long = "nvidia-container-runtime.mode",
+        visible_alias = "nvidia-container-runtime-mode",
+        env = "NVIDIA_CONTAINER_RUNTIME_MODE"
+    )]
+    runtime_mode: Option<String>,
+    /// `control` creates the control device nodes (nvidiactl, nvidia-uvm, ...); `none` none
+    /// (default: control with CDI, none without).
     #[arg(long, env = "CREATE_DEVICE_NODES", value_delimiter = ',')]
-    create_device_nodes: Vec<String>,
+    create_device_nodes: Option<Vec<String>>,
+    /// Install the toolkit only: the engine's config is neither changed nor restarted.
+    #[arg(long, env = "NO_RUNTIME_CONFIG", action = ArgAction::Set, num_args = 0..=1,
+          default_value = "false", default_missing_value = "true", value_parser = go_bool)]
+    no_runtime_config: bool,
+    /// Upstream's NRI plugin mode: refused (there is no NRI plugin here).
+    #[arg(long, short = 'p', env = "ENABLE_NRI_PLUGIN", action = ArgAction::Set, num_args = 0..=1,
+          default_value = "false", default_missing_value = "true", value_parser = go_bool)]
+    enable_nri_plugin: bool,
+    /// CRI-O: `config` (a drop-in registers the runtimes) or `hook` (an OCI hook file).
+    #[arg(long, env = "CRIO_CONFIG_MODE", default_value = "config")]
+    config_mode: String,
+    /// CRI-O hook mode: the hooks directory.
+    #[arg(long, env = "CRIO_HOOKS_DIR", default_value = installer_flags::DEFAULT_CRIO_HOOKS_DIR)]
+    hooks_dir: PathBuf,
+    /// CRI-O hook mode: the hook file's name.
+    #[arg(long, env = "CRIO_HOOK_FILENAME", default_value = installer_flags::DEFAULT_CRIO_HOOK_FILENAME)]
+    hook_filename: String,
+    /// Where the runtime entries are derived from: `file` (the config), `file=PATH` (k3s's
+    /// generated config.toml), `command` (not run here); the first is used.
+    #[arg(
+        long,
+        visible_alias = "config-sources",
+        env = "RUNTIME_CONFIG_SOURCES",
+        value_delimiter = ','
+    )]
+    config_source: Vec<String>,
     /// Exit after installing (nothing is undone).
     #[arg(long, short = 'n', env = "NO_DAEMON", action = ArgAction::Set, num_args = 0..=1,
-          default_value = "false", default_missing_value = "true")]
+          default_value = "false", default_missing_value = "true", value_parser = go_bool)]
     no_daemon: bool,
     #[arg(
         long,
@@ -146,6 +198,7 @@ impl Cli {
     fn flags(&self) -> Flags {
         Flags {
             toolkit_install_dir: self.toolkit_install_dir.clone(),
+            destination: self.destination.clone(),
             toolkit_source_root: self.toolkit_source_root.clone(),
             runtime: self.runtime.lib(),
             config: self.config.clone(),
@@ -161,14 +214,29 @@ impl Cli {
             accept_nvidia_visible_devices_as_volume_mounts: self
                 .accept_nvidia_visible_devices_as_volume_mounts,
             dev_root: self.dev_root.clone(),
+            dev_root_ctr_path: self.dev_root_ctr_path.clone(),
             proc_root: self.proc_root.clone(),
             runtime_name: self.runtime_name.clone(),
             set_as_default: self.set_as_default,
             cdi_enabled: self.cdi_enabled,
+            runtime_enable_cdi: self.enable_cdi_in_runtime,
             cdi_output_dir: self.cdi_output_dir.clone(),
+            cdi_kind: self.cdi_kind.clone(),
+            runtime_mode: self.runtime_mode.clone(),
             create_device_nodes: self.create_device_nodes.clone(),
+            no_runtime_config: self.no_runtime_config,
+            enable_nri_plugin: self.enable_nri_plugin,
+            crio_config_mode: self.config_mode.clone(),
+            crio_hooks_dir: self.hooks_dir.clone(),
+            crio_hook_filename: self.hook_filename.clone(),
+            config_sources: self.config_source.clone(),
         }
     }
+}
+
+/// Upstream's booleans (Go's `strconv.ParseBool`).
+fn go_bool(s: &str) -> Result<bool, String> {
+    installer_flags::parse_go_bool(s)
 }
 
 /// Copies an alias into its variable. Runs first in `main`, before any thread exists.
@@ -242,10 +310,13 @@ fn main() -> ExitCode {
         }
     };
     let names = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
-    for var in installer_flags::unread_variables(names, &flag_variables()) {
+    for (var, why) in installer_flags::unread_variables(names, &flag_variables(), opts.engine) {
         log(&format!(
-            "warning: {var} is set but not acted on here (an upstream setting this installer does not have; docs/COMPAT.md)"
+            "warning: {var} is set but not acted on here: {why} (docs/COMPAT.md)"
         ));
+    }
+    for note in &opts.notes {
+        log(&format!("warning: {note}"));
     }
     let _pid = match lock_pid_file(&cli.pid_file) {
         Ok(f) => f,
@@ -309,4 +380,53 @@ fn run(opts: &Options, no_daemon: bool, signals: &installer::TermSignals) -> Res
         Err(e) => log(&format!("warning: {e}")),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_upstream_variable_is_read_or_named() {
+        // Nothing of upstream's is ignored without a word: each of its variables is read by a
+        // flag here, is an alias or a config variable, or is named in the log as not acted on.
+        let flags = flag_variables();
+        for var in installer_flags::UPSTREAM_VARIABLES {
+            let read = flags.iter().any(|v| v == var)
+                || installer_flags::ENV_ALIASES
+                    .iter()
+                    .any(|(_, a)| a.contains(var))
+                || installer_flags::CONFIG_VARIABLES
+                    .iter()
+                    .any(|(v, _)| v == var);
+            let named = installer_flags::NOT_ACTED_ON.iter().any(|(v, _)| v == var);
+            assert!(
+                read != named,
+                "{var}: read {read}, named as not acted on {named}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_operators_entrypoint_parses() {
+        // `nvidia-toolkit /usr/local/nvidia` (argv0 is only a name), and the flags after it.
+        let cases: &[(&str, &[&str], Option<&str>)] = &[
+            ("no argument", &["nvidia-toolkit"], None),
+            (
+                "the install dir",
+                &["nvidia-toolkit", "/usr/local/nvidia"],
+                Some("/usr/local/nvidia"),
+            ),
+            (
+                "then flags",
+                &["nvidia-toolkit", "/opt/nv", "--runtime=crio", "--no-daemon"],
+                Some("/opt/nv"),
+            ),
+        ];
+        for (name, argv, want) in cases {
+            let cli = Cli::try_parse_from(*argv).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(cli.destination.as_deref(), want.map(Path::new), "{name}");
+        }
+        assert!(Cli::try_parse_from(["nvidia-toolkit", "/a", "/b"]).is_err());
+    }
 }

@@ -183,6 +183,30 @@ pub fn unconfigure(
     Ok(finish(&src, &before, &m))
 }
 
+/// Removes a `runtimes` object left empty when `before` (the same file before [`unconfigure`]
+/// ran) had entries in it: the runtimes removed were its only ones. For a caller with no usable
+/// backup (the installer's recovery), where [`unconfigure`] keeps the emptied object; dockerd
+/// reads an empty `runtimes` as none.
+pub fn drop_emptied_runtimes(src: Source<'_>, before: &str) -> Result<Outcome, Error> {
+    let had = parse(&Source {
+        path: src.path,
+        text: before,
+    })?
+    .get("runtimes")
+    .and_then(Value::as_object)
+    .is_some_and(|r| !r.is_empty());
+    let now = parse(&src)?;
+    let mut m = now.clone();
+    let emptied = m
+        .get("runtimes")
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty);
+    if had && emptied {
+        m.shift_remove("runtimes");
+    }
+    Ok(finish(&src, &now, &m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +276,36 @@ mod tests {
                     "case {name}: round trip"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn drop_emptied_runtimes_cases() {
+        let p = Path::new("/etc/docker/daemon.json");
+        // (case, the file before unconfigure, as it is now, want)
+        let cases = [
+            (
+                "emptied by unconfigure: goes",
+                "{\"runtimes\": {\"nvidia\": {}}}",
+                "{\n  \"debug\": true,\n  \"runtimes\": {}\n}\n",
+                "{\n  \"debug\": true\n}\n",
+            ),
+            (
+                "empty before as well: stays",
+                "{\"runtimes\": {}}",
+                "{\n  \"runtimes\": {}\n}\n",
+                "{\n  \"runtimes\": {}\n}\n",
+            ),
+            (
+                "entries left: stays",
+                "{\"runtimes\": {\"nvidia\": {}, \"crun\": {}}}",
+                "{\"runtimes\": {\"crun\": {}}}",
+                "{\"runtimes\": {\"crun\": {}}}",
+            ),
+        ];
+        for (name, before, now, want) in cases {
+            let out = drop_emptied_runtimes(Source { path: p, text: now }, before).unwrap();
+            assert_eq!(out.changes[0].content.as_deref(), Some(want), "{name}");
         }
     }
 

@@ -28,6 +28,13 @@ fn path_env(hook_path: &str) -> String {
 
 /// The hooks.d document for a hook binary at `hook_path`, pretty-printed with a trailing newline.
 pub fn render(hook_path: &str) -> String {
+    render_with_env(hook_path, &[])
+}
+
+/// [`render`] with `extra_env` (`NAME=VALUE` each) after `PATH` in the hook's `env`: the
+/// installer's hook file names its own toolkit config (`NVIDIA_CTK_CONFIG_FILE_PATH`), which
+/// upstream's sets through the wrapper script its hook path names.
+pub fn render_with_env(hook_path: &str, extra_env: &[String]) -> String {
     let base = Path::new(hook_path)
         .file_name()
         .map_or(hook_path.into(), |b| b.to_string_lossy());
@@ -36,7 +43,9 @@ pub fn render(hook_path: &str) -> String {
         "hook": {
             "path": hook_path,
             "args": [base, "prestart"],
-            "env": [path_env(hook_path)],
+            "env": std::iter::once(path_env(hook_path))
+                .chain(extra_env.iter().cloned())
+                .collect::<Vec<_>>(),
         },
         "when": {"always": true, "commands": [".*"]},
         "stages": ["prestart"],
@@ -65,6 +74,32 @@ mod tests {
             );
             assert_eq!(v["stages"], serde_json::json!(["prestart"]), "case {name}");
             assert_eq!(v["when"]["always"], true, "case {name}");
+        }
+    }
+
+    #[test]
+    fn extra_env_follows_path() {
+        // (case, extra env, the hook's env)
+        let std = crate::model::HOOK_PATH_ENV;
+        let cases: &[(&str, &[&str], Vec<String>)] = &[
+            ("none", &[], vec![std.to_string()]),
+            (
+                "the installer's config",
+                &["NVIDIA_CTK_CONFIG_FILE_PATH=/usr/local/nvidia/toolkit/.config/c.toml"],
+                vec![
+                    std.to_string(),
+                    "NVIDIA_CTK_CONFIG_FILE_PATH=/usr/local/nvidia/toolkit/.config/c.toml".into(),
+                ],
+            ),
+        ];
+        for (name, extra, want) in cases {
+            let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            let v: serde_json::Value = serde_json::from_str(&super::render_with_env(
+                "/usr/bin/nvidia-container-runtime-hook",
+                &extra,
+            ))
+            .unwrap();
+            assert_eq!(v["hook"]["env"], serde_json::json!(want), "case {name}");
         }
     }
 

@@ -53,10 +53,16 @@ pub struct Installer {
 
 impl Installer {
     pub fn start(dir: &Path, args: &[String]) -> Installer {
+        let mut cmd = Command::new(INSTALLER);
+        cmd.args(args);
+        Installer::start_cmd(dir, cmd)
+    }
+
+    /// `cmd` (the installer, or a shell that execs it) until it waits for SIGTERM.
+    pub fn start_cmd(dir: &Path, mut cmd: Command) -> Installer {
         let log = dir.join("installer.log");
         let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(INSTALLER)
-            .args(args)
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -129,4 +135,46 @@ pub fn common_args(dir: &Path, host: &super::fakehost::FakeHost, source: &Path) 
         format!("--pid-file={}", dir.join("run/toolkit.pid").display()),
         format!("--cdi-output-dir={}", dir.join("cdi").display()),
     ]
+}
+
+/// `DIR/image-bin/nvidia-toolkit`, a link to the installer: the name the GPU Operator's
+/// entrypoint runs, as the image has it (packaging/kubernetes/Dockerfile). Returns its dir.
+pub fn toolkit_name_dir(dir: &Path) -> PathBuf {
+    let bin = dir.join("image-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("nvidia-toolkit");
+    if !link.exists() {
+        std::os::unix::fs::symlink(INSTALLER, &link).unwrap();
+    }
+    bin
+}
+
+/// The GPU Operator's container command: `/bin/sh -c` running its entrypoint's last line,
+/// `exec nvidia-toolkit DESTINATION` (the name found in PATH), with `env` as the whole
+/// environment (and a PATH that finds the link first), then `extra` (flags a test needs).
+pub fn operator_command(
+    dir: &Path,
+    destination: &Path,
+    env: &[(String, String)],
+    extra: &[String],
+) -> Command {
+    let bin = toolkit_name_dir(dir);
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("exec nvidia-toolkit \"$@\"")
+        .arg("entrypoint.sh")
+        .arg(destination)
+        .args(extra)
+        .env_clear()
+        .env(
+            "PATH",
+            format!(
+                "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                bin.display()
+            ),
+        );
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
 }
