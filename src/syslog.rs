@@ -16,7 +16,7 @@ pub const SOCKET: &str = "/dev/log";
 
 /// Longest message sent (the rest is cut, at a character boundary); receivers take at least
 /// this much.
-const MAX_MESSAGE: usize = 2048;
+pub const MAX_MESSAGE: usize = 2048;
 
 /// `daemon` (3) in the facility bits of PRI.
 const FACILITY_DAEMON: u8 = 3 << 3;

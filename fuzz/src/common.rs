@@ -1,7 +1,7 @@
 //! Shared by several targets: a fixed simulated host (the planner's inputs) and small helpers.
 
-use nvct::host::discover::Inventory;
 use nvct::fixtures::{inventory_in, node};
+use nvct::host::discover::Inventory;
 use std::path::Path;
 
 /// The unit tests' standard host (`nvct::fixtures`: three GPUs, GPU 1 in MIG mode), with
@@ -68,4 +68,44 @@ pub fn assert_toml(what: &str, path: &Path, text: &str) -> toml_edit::DocumentMu
             path.display()
         )
     })
+}
+
+/// Checks that the committed seeds of `target` (`fuzz/seeds/<target>/`) are exactly `seeds`
+/// (file name, bytes), for the targets whose seeds are built in code (their unit tests call
+/// this), so that the files stay what the code says they are. With `NVCT_FUZZ_WRITE_SEEDS=1`
+/// it (re)writes them first.
+pub fn check_seeds(target: &str, seeds: &[(&str, Vec<u8>)]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("seeds")
+        .join(target);
+    if std::env::var_os("NVCT_FUZZ_WRITE_SEEDS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in seeds {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+    let committed = crate::replay::inputs_in(&dir);
+    let names: Vec<String> = committed
+        .iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut want: Vec<&str> = seeds.iter().map(|(n, _)| *n).collect();
+    want.sort_unstable();
+    assert_eq!(
+        names,
+        want,
+        "{}: the committed seeds (NVCT_FUZZ_WRITE_SEEDS=1 writes them)",
+        dir.display()
+    );
+    for (name, bytes) in seeds {
+        let (_, got) = committed
+            .iter()
+            .find(|(p, _)| p.file_name().is_some_and(|f| f == *name))
+            .unwrap();
+        assert!(
+            got == bytes,
+            "{}/{name} differs from what the code builds (NVCT_FUZZ_WRITE_SEEDS=1 rewrites it)",
+            dir.display()
+        );
+    }
 }

@@ -52,6 +52,8 @@ replay_tests!(
     config_json,
     containerd_config,
     crio_config,
+    dbus_reply,
+    device_rules,
     devices,
     docker_config,
     elf,
@@ -59,5 +61,7 @@ replay_tests!(
     ldcache,
     request_env,
     requirements,
+    syslog_line,
     toolkit_config,
+    unit_name,
 );

@@ -24,7 +24,10 @@ pub fn run(data: &[u8]) {
     // The fast reader never reads a document otherwise than the full parser.
     if let Some(fast) = cdi::block_yaml::parse(text) {
         match serde_norway::from_str::<serde_json::Value>(text) {
-            Ok(full) => assert_eq!(fast, full, "the fast reader differs from serde_norway:\n{text}"),
+            Ok(full) => assert_eq!(
+                fast, full,
+                "the fast reader differs from serde_norway:\n{text}"
+            ),
             Err(e) => panic!("the fast reader took what serde_norway refuses ({e}):\n{text}"),
         }
     }

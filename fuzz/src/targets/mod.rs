@@ -6,6 +6,8 @@ pub mod cdi_spec;
 pub mod config_json;
 pub mod containerd_config;
 pub mod crio_config;
+pub mod dbus_reply;
+pub mod device_rules;
 pub mod devices;
 pub mod docker_config;
 pub mod elf;
@@ -13,7 +15,9 @@ pub mod hook_state;
 pub mod ldcache;
 pub mod request_env;
 pub mod requirements;
+pub mod syslog_line;
 pub mod toolkit_config;
+pub mod unit_name;
 
 /// Every target by its cargo-fuzz name (the `[[bin]]` names of `Cargo.toml`).
 pub const ALL: &[(&str, fn(&[u8]))] = &[
@@ -21,6 +25,8 @@ pub const ALL: &[(&str, fn(&[u8]))] = &[
     ("config_json", config_json::run),
     ("containerd_config", containerd_config::run),
     ("crio_config", crio_config::run),
+    ("dbus_reply", dbus_reply::run),
+    ("device_rules", device_rules::run),
     ("devices", devices::run),
     ("docker_config", docker_config::run),
     ("elf", elf::run),
@@ -28,5 +34,7 @@ pub const ALL: &[(&str, fn(&[u8]))] = &[
     ("ldcache", ldcache::run),
     ("request_env", request_env::run),
     ("requirements", requirements::run),
+    ("syslog_line", syslog_line::run),
     ("toolkit_config", toolkit_config::run),
+    ("unit_name", unit_name::run),
 ];

@@ -7,8 +7,8 @@
 use crate::common;
 
 use nvct::config::Config;
-use nvct::plan::{self, Layout};
 use nvct::plan::request::{self, ContainerView};
+use nvct::plan::{self, Layout};
 use std::path::PathBuf;
 
 /// One input (see the module doc for what is checked); panics on a failed property.

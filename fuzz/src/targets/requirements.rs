@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use nvct::plan::{self, Layout, PlanError};
 use nvct::plan::request::{Devices, Request};
+use nvct::plan::{self, Layout, PlanError};
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {

@@ -219,6 +219,10 @@ pub fn reply_of(msg: &[u8], serial: u32) -> Result<Option<Result<(), DbusError>>
     let (mut reply_serial, mut error_name, mut signature) = (None, None, String::new());
     while r.at < fields_end {
         r.align(8)?;
+        // The padding may reach the end of the fields: what follows is the body.
+        if r.at >= fields_end {
+            break;
+        }
         let code = r.byte()?;
         let sig = r.signature()?;
         match sig.as_str() {

@@ -39,22 +39,24 @@ use std::time::{Duration, Instant};
 /// The systemd unit whose cgroup `/proc/<pid>/cgroup` (its text) names, if it is a scope: the
 /// last component of the v2 path (`0::/...`), else of the v1 `devices` or `name=systemd` path.
 pub fn unit_of(proc_cgroup: &str) -> Option<String> {
-    let mut paths = Vec::new();
+    // The v2 path first, wherever its line is; then the v1 ones, in order.
+    let (mut v2_paths, mut v1_paths) = (Vec::new(), Vec::new());
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
         let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
         else {
             continue;
         };
-        let v2 = id == "0" && controllers.is_empty();
-        let v1 = controllers
+        if id == "0" && controllers.is_empty() {
+            v2_paths.push(path);
+        } else if controllers
             .split(',')
-            .any(|c| c == "devices" || c == "name=systemd");
-        if v2 || v1 {
-            paths.push(path);
+            .any(|c| c == "devices" || c == "name=systemd")
+        {
+            v1_paths.push(path);
         }
     }
-    paths.into_iter().find_map(|p| {
+    v2_paths.into_iter().chain(v1_paths).find_map(|p| {
         let name = p.rsplit('/').next()?;
         let stem = name.strip_suffix(".scope")?;
         let valid = !stem.is_empty()
@@ -228,6 +230,11 @@ mod tests {
                 "podman, hybrid v1 with name=systemd",
                 "12:devices:/machine.slice/libpod-99.scope\n1:name=systemd:/machine.slice/libpod-99.scope\n0::/\n",
                 Some("libpod-99.scope"),
+            ),
+            (
+                "hybrid: the v2 path wins over an earlier v1 line",
+                "12:devices:/a-1.scope\n0::/b-2.scope\n",
+                Some("b-2.scope"),
             ),
             ("cgroupfs driver, v1", "12:devices:/docker/4f1c\n0::/\n", None),
             ("cgroupfs driver, v2", "0::/nvct-test-1\n", None),
