@@ -303,9 +303,17 @@ mod tests {
     fn state_root_cases() {
         // (case, state, root)
         let cases: &[(&str, &str, Option<&str>)] = &[
-            ("crun names the rootfs", r#"{"pid":0,"root":"/r/rootfs","bundle":"/b"}"#, Some("/r/rootfs")),
+            (
+                "crun names the rootfs",
+                r#"{"pid":0,"root":"/r/rootfs","bundle":"/b"}"#,
+                Some("/r/rootfs"),
+            ),
             ("runc names none", r#"{"pid":3,"bundle":"/b"}"#, None),
-            ("a relative root is not taken", r#"{"pid":3,"root":"rootfs","bundle":"/b"}"#, None),
+            (
+                "a relative root is not taken",
+                r#"{"pid":3,"root":"rootfs","bundle":"/b"}"#,
+                None,
+            ),
         ];
         for (name, text, want) in cases {
             let st = HookState::parse(text.as_bytes()).unwrap();

@@ -43,9 +43,15 @@ const CASES: &[&str] = &[
     // ... and CDI containers, through the spec's createRuntime hook keep-device-rules.
     "podman/runc-cdi-after-daemon-reload",
     "podman/crun-cdi-after-daemon-reload",
+    "podman/hooksd-runc-after-daemon-reload",
+    "systemd/runc-hook-after-daemon-reload",
     // Item 5: the hook asks systemd to keep the rules of a container that is a scope.
     "docker/gpus-after-daemon-reload",
     "doctor/configured-node",
+    // Real nodes round three: the phase reboots the guest; after the boot, containers keep
+    // their GPUs across a daemon-reload with nothing run by hand.
+    "reboot/prepare",
+    "reboot/gpus-after-daemon-reload",
     // Item 4: the package's maintainer scripts.
     "deb/remove-stops-units",
     "deb/purge-leaves-no-links",

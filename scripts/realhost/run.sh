@@ -74,13 +74,16 @@ accel_args=(-accel tcg,thread=multi -cpu max)
 [ "$accel" = kvm ] && accel_args=(-accel kvm -cpu host,-arch-capabilities)
 t0=$SECONDS
 qemu_rc=0
-# -snapshot: the cached image is never written. -no-reboot: a guest panic ends qemu.
+# -snapshot: the cached image is never written (the guest's writes live for the life of this
+# qemu process, across the phase's one reboot). No -no-reboot, for that reboot: a guest panic
+# (panic=-1 reboots) comes back as a third boot, which the phase ends at once
+# (reboot/unexpected-boot).
 # rootflags=noinit_itable: the guest's ext4 does not zero its uninitialised inode tables in
 # the background (the image's mkfs leaves them to it, and with -snapshot every boot would do
 # it again: 8 GiB of write-zeroes under emulation, competing with the checks; one boot
 # livelocked in it, ext4_lazyinit_thread in blkdev_issue_zeroout, soft lockups on both CPUs).
 timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 "${accel_args[@]}" \
-  -m "$mem" -smp "$cpus" -nodefaults -display none -no-reboot \
+  -m "$mem" -smp "$cpus" -nodefaults -display none \
   -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
   -append "root=/dev/vda rw rootflags=noinit_itable console=ttyS0 panic=-1 systemd.show_status=1 net.ifnames=0" \
   -drive "file=$image/rootfs.img,format=raw,if=virtio,snapshot=on" \

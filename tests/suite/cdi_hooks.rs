@@ -1111,7 +1111,11 @@ fn the_state_root_stands_in_for_an_unreadable_config_json() {
         rootfs.display(),
         bundle.display()
     );
-    let args = ["create-symlinks", "--link", "libcuda.so.1::/usr/lib64/libcuda.so"];
+    let args = [
+        "create-symlinks",
+        "--link",
+        "libcuda.so.1::/usr/lib64/libcuda.so",
+    ];
     let out = direct(CDI_HOOK, &args, with_root.as_bytes());
     assert!(out.status.success(), "{}", out_text(&out));
     assert_eq!(

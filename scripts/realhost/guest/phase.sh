@@ -14,8 +14,18 @@ set -uo pipefail
 share=/mnt/nvct
 out=$share/out
 mkdir -p "$out/cases"
-: >"$out/results.tsv"
-echo "boot_s $(cut -d' ' -f1 /proc/uptime)" >"$out/timing"
+# The phase spans two boots (section 6 reboots the guest): which one this is, counted on the
+# guest's disk (-snapshot keeps it for the life of the qemu process, across the reboot).
+stage=/var/lib/nvct-phase
+mkdir -p "$stage"
+boot=$(($(cat "$stage/boots" 2>/dev/null || echo 0) + 1))
+echo "$boot" >"$stage/boots"
+if [ "$boot" -eq 1 ]; then
+  : >"$out/results.tsv"
+  echo "boot_s $(cut -d' ' -f1 /proc/uptime)" >"$out/timing"
+else
+  echo "reboot_s $(cut -d' ' -f1 /proc/uptime)" >>"$out/timing"
+fi
 start=$(date +%s)
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 fake=/var/lib/nvct-fake
@@ -407,6 +417,43 @@ podman_cdi_reload() {
 podman_runc_cdi_reload() { podman_cdi_reload runc; }
 podman_crun_cdi_reload() { podman_cdi_reload crun; }
 
+# podman's hooks.d (the package's file adds the prestart hook) under runc and the systemd
+# cgroup driver, no /dev/char links: the hook writes the rules and asks systemd to keep them.
+podman_hooksd_reload() {
+  local dir=/var/lib/nvct-podman-hooksd-reload name=nvct-hooksd-reload o
+  remove_nvidia_char_links
+  fresh_rootfs "$dir"
+  podman rm -f "$name" >/dev/null 2>&1
+  must podman run -d --name "$name" --runtime runc --network none -e NVIDIA_VISIBLE_DEVICES=0 --rootfs "$dir" sleep 3600
+  o=$(podman exec "$name" sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  must systemctl daemon-reload
+  sleep 2
+  o=$(podman exec "$name" sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  podman rm -f "$name" >/dev/null 2>&1
+  expect_gpu0 "$o"
+}
+# A bare prestart hook under `runc --systemd-cgroup`, no /dev/char links.
+runc_systemd_hook_reload() {
+  local dir=/var/lib/nvct-runc-hook-reload id=nvct-runc-hook-reload o
+  remove_nvidia_char_links
+  oci_bundle "$dir" "$id" "system.slice:nvct:$id" "sleep 3600" hook
+  runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
+  must runc --systemd-cgroup run -d --bundle "$dir" "$id" </dev/null >/dev/null 2>"$dir/run.err"
+  cat "$dir/run.err"
+  o=$(runc --systemd-cgroup exec "$id" sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  must systemctl daemon-reload
+  sleep 2
+  o=$(runc --systemd-cgroup exec "$id" sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
+  expect_gpu0 "$o"
+}
+
 # docker --runtime=nvidia (the shim; legacy mode for NVIDIA_VISIBLE_DEVICES), no /dev/char
 # links, systemd cgroup driver: the GPU stays after a daemon-reload.
 docker_runtime_nvidia_after_daemon_reload() {
@@ -446,6 +493,58 @@ doctor() {
   fi
 }
 
+# --- (6) a reboot: the node comes back with its engines configured and nothing run by hand.
+# The fake driver's nodes live in /dev (a devtmpfs, gone at a reboot), so a unit stands in for
+# the kernel driver, which makes its nodes at every boot (nvidia-modprobe); it is the fake
+# node's, not the toolkit's.
+prepare_reboot() {
+  cat >/etc/systemd/system/nvct-fake-driver.service <<EOF
+[Unit]
+Description=The fake NVIDIA driver's device nodes (the real-host phase's stand-in for the driver)
+DefaultDependencies=no
+After=local-fs.target
+Before=containerd.service docker.service nvidia-cdi-refresh.service
+
+[Service]
+Type=oneshot
+ExecStart=/bin/cp -an $fake/driver/dev/. /dev/
+
+[Install]
+WantedBy=sysinit.target
+EOF
+  must systemctl enable nvct-fake-driver.service
+}
+# After the reboot: docker --gpus (the prestart hook) and podman CDI under runc (the spec's
+# keep-device-rules) each open /dev/nvidia0 before and after a daemon-reload; no toolkit
+# command is run first.
+after_reboot() {
+  local dir=/var/lib/nvct-podman-boot o1 o2
+  must wait_for 60 docker info
+  echo "NVIDIA /dev/char links after the boot: $(find /dev/char -lname '*nvidia*' 2>/dev/null | wc -l)"
+  must ls -l /dev/nvidia0 /dev/nvidiactl
+  fresh_rootfs "$dir"
+  docker rm -f nvct-boot-gpus >/dev/null 2>&1
+  podman rm -f nvct-boot-cdi >/dev/null 2>&1
+  must docker run -d --name nvct-boot-gpus --network none --gpus device=0 nvct-busybox:1 sleep 3600
+  must podman run -d --name nvct-boot-cdi --runtime runc --network none --device nvidia.com/gpu=0 --rootfs "$dir" sleep 3600
+  o1=$(docker exec nvct-boot-gpus sh -c "$probe" 2>&1)
+  o2=$(podman exec nvct-boot-cdi sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload: docker --gpus"
+  expect_gpu0 "$o1"
+  echo "--- before daemon-reload: podman CDI"
+  expect_gpu0 "$o2"
+  must systemctl daemon-reload
+  sleep 2
+  o1=$(docker exec nvct-boot-gpus sh -c "$probe" 2>&1)
+  o2=$(podman exec nvct-boot-cdi sh -c "$probe" 2>&1)
+  docker rm -f nvct-boot-gpus >/dev/null 2>&1
+  podman rm -f nvct-boot-cdi >/dev/null 2>&1
+  echo "--- after daemon-reload: docker --gpus"
+  expect_gpu0 "$o1"
+  echo "--- after daemon-reload: podman CDI"
+  expect_gpu0 "$o2"
+}
+
 # --- (4) dpkg -r stops and disables the refresh units; --purge leaves no wants link.
 deb_remove() {
   must systemctl is-active nvidia-cdi-refresh.path
@@ -463,7 +562,26 @@ deb_purge() {
   [ -z "$links" ] || fail "dpkg --purge left: $links"
 }
 
-say "started at uptime $(cut -d' ' -f1 /proc/uptime)s"
+# Writes what the phase leaves for run.sh, and powers off (the unit's SuccessAction).
+finish() {
+  echo "checks_s $(($(date +%s) - start))" >>"$out/timing"
+  journalctl -b --no-pager >>"$out/journal.txt" 2>&1
+  sync
+  echo done >"$out/finished"
+  sync
+  say "finished"
+  exit 0
+}
+say "boot $boot: started at uptime $(cut -d' ' -f1 /proc/uptime)s"
+if [ "$boot" -eq 2 ]; then
+  check reboot/gpus-after-daemon-reload after_reboot
+  check deb/remove-stops-units deb_remove
+  check deb/purge-leaves-no-links deb_purge
+  finish
+elif [ "$boot" -gt 2 ]; then
+  printf 'reboot/unexpected-boot\tFAIL\t0\n' >>"$out/results.tsv"
+  finish
+fi
 check setup/fake-host setup_fake_host
 check deb/install-units install_deb
 if ! grep -qP '^deb/install-units\tPASS' "$out/results.tsv"; then
@@ -491,14 +609,17 @@ check systemd/shim-legacy-runc-after-daemon-reload shim_systemd_reload
 check docker/runtime-nvidia-after-daemon-reload docker_runtime_nvidia_after_daemon_reload
 check podman/runc-cdi-after-daemon-reload podman_runc_cdi_reload
 check podman/crun-cdi-after-daemon-reload podman_crun_cdi_reload
+check podman/hooksd-runc-after-daemon-reload podman_hooksd_reload
+check systemd/runc-hook-after-daemon-reload runc_systemd_hook_reload
 check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
 check doctor/configured-node doctor
-check deb/remove-stops-units deb_remove
-check deb/purge-leaves-no-links deb_purge
-
+check reboot/prepare prepare_reboot
+# The reboot: at once, without stopping the units (a stopped phase unit would power the VM
+# off: SuccessAction), after the share and the disk are synced; the guest unit runs this
+# script again at the next boot, which goes on above.
 echo "checks_s $(($(date +%s) - start))" >>"$out/timing"
 journalctl -b --no-pager >"$out/journal.txt" 2>&1
+say "rebooting"
 sync
-echo done >"$out/finished"
-sync
-say "finished"
+echo b >/proc/sysrq-trigger
+sleep 600
