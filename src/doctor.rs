@@ -276,7 +276,16 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     r.gated("libraries", NEEDS_DRIVER, || {
         libraries_check(inv_ref(), &cache_path, cache.as_deref().ok())
     });
-    r.push(ldconfig_check(config, inputs.config_path));
+    // An ldconfig of the driver root's own (the GPU Operator's driver container) is there only
+    // when the driver root is: one cause, one failure.
+    let driver_root = Path::new(&config.cli.root);
+    let in_driver_root = !config.cli.root.is_empty()
+        && driver_root != Path::new("/")
+        && config.host_ldconfig().starts_with(driver_root);
+    let ldconfig_needs: &[&str] = if in_driver_root { &["driver"] } else { &[] };
+    r.gated("ldconfig", ldconfig_needs, || {
+        ldconfig_check(config, inputs.config_path)
+    });
     let cgroup = cgroup_check(config);
     let v2 = cgroup.1;
     r.push(cgroup.0);

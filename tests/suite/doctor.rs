@@ -698,6 +698,19 @@ fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
         // CRI-O uses the systemd cgroup driver: the trap is a question about the links.
         "systemd cgroups",
     ];
+    const GPU_AND_LDCONFIG: &[&str] = &[
+        "nvml",
+        "gpu device nodes",
+        "control device nodes",
+        "persistence mode",
+        "libraries",
+        "/dev/char links",
+        "cdi specs",
+        "node labels",
+        "node allocatable",
+        "systemd cgroups",
+        "ldconfig",
+    ];
     const NODES: &[&str] = &[
         "gpu device nodes",
         "control device nodes",
@@ -717,6 +730,20 @@ fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
             },
             "driver",
             GPU,
+        ),
+        (
+            "the driver container not running: its root and the ldconfig in it",
+            |n| {
+                let root = n.host.driver_root();
+                n.add_config(&format!(
+                    "ldconfig = \"@{}\"\n",
+                    root.join("sbin/ldconfig").display()
+                ));
+                std::fs::rename(&root, n.dir.join("driver-moved")).unwrap();
+                root
+            },
+            "driver",
+            GPU_AND_LDCONFIG,
         ),
         (
             "kernel module not loaded",
@@ -773,6 +800,9 @@ fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
             "engine containerd",
             "engine crio",
         ] {
+            if skips.contains(&name) {
+                continue;
+            }
             let c = checks.iter().find(|c| c.0 == name).unwrap();
             assert_eq!(c.1, "ok", "{case}: {name} is still checked: {c:?}");
         }
