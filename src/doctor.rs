@@ -306,14 +306,23 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     let links = nodes_blocked
         .is_empty()
         .then(|| char_links_check(&root, inv_ref()));
+    let cdi = cdi_checks(&inputs.cdi_dirs, config);
+    // The nvidia.com specs whose containers nothing keeps across a daemon-reload without the
+    // links: those without our createRuntime hook `keep-device-rules`.
+    let unkept: Vec<PathBuf> = cdi
+        .nvidia
+        .iter()
+        .filter(|(_, spec)| !keeps_device_rules(spec))
+        .map(|(path, _)| path.clone())
+        .collect();
     // Without the links' answer the systemd trap is still ruled out when no engine uses systemd.
     let (trap, links) = match links {
         Some((links, missing)) => (
-            systemd_trap_check(&systemd_engines, &missing, config),
+            systemd_trap_check(&systemd_engines, &missing, config, &unkept),
             links,
         ),
         None if systemd_engines.is_empty() => (
-            systemd_trap_check(&[], &[], config),
+            systemd_trap_check(&[], &[], config, &[]),
             skipped("/dev/char links", nodes_blocked),
         ),
         None => (
@@ -323,7 +332,6 @@ pub fn run(inputs: &Inputs<'_>) -> Vec<Check> {
     };
     r.push(trap);
     r.push(links);
-    let cdi = cdi_checks(&inputs.cdi_dirs, config);
     for c in cdi.files {
         r.push(c);
     }
@@ -976,40 +984,74 @@ fn char_links_check(root: &DriverRoot, inv: &Inventory) -> (Check, Vec<String>) 
     (c, missing)
 }
 
+/// Whether a spec's containers keep their device rules across a daemon-reload without the
+/// `/dev/char` links: it carries the `createRuntime` hook `keep-device-rules`.
+fn keeps_device_rules(spec: &cdi::Spec) -> bool {
+    let name = crate::container::edits::HookKind::KeepDeviceRules.name();
+    spec.container_edits
+        .hooks
+        .iter()
+        .any(|h| h.hook_name == "createRuntime" && h.args.iter().any(|a| a == name))
+}
+
+/// Whether the containers keep their GPUs across `systemctl daemon-reload` under the systemd
+/// cgroup driver. runc hands systemd a rule only as a `/dev/char/MAJ:MIN` link that exists,
+/// so with links missing it is our hooks that keep the rules: the prestart hook asks systemd
+/// for whatever is in place (docker --gpus, hooks.d, the shim's legacy mode), jit-cdi's edits
+/// carry `keep-device-rules` on a systemd node, and so do the specs `cdi generate` writes
+/// there. Only `unkept_specs` (nvidia.com specs without that hook: written elsewhere, by an
+/// older toolkit or by upstream's) still lose their GPUs.
 fn systemd_trap_check(
     systemd_engines: &[&str],
     missing_links: &[String],
     config: &Config,
+    unkept_specs: &[PathBuf],
 ) -> Check {
     let name = "systemd cgroups";
     if systemd_engines.is_empty() {
         return ok(name, "no engine here uses the systemd cgroup driver");
     }
     let engines = systemd_engines.join(", ");
-    let hook_only = matches!(config.runtime.mode, Mode::Legacy | Mode::Auto);
-    if !missing_links.is_empty() {
+    let hook = "the prestart hook asks systemd to keep the device rules of a container's own scope (DeviceAllow= at runtime, as `systemctl set-property --runtime` sets it), whatever put them in place (docker --gpus, the OCI hook, the nvidia runtime's legacy mode); its debug log says so, or why it could not";
+    if !missing_links.is_empty() && !unkept_specs.is_empty() {
+        let specs = unkept_specs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>();
         return check(
             name,
             Status::Fail,
             format!(
-                "{engines} use the systemd cgroup driver and {} /dev/char links are missing: at the next `systemctl daemon-reload` systemd rewrites each container's device rules from /dev/char/MAJ:MIN and the containers lose their GPUs (\"Failed to initialize NVML: Unknown Error\")",
-                missing_links.len()
+                "{engines} use the systemd cgroup driver, {} /dev/char links are missing, and the CDI spec(s) {} have no keep-device-rules hook: at the next `systemctl daemon-reload` systemd rewrites those containers' device rules without the GPUs (\"Failed to initialize NVML: Unknown Error\")",
+                missing_links.len(),
+                specs.join(", ")
             ),
-            "`nvidia-ctk system create-dev-char-symlinks --create-all`, and prefer mode \"cdi\" or \"jit-cdi\" so the devices are in each container's spec",
+            format!(
+                "regenerate each on this node (`nvidia-ctk cdi generate --output={}` adds the hook where systemd is the init), or `nvidia-ctk system create-dev-char-symlinks --create-all`",
+                specs[0]
+            ),
         );
     }
-    // Containers that get their GPUs from the prestart hook alone (docker --gpus, the OCI
-    // hook) have no device rules in their spec: the hook asks systemd to keep the rules it adds
-    // (`container::cgroup::systemd::keep_rules`), and logs why when it cannot.
-    let hook = "the prestart hook asks systemd to keep the device rules it adds to a container's scope (DeviceAllow= at runtime, as `systemctl set-property --runtime` sets it), for docker --gpus and the OCI hook; its debug log says so, or why it could not";
-    let shim = if hook_only {
-        "the nvidia runtime puts the device rules in each container's spec"
+    let links = if missing_links.is_empty() {
+        "/dev/char links present".to_string()
     } else {
-        "the nvidia runtime puts the devices in each container's spec"
+        format!(
+            "{} /dev/char links missing, which our hooks make up for: the CDI specs carry keep-device-rules",
+            missing_links.len()
+        )
+    };
+    let shim = match config.runtime.mode {
+        Mode::Legacy | Mode::Auto => {
+            "the nvidia runtime puts the device rules in each container's spec"
+        }
+        _ => "the nvidia runtime puts the devices in each container's spec",
     };
     ok(
         name,
-        format!("{engines} use the systemd cgroup driver; /dev/char links present; {shim} (mode {:?}); {hook}", config.runtime.mode),
+        format!(
+            "{engines} use the systemd cgroup driver; {links}; {shim} (mode {:?}); {hook}",
+            config.runtime.mode
+        ),
     )
 }
 
@@ -1357,51 +1399,81 @@ mod tests {
             c
         };
         let links = vec!["/dev/char/195:0".to_string()];
-        // (case, engines, missing links, mode, status, what the detail must say)
-        let cases: &[(&str, &[&str], &[String], Mode, Status, &[&str])] = &[
+        let old_spec = vec![PathBuf::from("/etc/cdi/old.yaml")];
+        // (case, engines, missing links, mode, specs without keep-device-rules, status, what the
+        // detail must say)
+        type Case<'a> = (
+            &'a str,
+            &'a [&'a str],
+            &'a [String],
+            Mode,
+            &'a [PathBuf],
+            Status,
+            &'a [&'a str],
+        );
+        let cases: &[Case] = &[
             (
                 "no engine on systemd",
                 &[],
                 &[],
                 Mode::Legacy,
+                &[],
                 Status::Ok,
                 &["no engine"],
             ),
             (
-                "links missing: the trap",
+                "links missing, every spec keeps its rules: our hooks make up for them",
                 &["docker"],
                 &links,
                 Mode::Legacy,
-                Status::Fail,
-                &["docker", "1 /dev/char links are missing", "daemon-reload"],
+                &[],
+                Status::Ok,
+                &[
+                    "docker",
+                    "1 /dev/char links missing",
+                    "keep-device-rules",
+                    "whatever put them in place",
+                ],
             ),
             (
-                "legacy, links present: the hook keeps its rules",
+                "links missing and a spec without keep-device-rules: the trap, naming the spec",
+                &["containerd"],
+                &links,
+                Mode::Cdi,
+                &old_spec,
+                Status::Fail,
+                &[
+                    "1 /dev/char links are missing",
+                    "/etc/cdi/old.yaml",
+                    "daemon-reload",
+                ],
+            ),
+            (
+                "links present: a spec without the hook is kept by runc's own rules",
                 &["docker", "containerd"],
                 &[],
                 Mode::Legacy,
+                &old_spec,
                 Status::Ok,
                 &[
                     "docker, containerd",
+                    "/dev/char links present",
                     "device rules in each container's spec",
                     "DeviceAllow= at runtime",
-                    "docker --gpus",
                 ],
             ),
             (
-                "cdi, links present: the devices in the spec, the hook's rules kept",
+                "cdi, links present",
                 &["crio"],
                 &[],
                 Mode::Cdi,
+                &[],
                 Status::Ok,
-                &[
-                    "devices in each container's spec (mode Cdi)",
-                    "DeviceAllow= at runtime",
-                ],
+                &["devices in each container's spec (mode Cdi)"],
             ),
         ];
-        for (name, engines, missing, m, status, says) in cases {
-            let c = systemd_trap_check(engines, missing, &mode(*m));
+        for (name, engines, missing, m, unkept, status, says) in cases {
+            let c = systemd_trap_check(engines, missing, &mode(*m), unkept);
             assert_eq!(c.status, *status, "case {name}: {c:?}");
             for want in *says {
                 assert!(
@@ -1410,11 +1482,12 @@ mod tests {
                     c.detail
                 );
             }
-            assert!(
-                !c.detail.contains("still lost"),
-                "case {name}: {:?}",
-                c.detail
-            );
+            if c.status == Status::Fail {
+                assert!(
+                    c.fix.contains("cdi generate --output=/etc/cdi/old.yaml"),
+                    "case {name}: {c:?}"
+                );
+            }
         }
     }
 
