@@ -543,6 +543,11 @@ after_reboot() {
   expect_gpu0 "$o1"
   echo "--- after daemon-reload: podman CDI"
   expect_gpu0 "$o2"
+  # doctor agrees: the links are missing after the boot, and the hooks make up for them.
+  local d
+  d=$(nvidia-ctk doctor 2>&1)
+  echo "$d"
+  grep -qE '^ok +systemd cgroups' <<<"$d" || fail "doctor does not say ok for systemd cgroups, though every path kept its GPUs"
 }
 
 # --- (4) dpkg -r stops and disables the refresh units; --purge leaves no wants link.
@@ -572,6 +577,7 @@ finish() {
   say "finished"
   exit 0
 }
+. "$share/guest/arrival.sh" # issue 34's checks: the refresh unit at boot, switching packages
 say "boot $boot: started at uptime $(cut -d' ' -f1 /proc/uptime)s"
 if [ "$boot" -eq 2 ]; then
   check reboot/gpus-after-daemon-reload after_reboot
@@ -612,6 +618,8 @@ check podman/crun-cdi-after-daemon-reload podman_crun_cdi_reload
 check podman/hooksd-runc-after-daemon-reload podman_hooksd_reload
 check systemd/runc-hook-after-daemon-reload runc_systemd_hook_reload
 check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
+check units/refresh-makes-uvm-nodes arrival_refresh_makes_uvm_nodes
+check deb/switch-from-upstream-and-back arrival_switch_packages
 check doctor/configured-node doctor
 check reboot/prepare prepare_reboot
 # The reboot: at once, without stopping the units (a stopped phase unit would power the VM
