@@ -67,7 +67,7 @@ mkdir -p "$share/bin/examples" "$share/deb" "$share/guest" "$share/out"
 for b in "${bins[@]}"; do cp "$repo/target/debug/$b" "$share/bin/"; done
 cp "$repo/target/debug/examples/fake_host" "$repo/target/debug/examples/libfake_nvml.so" "$share/bin/examples/"
 cp "${debs[0]}" "$share/deb/"
-cp "$here/guest/phase.sh" "$share/guest/"
+cp "$here/guest/phase.sh" "$here/guest/arrival.sh" "$share/guest/"
 
 echo "realhost: booting the guest ($image, $accel, timeout ${timeout_s}s)" >&2
 accel_args=(-accel tcg,thread=multi -cpu max)
@@ -94,10 +94,13 @@ vm_s=$((SECONDS - t0))
 # The guest's results, next to the console log.
 cp -a "$share/out/." "$out/" 2>/dev/null || true
 boot_s=$(awk '$1 == "boot_s" {print $2}' "$out/timing" 2>/dev/null || true)
-checks_s=$(awk '$1 == "checks_s" {print $2}' "$out/timing" 2>/dev/null || true)
+reboot_s=$(awk '$1 == "reboot_s" {print $2}' "$out/timing" 2>/dev/null || true)
+# One line per boot: the two added.
+checks_s=$(awk '$1 == "checks_s" {s += $2; n++} END {if (n) print s}' "$out/timing" 2>/dev/null || true)
 {
   echo "image_s $image_s"
   echo "boot_s ${boot_s:-?}"
+  echo "reboot_s ${reboot_s:-?}"
   echo "checks_s ${checks_s:-?}"
   echo "vm_s $vm_s"
   echo "total_s $((SECONDS - t_start))"

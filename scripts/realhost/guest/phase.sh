@@ -508,6 +508,9 @@ Before=containerd.service docker.service nvidia-cdi-refresh.service
 [Service]
 Type=oneshot
 ExecStart=/bin/cp -an $fake/driver/dev/. /dev/
+# The driver makes nodes, not /dev/char links (the fake root's own, made by an earlier case,
+# are not the driver's).
+ExecStartPost=/usr/bin/find /dev/char -lname *nvidia* -delete
 
 [Install]
 WantedBy=sysinit.target
