@@ -209,6 +209,9 @@ struct Case {
     annotations: Vec<(&'static str, &'static str)>,
     /// The container's script; [`SCRIPT`] when `None`.
     script: Option<&'static str>,
+    /// The pod's runtime handler (its RuntimeClass's); `None`: `nvidia`, `Some("")`: none
+    /// (no runtimeClassName: containerd's default runtime).
+    handler: Option<&'static str>,
 }
 
 /// What the container did: its exit code and its stdout and stderr lines (from its CRI log).
@@ -252,7 +255,7 @@ fn run_pod(cri: &Cri, dir: &Path, case: &Case) -> Seen {
         cri,
         id: cri.call(
             "RuntimeService.RunPodSandbox",
-            json!({"config": sandbox_config, "runtime_handler": "nvidia"}),
+            json!({"config": sandbox_config, "runtime_handler": case.handler.unwrap_or("nvidia")}),
         )["pod_sandbox_id"]
             .as_str()
             .unwrap()
@@ -496,6 +499,24 @@ fn gpu_pods_start_through_the_cri_with_the_installed_nvidia_runtime_handler() {
         },
     );
     expect(&a, &legacy("/dev/nvidia1"));
+
+    // (a') The same with no runtimeClassName (the GPU Operator with CDI off sets none): the
+    // installer made `nvidia` containerd's default runtime, as upstream's does.
+    assert_eq!(
+        cri_config["containerd"]["defaultRuntimeName"], "nvidia",
+        "the CRI plugin's default runtime"
+    );
+    let a2 = run_pod(
+        &cri,
+        &dir,
+        &Case {
+            name: "envvar-default-runtime",
+            envs: vec![("NVIDIA_VISIBLE_DEVICES", uuid(1))],
+            handler: Some(""),
+            ..Case::default()
+        },
+    );
+    expect(&a2, &legacy("/dev/nvidia1"));
 
     // (c) CDI: a cdi.k8s.io/* annotation on the container, which containerd 1.6 passes to the
     // runtime because the installer put `container_annotations` on the handler.
