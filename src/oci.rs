@@ -223,6 +223,13 @@ pub fn is_privileged(spec: &Spec) -> bool {
 
 /// `(path, minor)` of every character device in `linux.devices`.
 pub fn devices(spec: &Spec) -> Vec<(PathBuf, u32)> {
+    char_devices(spec)
+        .filter_map(|d| Some((d.path().clone(), u32::try_from(d.minor()).ok()?)))
+        .collect()
+}
+
+/// The character devices of `linux.devices` (type `c` or `u`), in order.
+fn char_devices(spec: &Spec) -> impl Iterator<Item = &oci_spec::runtime::LinuxDevice> {
     use oci_spec::runtime::LinuxDeviceType;
     spec.linux()
         .as_ref()
@@ -230,20 +237,12 @@ pub fn devices(spec: &Spec) -> Vec<(PathBuf, u32)> {
         .into_iter()
         .flatten()
         .filter(|d| matches!(d.typ(), LinuxDeviceType::C | LinuxDeviceType::U))
-        .filter_map(|d| Some((d.path().clone(), u32::try_from(d.minor()).ok()?)))
-        .collect()
 }
 
 /// The character devices of `linux.devices` whose path starts with `prefix` (e.g.
 /// `/dev/nvidia`), as device cgroup rules (major, minor), in order.
 pub fn char_device_rules(spec: &Spec, prefix: &str) -> Vec<crate::model::CgroupRule> {
-    use oci_spec::runtime::LinuxDeviceType;
-    spec.linux()
-        .as_ref()
-        .and_then(|l| l.devices().as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|d| matches!(d.typ(), LinuxDeviceType::C | LinuxDeviceType::U))
+    char_devices(spec)
         .filter(|d| d.path().to_str().is_some_and(|p| p.starts_with(prefix)))
         .filter_map(|d| {
             Some(crate::model::CgroupRule {

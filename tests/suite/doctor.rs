@@ -698,19 +698,6 @@ fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
         // CRI-O uses the systemd cgroup driver: the trap is a question about the links.
         "systemd cgroups",
     ];
-    const GPU_AND_LDCONFIG: &[&str] = &[
-        "nvml",
-        "gpu device nodes",
-        "control device nodes",
-        "persistence mode",
-        "libraries",
-        "/dev/char links",
-        "cdi specs",
-        "node labels",
-        "node allocatable",
-        "systemd cgroups",
-        "ldconfig",
-    ];
     const NODES: &[&str] = &[
         "gpu device nodes",
         "control device nodes",
@@ -743,7 +730,7 @@ fn one_cause_is_one_failure_and_its_dependants_are_skipped() {
                 root
             },
             "driver",
-            GPU_AND_LDCONFIG,
+            &[GPU, &["ldconfig"]].concat(),
         ),
         (
             "kernel module not loaded",

@@ -277,15 +277,8 @@ docker_gpus_after_daemon_reload() {
   grep -q "keeps the .* over D-Bus" "$log" ||
     fail "the hook's D-Bus call to systemd failed and systemctl did it (its log above says why)"
   local o
-  o=$(docker exec nvct-reload sh -c "$probe" 2>&1)
-  echo "--- before daemon-reload"
-  expect_gpu0 "$o"
-  must systemctl daemon-reload
-  sleep 2
-  o=$(docker exec nvct-reload sh -c "$probe" 2>&1)
-  echo "--- after daemon-reload"
+  probe_across_reload docker exec nvct-reload
   docker rm -f nvct-reload >/dev/null 2>&1
-  expect_gpu0 "$o"
 }
 
 # --- (3b) systemd and the device rules, on paths other than docker --gpus.
@@ -316,6 +309,19 @@ remove_nvidia_char_links() {
     case "$(readlink "$l")" in *nvidia*) rm -f "$l" ;; esac
   done
   echo "NVIDIA /dev/char links left: $(find /dev/char -lname '*nvidia*' | wc -l)"
+}
+# Runs the probe through `$@` (an exec into a running container) before and after a
+# `systemctl daemon-reload`: the container must open /dev/nvidia0 both times.
+probe_across_reload() {
+  local o
+  o=$("$@" sh -c "$probe" 2>&1)
+  echo "--- before daemon-reload"
+  expect_gpu0 "$o"
+  must systemctl daemon-reload
+  sleep 2
+  o=$("$@" sh -c "$probe" 2>&1)
+  echo "--- after daemon-reload"
+  expect_gpu0 "$o"
 }
 # A container whose cgroup is another unit's scope (a cgroupfs cgroupsPath ending in a login
 # session's or a service's scope): the hook must not ask systemd to add DeviceAllow= to it
@@ -402,17 +408,10 @@ podman_cdi_reload() {
   if [ "$rt" = runc ]; then
     grep -q '/dev/char/195:0' <<<"$allow" || fail "systemd holds no rule for /dev/nvidia0 (195:0): keep-device-rules did not ask it"
   fi
-  o=$(podman exec "$name" sh -c "$probe" 2>&1)
-  echo "--- before daemon-reload"
-  expect_gpu0 "$o"
-  must systemctl daemon-reload
-  sleep 2
-  o=$(podman exec "$name" sh -c "$probe" 2>&1)
-  echo "--- after daemon-reload"
-  podman rm -f "$name" >/dev/null 2>&1
   echo "--- journal (nvidia-cdi-hook)"
   journalctl -b --no-pager --since=-120s 2>&1 | grep -i 'nvidia-cdi-hook' | tail -n 10
-  expect_gpu0 "$o"
+  probe_across_reload podman exec "$name"
+  podman rm -f "$name" >/dev/null 2>&1
 }
 podman_runc_cdi_reload() { podman_cdi_reload runc; }
 podman_crun_cdi_reload() { podman_cdi_reload crun; }
@@ -425,15 +424,8 @@ podman_hooksd_reload() {
   fresh_rootfs "$dir"
   podman rm -f "$name" >/dev/null 2>&1
   must podman run -d --name "$name" --runtime runc --network none -e NVIDIA_VISIBLE_DEVICES=0 --rootfs "$dir" sleep 3600
-  o=$(podman exec "$name" sh -c "$probe" 2>&1)
-  echo "--- before daemon-reload"
-  expect_gpu0 "$o"
-  must systemctl daemon-reload
-  sleep 2
-  o=$(podman exec "$name" sh -c "$probe" 2>&1)
-  echo "--- after daemon-reload"
+  probe_across_reload podman exec "$name"
   podman rm -f "$name" >/dev/null 2>&1
-  expect_gpu0 "$o"
 }
 # A bare prestart hook under `runc --systemd-cgroup`, no /dev/char links.
 runc_systemd_hook_reload() {
@@ -443,15 +435,8 @@ runc_systemd_hook_reload() {
   runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
   must runc --systemd-cgroup run -d --bundle "$dir" "$id" </dev/null >/dev/null 2>"$dir/run.err"
   cat "$dir/run.err"
-  o=$(runc --systemd-cgroup exec "$id" sh -c "$probe" 2>&1)
-  echo "--- before daemon-reload"
-  expect_gpu0 "$o"
-  must systemctl daemon-reload
-  sleep 2
-  o=$(runc --systemd-cgroup exec "$id" sh -c "$probe" 2>&1)
-  echo "--- after daemon-reload"
+  probe_across_reload runc --systemd-cgroup exec "$id"
   runc --systemd-cgroup delete -f "$id" >/dev/null 2>&1
-  expect_gpu0 "$o"
 }
 
 # docker --runtime=nvidia (the shim; legacy mode for NVIDIA_VISIBLE_DEVICES), no /dev/char
@@ -462,15 +447,8 @@ docker_runtime_nvidia_after_daemon_reload() {
   docker rm -f nvct-rt-reload >/dev/null 2>&1
   must docker run -d --name nvct-rt-reload --network none --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=0 nvct-busybox:1 sleep 3600
   local o
-  o=$(docker exec nvct-rt-reload sh -c "$probe" 2>&1)
-  echo "--- before daemon-reload"
-  expect_gpu0 "$o"
-  must systemctl daemon-reload
-  sleep 2
-  o=$(docker exec nvct-rt-reload sh -c "$probe" 2>&1)
-  echo "--- after daemon-reload"
+  probe_across_reload docker exec nvct-rt-reload
   docker rm -f nvct-rt-reload >/dev/null 2>&1
-  expect_gpu0 "$o"
 }
 
 # --- (5) doctor on the configured node: its verdict must agree with what the checks above
@@ -623,6 +601,55 @@ check systemd/runc-hook-after-daemon-reload runc_systemd_hook_reload
 check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
 check units/refresh-makes-uvm-nodes arrival_refresh_makes_uvm_nodes
 check deb/switch-from-upstream-and-back arrival_switch_packages
+# --- Issue 39 part 2: the package's nvidia-containerd-dropin units keep containerd's drop-in
+# (a copy of the CRI table on Debian's containerd 1.6) in step with a node drop-in edited after
+# configure: the service before each start of containerd, the path unit at each change; the
+# service's own write does not start it again. Leaves the node as containerd/cri left it.
+dropin_runs() { journalctl -b --no-pager -o cat -u nvidia-containerd-dropin.service 2>/dev/null | grep -c '^Starting ' || true; }
+dropin_sandbox() { containerd config dump 2>/dev/null | grep -E '^\s*sandbox_image = ' | head -1; }
+containerd_dropin_units() {
+  local site=/etc/containerd/conf.d/20-site.toml dropin=/etc/containerd/conf.d/99-nvidia.toml
+  [ -f /lib/systemd/system/nvidia-containerd-dropin.service ] || fail "the package has no nvidia-containerd-dropin.service"
+  [ -f "$dropin" ] || must nvidia-ctk runtime configure --runtime=containerd
+  site_toml() { printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "example.org/pause:%s"\n[plugins."io.containerd.grpc.v1.cri".cni]\nbin_dir = "/usr/lib/cni"\nconf_dir = "/etc/cni/net.d"\n' "$1"; }
+  # Before configure's copy knows it: the node's drop-in, then configure again.
+  site_toml 1 >"$site"
+  must nvidia-ctk runtime configure --runtime=containerd
+  must systemctl enable nvidia-containerd-dropin.service
+  # 1. The service alone (the path unit stopped): an edit, then `systemctl restart containerd`.
+  site_toml 2 >"$site"
+  echo "+ nvidia-ctk doctor (the edit shadowed)"
+  nvidia-ctk doctor 2>&1 | grep -A1 'engine containerd' || true
+  must systemctl restart containerd
+  must wait_for 30 ctr version
+  echo "sandbox after restart: $(dropin_sandbox)"
+  dropin_sandbox | grep -q 'example.org/pause:2' || { journalctl -b --no-pager -u nvidia-containerd-dropin.service | tail -20; fail "the edit is not effective after systemctl restart containerd"; }
+  ctr plugins ls 2>&1 | grep -E '^io\.containerd\.grpc\.v1[[:space:]]+cri[[:space:]]' | grep -qw ok || fail "the CRI plugin did not load"
+  # 2. The path unit: an edit re-derives the drop-in without a restart, once.
+  must systemctl enable --now nvidia-containerd-dropin.path
+  local before after runs1 runs2
+  before=$(dropin_runs)
+  site_toml 3 >"$site"
+  for _ in $(seq 20); do grep -q 'pause:3' "$dropin" && break; sleep 1; done
+  grep -q 'example.org/pause:3' "$dropin" || { journalctl -b --no-pager -u nvidia-containerd-dropin.service | tail -20; fail "the path unit did not re-derive the drop-in"; }
+  sleep 5
+  runs1=$(dropin_runs)
+  sleep 10
+  runs2=$(dropin_runs)
+  echo "service runs: $before before the edit, $runs1 after it, $runs2 ten seconds later"
+  [ "$runs1" = "$runs2" ] || fail "the service keeps starting (a loop with the path unit?)"
+  [ $((runs1 - before)) -le 2 ] || fail "the edit started the service $((runs1 - before)) times"
+  systemctl is-active nvidia-containerd-dropin.path || fail "the path unit is not active (trigger limit?)"
+  journalctl -b --no-pager -u nvidia-containerd-dropin.service | tail -8
+  # Back as containerd/cri left it: no site drop-in, the drop-in derived again, units off.
+  rm -f "$site"
+  must nvidia-ctk runtime configure --runtime=containerd --refresh-drop-in
+  must systemctl disable --now nvidia-containerd-dropin.path nvidia-containerd-dropin.service
+  must systemctl restart containerd
+  must wait_for 30 ctr version
+  ! grep -q 'example.org' "$dropin" || fail "the drop-in still holds the site's value"
+}
+check containerd/drop-in-units containerd_dropin_units
 check doctor/configured-node doctor
 check reboot/prepare prepare_reboot
 # The reboot: at once, without stopping the units (a stopped phase unit would power the VM
