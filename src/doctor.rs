@@ -204,6 +204,13 @@ pub struct EngineInput {
     /// `crio.conf.d`; containerd's `imports` when it was not dumped by containerd itself):
     /// (path, text). What `nvidia-ctk runtime configure` writes by default.
     pub drop_ins: Vec<(PathBuf, String)>,
+    /// containerd: the config file and the files it imports, as read from disk, in the order
+    /// containerd loads them (even when `text` is containerd's own dump): what a drop-in
+    /// shadows is judged from them. Empty for the other engines.
+    pub layers: Vec<(PathBuf, String)>,
+    /// containerd: its release (`containerd --version`), which decides how imports merge;
+    /// `None` when unknown (the rule before 2.0 is taken).
+    pub release: Option<runtime_config::containerd::Release>,
 }
 
 /// Everything the checks need beyond what they read through the config's roots.
@@ -855,7 +862,10 @@ fn engine_check(e: &EngineInput, v2: bool, kubelet: bool) -> (Check, EngineFacts
                 .chain(e.drop_ins.iter().map(|(path, text)| Source { path, text }))
                 .collect();
             let result = match e.engine {
-                Engine::Containerd => runtime_config::containerd::effective(&sources),
+                Engine::Containerd => runtime_config::containerd::effective(
+                    &sources,
+                    runtime_config::containerd::MergeRule::of(e.release),
+                ),
                 _ => runtime_config::merge_toml(&sources),
             };
             match result {
@@ -896,7 +906,11 @@ fn engine_check(e: &EngineInput, v2: bool, kubelet: bool) -> (Check, EngineFacts
     let systemd = reg.systemd_cgroup.unwrap_or(e.engine.default_systemd(v2));
     // containerd without its default runtime does not load its CRI plugin at all.
     let cri_broken = match e.engine {
-        Engine::Containerd => runtime_config::containerd::check_default_runtime(src).err(),
+        Engine::Containerd => runtime_config::containerd::check_default_runtime_under(
+            src,
+            runtime_config::containerd::MergeRule::of(e.release),
+        )
+        .err(),
         _ => None,
     };
     let c = match &reg.runtime_path {
@@ -945,11 +959,60 @@ fn engine_check(e: &EngineInput, v2: bool, kubelet: bool) -> (Check, EngineFacts
             ),
         ),
     };
+    let c = match c.status {
+        Status::Ok if e.engine == Engine::Containerd => containerd_shadow_check(e).unwrap_or(c),
+        _ => c,
+    };
     let facts = EngineFacts {
         systemd,
         nvidia_default: reg.is_default && reg.runtime_path.is_some(),
     };
     (c, facts)
+}
+
+/// A failed `engine containerd` check when the drop-in that registers `nvidia` shadows a key
+/// another file sets differently (containerd before 2.0 replaces the whole CRI table with the
+/// drop-in's copy; a copy also overrides key by key in 2.0 and later): an edit made there after
+/// `runtime configure` has no effect. `None` when nothing is shadowed (or the files do not
+/// parse: the other checks say so).
+fn containerd_shadow_check(e: &EngineInput) -> Option<Check> {
+    use runtime_config::containerd::{drop_in_of, shadowed, MergeRule};
+    let files: Vec<Source<'_>> = e
+        .layers
+        .iter()
+        .map(|(path, text)| Source { path, text })
+        .collect();
+    let name = runtime_config::DEFAULT_RUNTIME_NAME;
+    let drop_in = drop_in_of(&files, name)?;
+    let rule = MergeRule::of(e.release);
+    let found = shadowed(&files, drop_in, name, rule).ok()?;
+    let first = found.first()?;
+    const SHOWN: usize = 3;
+    let mut list: Vec<String> = found.iter().take(SHOWN).map(|s| s.to_string()).collect();
+    if found.len() > SHOWN {
+        list.push(format!("and {} more", found.len() - SHOWN));
+    }
+    let release = match e.release {
+        Some(r) => format!("containerd {r}: {}", rule.describe()),
+        None => format!("containerd's version unknown, so {}", rule.describe()),
+    };
+    let drop_in = files[drop_in].path;
+    Some(check(
+        &format!("engine {}", e.engine.name()),
+        Status::Fail,
+        format!(
+            "the drop-in {} shadows {} set in {}, so that edit has no effect ({release}): {}",
+            drop_in.display(),
+            first.key,
+            first.file.display(),
+            list.join("; ")
+        ),
+        format!(
+            "`nvidia-ctk runtime configure --runtime=containerd --refresh-drop-in --config={} --drop-in-config={}`, then `systemctl restart containerd` (`systemctl enable --now nvidia-containerd-dropin.path nvidia-containerd-dropin.service` does this at each change and before each start)",
+            e.path.display(),
+            drop_in.display()
+        ),
+    ))
 }
 
 /// The check, and the device nodes without a `/dev/char` link. The DRM nodes (`/dev/dri`) are
@@ -1521,6 +1584,8 @@ mod tests {
                 .iter()
                 .map(|(p, t)| (PathBuf::from(p), t.to_string()))
                 .collect(),
+            layers: vec![],
+            release: None,
         };
         let d = "/etc/crio/crio.conf.d/99-nvidia.toml";
         // (case, input, status, words in the detail)
@@ -1564,6 +1629,61 @@ mod tests {
     }
 
     #[test]
+    fn containerd_drop_in_that_shadows_an_edit_fails() {
+        use runtime_config::containerd::Release;
+        let cri = "[plugins.\"io.containerd.grpc.v1.cri\"]";
+        let main = |pause: &str| {
+            format!(
+                "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n{cri}\nsandbox_image = \"{pause}\"\n"
+            )
+        };
+        let nvidia = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\nBinaryName = \"/bin/sh\"\n";
+        let runc = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n";
+        let copy = format!("version = 2\n{cri}\nsandbox_image = \"pause:1\"\n{runc}{nvidia}");
+        let own = format!("version = 2\n{nvidia}");
+        let d = "/etc/containerd/conf.d/99-nvidia.toml";
+        // (case, main file, drop-in, containerd's release, status, words in the detail)
+        let cases: Vec<(&str, String, String, Option<(u64, u64)>, Status, &str)> = vec![
+            ("the copy as configure made it", main("pause:1"), copy.clone(), Some((1, 6)), Status::Ok, "registered"),
+            (
+                "config.toml edited after configure",
+                main("pause:2"),
+                copy.clone(),
+                Some((1, 6)),
+                Status::Fail,
+                "shadows plugins.\"io.containerd.grpc.v1.cri\".sandbox_image set in /etc/containerd/config.toml",
+            ),
+            ("unknown release: the rule before 2.0", main("pause:2"), copy.clone(), None, Status::Fail, "version unknown"),
+            ("an old copy under 2.x shadows too", main("pause:2"), copy, Some((2, 1)), Status::Fail, "key by key"),
+            ("our keys only under 2.x", main("pause:2"), own, Some((2, 0)), Status::Ok, "registered"),
+        ];
+        for (name, main_text, drop_in, release, status, words) in cases {
+            let e = EngineInput {
+                engine: Engine::Containerd,
+                path: PathBuf::from("/etc/containerd/config.toml"),
+                via: "the file".into(),
+                text: Some(main_text.clone()),
+                drop_ins: vec![(PathBuf::from(d), drop_in.clone())],
+                layers: vec![
+                    (PathBuf::from("/etc/containerd/config.toml"), main_text),
+                    (PathBuf::from(d), drop_in),
+                ],
+                release: release.map(|(major, minor)| Release { major, minor }),
+            };
+            let (c, _) = engine_check(&e, false, true);
+            assert_eq!(c.status, status, "case {name}: {}", c.detail);
+            assert!(c.detail.contains(words), "case {name}: {}", c.detail);
+            if status == Status::Fail {
+                assert!(
+                    c.fix.contains("--refresh-drop-in") && c.fix.contains(d),
+                    "case {name}: {}",
+                    c.fix
+                );
+            }
+        }
+    }
+
+    #[test]
     fn containerd_without_nvidia_fails_only_where_a_kubelet_runs() {
         let e = EngineInput {
             engine: Engine::Containerd,
@@ -1571,6 +1691,8 @@ mod tests {
             via: "the file".into(),
             text: Some("version = 2\n".into()),
             drop_ins: vec![],
+            layers: vec![],
+            release: None,
         };
         // (case, kubelet, status, words in the detail)
         let cases = [

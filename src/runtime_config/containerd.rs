@@ -8,11 +8,14 @@
 //! also `options.Runtime`) pointing at our runtime and `runtime_type = "io.containerd.runc.v2"`
 //! when empty. An empty document (missing file) becomes a version 2 config.
 //!
-//! Drop-ins (versions 2 and 3): containerd 1.x replaces a whole `plugins."<name>"` table from an
-//! imported file, so the drop-in carries the complete CRI plugin table of the base config with our
-//! edits; the main file only gains `imports = ["<drop-in dir>/*.toml"]`. Consequence: later edits
-//! to the CRI table in the main file are shadowed by the drop-in until configure runs again.
-//! Version 1 configs are edited in place.
+//! Drop-ins (versions 2 and 3): the main file only gains `imports = ["<drop-in dir>/*.toml"]`;
+//! what the drop-in holds follows containerd's merge rule ([`MergeRule`], by its release):
+//! before 2.0 an imported file replaces a whole `plugins."<name>"` table, so the drop-in carries
+//! the complete CRI plugin table of the base config (the main file merged with its other
+//! imports) with our edits; from 2.0 tables merge key by key and the drop-in holds only our keys
+//! ([`configure_with`]). The copy is a snapshot: later edits to the CRI table elsewhere are
+//! shadowed ([`shadowed`], doctor's check) until the drop-in is derived again ([`refresh`], with
+//! the settings read back from it by [`recover`]). Version 1 configs are edited in place.
 //!
 //! A `runtimes` table with any entry replaces containerd 1.x's built-in `runc`, so when the
 //! table configure writes into has none (Debian's stock config, a missing file), the built-in
@@ -22,6 +25,10 @@
 use std::path::Path;
 
 use toml_edit::{value, Array, DocumentMut, Item, Table, Value};
+
+mod merge;
+
+pub use merge::{drop_in_of, key_path, shadowed, MergeRule, Release, Shadow, PER_KEY_SINCE};
 
 use super::{
     entry_table_like, has_key, options_table, parse_toml, prepare_copy, prune_empty, restore_value,
@@ -84,6 +91,11 @@ pub fn version(doc: &DocumentMut, path: &Path) -> Result<Version, Error> {
             }),
         },
     }
+}
+
+/// The version `src` declares (see [`version`]); an error names the file (and line).
+pub fn version_of(src: Source<'_>) -> Result<Version, Error> {
+    version(&parse_toml(&src)?, src.path)
 }
 
 /// Add (or refresh) the runtime entry in `doc`, in place.
@@ -277,37 +289,15 @@ pub fn imports(src: Source<'_>) -> Result<Vec<String>, Error> {
 }
 
 /// containerd's effective config of `sources` (the main file, then the files it imports, in the
-/// order containerd loads them), by containerd's own merge rules (see COMPAT.md, "containerd:
-/// how imports merge"): arrays are appended, other values replaced by the later file; `proxy_plugins`,
-/// `stream_processors` and `timeouts` entries are replaced whole; a `plugins."<id>"` table is
-/// replaced whole by a version 1 or 2 file (containerd 1.x) and merged key by key by a version 3
-/// file (containerd 2.x); other tables are merged key by key. Each source is parsed on its own,
-/// so an error names its file. Used where no `containerd` binary can dump the config.
-pub fn effective(sources: &[Source<'_>]) -> Result<String, Error> {
-    let mut merged = DocumentMut::new();
-    for src in sources {
-        let doc = parse_toml(src)?;
-        let whole_plugins = version(&doc, src.path)? != Version::V3;
-        for (key, item) in doc.iter() {
-            let replace_entries = matches!(key, "proxy_plugins" | "stream_processors" | "timeouts")
-                || (key == "plugins" && whole_plugins);
-            match (merged.get_mut(key), item) {
-                (Some(Item::Table(dst)), Item::Table(from)) if replace_entries => {
-                    for (k, i) in from.iter() {
-                        dst.insert(k, i.clone());
-                    }
-                }
-                (Some(Item::Table(dst)), Item::Table(from)) => super::merge_table(dst, from),
-                (Some(Item::Value(Value::Array(dst))), Item::Value(Value::Array(from))) => {
-                    dst.extend(from.iter().cloned());
-                }
-                _ => {
-                    merged.insert(key, item.clone());
-                }
-            }
-        }
-    }
-    Ok(merged.to_string())
+/// order containerd loads them), merged by `rule` (see [`MergeRule`] and COMPAT.md, "containerd:
+/// how imports merge"): arrays are appended, other values replaced by the later file;
+/// `proxy_plugins`, `stream_processors` and `timeouts` entries are replaced whole; a
+/// `plugins."<id>"` table is replaced whole (containerd before 2.0) or merged key by key
+/// (2.0 and later); other tables are merged key by key. Each source is parsed on its own, so an
+/// error names its file. Used where no `containerd` binary can dump the config, and to derive
+/// the drop-in from the other files.
+pub fn effective(sources: &[Source<'_>], rule: MergeRule) -> Result<String, Error> {
+    Ok(merge::merged(sources, rule)?.to_string())
 }
 
 /// The runtimes containerd's CRI plugin would load from `src` (an effective config: a
@@ -317,6 +307,13 @@ pub fn effective(sources: &[Source<'_>]) -> Result<String, Error> {
 /// and 2: go-toml v1 decodes a map into a new one); containerd 2.x (version 3) decodes over the
 /// built-in map, so `runc` stays.
 pub fn runtimes(src: Source<'_>) -> Result<(String, Vec<String>), Error> {
+    runtimes_under(src, MergeRule::WholePlugin)
+}
+
+/// [`runtimes`] as the containerd of `rule` loads them: 2.x ([`MergeRule::PerKey`]) keeps its
+/// built-in `runc` whatever the file's version (it decodes a version 2 file over the built-in
+/// map too).
+pub fn runtimes_under(src: Source<'_>, rule: MergeRule) -> Result<(String, Vec<String>), Error> {
     let doc = parse_toml(&src)?;
     let v = version(&doc, src.path)?;
     let root = doc.as_table();
@@ -331,7 +328,8 @@ pub fn runtimes(src: Source<'_>) -> Result<(String, Vec<String>), Error> {
                 .collect()
         })
         .unwrap_or_default();
-    if (names.is_empty() || v == Version::V3) && !names.iter().any(|n| n == BUILTIN) {
+    let keeps_builtin = v == Version::V3 || rule == MergeRule::PerKey;
+    if (names.is_empty() || keeps_builtin) && !names.iter().any(|n| n == BUILTIN) {
         names.insert(0, BUILTIN.to_string());
     }
     // containerd 1.x: the deprecated `default_runtime` table, when it names a type, becomes the
@@ -348,7 +346,13 @@ pub fn runtimes(src: Source<'_>) -> Result<(String, Vec<String>), Error> {
 /// the runtimes containerd would load: without it the CRI plugin (what the kubelet talks to)
 /// does not load.
 pub fn check_default_runtime(src: Source<'_>) -> Result<(), Error> {
-    let (default, names) = runtimes(src)?;
+    check_default_runtime_under(src, MergeRule::WholePlugin)
+}
+
+/// [`check_default_runtime`] as the containerd of `rule` loads the runtimes
+/// ([`runtimes_under`]).
+pub fn check_default_runtime_under(src: Source<'_>, rule: MergeRule) -> Result<(), Error> {
+    let (default, names) = runtimes_under(src, rule)?;
     if names.contains(&default) {
         return Ok(());
     }
@@ -373,18 +377,121 @@ pub(crate) fn import_glob(drop_in: &Path) -> String {
 /// `main` is the config file; `base` is the document the runtime entry is derived from (the same
 /// file, or `containerd config dump` output). With `drop_in` (versions 2/3) the edits go to that
 /// file and `main` only gains the `imports` glob; otherwise the edited `base` replaces `main`.
+/// The drop-in holds the whole CRI table (containerd before 2.0); see [`configure_with`].
 pub fn configure(
     main: Source<'_>,
     base: Source<'_>,
     drop_in: Option<&Path>,
     opts: &Options,
 ) -> Result<Outcome, Error> {
+    configure_with(main, base, drop_in, None, opts, MergeRule::WholePlugin)
+}
+
+/// What an earlier configure left in the drop-in, read back from it (see [`recover`]).
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// The runtime entry's `options.BinaryName` (version 1: `options.Runtime`), when not empty.
+    pub runtime_path: Option<String>,
+    /// The drop-in makes the runtime containerd's default.
+    pub set_as_default: bool,
+    /// The entry passes CDI annotations on and the drop-in turns `enable_cdi` on (what
+    /// `--cdi.enabled` writes).
+    pub cdi_enabled: bool,
+    /// Other runtimes of the family (`<name>-*`: `nvidia-cdi`, `nvidia-legacy`, which
+    /// `nvidia-ctk-installer` writes next to `nvidia`), name and entry.
+    siblings: Vec<(String, Item)>,
+}
+
+impl Recovered {
+    /// `opts` with what the drop-in already sets: a default or CDI switch an earlier run wrote
+    /// stays (upstream's rule for a re-run: it never removes a default), as it does in a config
+    /// edited in place.
+    pub fn sticky(&self, opts: &Options) -> Options {
+        Options {
+            set_as_default: opts.set_as_default || self.set_as_default,
+            cdi_enabled: opts.cdi_enabled || self.cdi_enabled,
+            ..opts.clone()
+        }
+    }
+
+    /// The options a refresh writes with: the ones configure wrote, read back; `opts` gives the
+    /// runtime's name and the rest (the runtime path when the drop-in names none).
+    pub fn options(&self, opts: &Options) -> Options {
+        let mut o = self.sticky(opts);
+        if let Some(p) = &self.runtime_path {
+            o.runtime_path = p.clone();
+        }
+        o
+    }
+}
+
+/// Read back from `drop_in` (the current drop-in) what configure wrote there for runtime
+/// `name`; `None` when it registers no such runtime (not ours, or emptied by hand).
+pub fn recover(drop_in: Source<'_>, name: &str) -> Result<Option<Recovered>, Error> {
+    let doc = parse_toml(&drop_in)?;
+    let v = version(&doc, drop_in.path)?;
+    let root = doc.as_table();
+    let Some(runtimes) = table_at(root, &v.runtimes()) else {
+        return Ok(None);
+    };
+    let Some(entry) = runtimes.get(name).and_then(Item::as_table_like) else {
+        return Ok(None);
+    };
+    let option = |key: &str| {
+        entry
+            .get("options")?
+            .as_table_like()?
+            .get(key)?
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let annotations = entry
+        .get("container_annotations")
+        .and_then(Item::as_array)
+        .is_some_and(|a| a.iter().any(|v| v.as_str() == Some(CDI_ANNOTATIONS)));
+    let cdi_switch = table_at(root, &v.cri())
+        .and_then(|t| t.get("enable_cdi"))
+        .and_then(Item::as_bool)
+        == Some(true);
+    let prefix = format!("{name}-");
+    Ok(Some(Recovered {
+        runtime_path: option("BinaryName").or_else(|| option("Runtime")),
+        set_as_default: str_at(root, &v.containerd(), "default_runtime_name") == Some(name),
+        cdi_enabled: annotations && cdi_switch,
+        siblings: runtimes
+            .iter()
+            .filter(|(k, i)| k.starts_with(&prefix) && i.is_table_like())
+            .map(|(k, i)| (k.to_string(), i.clone()))
+            .collect(),
+    }))
+}
+
+/// Configure containerd, as [`configure`], with the drop-in written for `rule` and what the
+/// current drop-in (`previous`, when there is one) already sets.
+///
+/// * [`MergeRule::WholePlugin`] (containerd before 2.0): the drop-in holds the whole CRI table
+///   of `base` with our edits (an import replaces the table, so it must carry the rest).
+/// * [`MergeRule::PerKey`] (2.0 and later): the drop-in holds only our keys (the runtime entry,
+///   and `default_runtime_name` / `enable_cdi` when asked for): a copy of the rest would
+///   override later edits of those keys elsewhere.
+///
+/// `previous` keeps an earlier `--set-as-default` / `--cdi.enabled` ([`Recovered::sticky`]) and
+/// the runtimes `<name>-*` it registers that `base` lacks. `base` must not include the current
+/// drop-in (its copy would hold the values this re-derives).
+pub fn configure_with(
+    main: Source<'_>,
+    base: Source<'_>,
+    drop_in: Option<&Path>,
+    previous: Option<Source<'_>>,
+    opts: &Options,
+    rule: MergeRule,
+) -> Result<Outcome, Error> {
     let mut out = Outcome::default();
     let mut m = parse_toml(&main)?;
     let main_version = version(&m, main.path)?;
     let mut doc = parse_toml(&base)?;
     let v = version(&doc, base.path)?;
-    configure_doc(&mut doc, v, base.path, opts)?;
 
     // A version 1 main file cannot import a drop-in: containerd merges the drop-in's version over
     // it and then rejects the v1 plugin keys (seen with containerd 1.6).
@@ -399,6 +506,7 @@ pub fn configure(
         (d, _) => d,
     };
     let Some(drop_in) = drop_in else {
+        configure_doc(&mut doc, v, base.path, opts)?;
         out.changes.push(Change {
             path: main.path.to_path_buf(),
             content: Some(doc.to_string()),
@@ -406,12 +514,57 @@ pub fn configure(
         return Ok(out);
     };
 
-    // The drop-in: version + the complete CRI plugin table.
+    let recovered = match previous {
+        Some(p) => recover(p, &opts.runtime_name)?.unwrap_or_default(),
+        None => Recovered::default(),
+    };
+    let opts = &recovered.sticky(opts);
+    let name = opts.runtime_name.as_str();
+    if rule == MergeRule::PerKey {
+        // containerd 2.x keeps its built-in runc next to configured runtimes: only the copy our
+        // entry starts from needs it, and then as 2.x prints it.
+        let runtimes = table_at_create(doc.as_table_mut(), &v.runtimes(), base.path)?;
+        seed_builtin(runtimes, Version::V3, name);
+    }
+    configure_doc(&mut doc, v, base.path, opts)?;
+    let runtimes = table_at_create(doc.as_table_mut(), &v.runtimes(), base.path)?;
+    for (k, item) in &recovered.siblings {
+        if !runtimes.contains_key(k) {
+            runtimes.insert(k, item.clone());
+        }
+    }
+
     let [plugins, cri] = v.cri();
     let mut d = DocumentMut::new();
     d.insert("version", value(v.number()));
-    let cri_table = doc[plugins][cri].clone();
-    table_at_create(d.as_table_mut(), &[plugins], drop_in)?.insert(cri, cri_table);
+    match rule {
+        MergeRule::WholePlugin => {
+            let cri_table = doc[plugins][cri].clone();
+            table_at_create(d.as_table_mut(), &[plugins], drop_in)?.insert(cri, cri_table);
+        }
+        MergeRule::PerKey => {
+            let root = d.as_table_mut();
+            if opts.cdi_enabled {
+                let t = table_at_create(root, &v.cri(), drop_in)?;
+                set_value(t, "enable_cdi", Value::from(true));
+            }
+            if opts.set_as_default {
+                let t = table_at_create(root, &v.containerd(), drop_in)?;
+                set_value(t, "default_runtime_name", Value::from(name));
+            }
+            let from = table_at(doc.as_table(), &v.runtimes()).expect("configure_doc made it");
+            let ours: Vec<(String, Item)> = from
+                .iter()
+                .filter(|(k, _)| *k == name || recovered.siblings.iter().any(|(s, _)| s == k))
+                .map(|(k, i)| (k.to_string(), i.clone()))
+                .collect();
+            let to = table_at_create(root, &v.runtimes(), drop_in)?;
+            for (k, mut item) in ours {
+                prepare_copy(&mut item);
+                to.insert(&k, item);
+            }
+        }
+    }
     out.changes.push(Change {
         path: drop_in.to_path_buf(),
         content: Some(d.to_string()),
@@ -442,6 +595,36 @@ pub fn configure(
     Ok(out)
 }
 
+/// Re-derive the drop-in `previous` (at `drop_in`) from `base` (the main file merged with the
+/// other files it imports, by `rule`) with the options configure wrote it with, read back from
+/// it ([`recover`]; `opts` names the runtime). The one change is the drop-in (the main file
+/// already imports it); `None` when the drop-in registers no runtime `opts.runtime_name`.
+pub fn refresh(
+    main: Source<'_>,
+    base: Source<'_>,
+    drop_in: &Path,
+    previous: Source<'_>,
+    opts: &Options,
+    rule: MergeRule,
+) -> Result<Option<Change>, Error> {
+    let Some(recovered) = recover(previous, &opts.runtime_name)? else {
+        return Ok(None);
+    };
+    let opts = recovered.options(opts);
+    let out = configure_with(main, base, Some(drop_in), Some(previous), &opts, rule)?;
+    Ok(out.changes.into_iter().find(|c| c.path == drop_in))
+}
+
+/// The directory an imported file must stay in, for a config at `config`: the nearest
+/// ancestor directory named `etc` (`/etc` for `/etc/containerd/config.toml`, k3s's
+/// `.../agent/etc`), else the config's own directory.
+pub fn import_root(config: &Path) -> &Path {
+    let dir = config.parent().unwrap_or(Path::new("/"));
+    dir.ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "etc"))
+        .unwrap_or(dir)
+}
+
 /// Undo [`configure`]; see the module doc of `runtime_config` for the rule. `previous` is the
 /// backup of `main` (its text) if there is one.
 pub fn unconfigure(
@@ -449,6 +632,20 @@ pub fn unconfigure(
     previous: Option<&str>,
     drop_in: Option<&Path>,
     opts: &Options,
+) -> Result<Outcome, Error> {
+    unconfigure_with(main, previous, drop_in, opts, false)
+}
+
+/// [`unconfigure`]; with `keep_glob` the `imports` glob configure writes stays: the binary asks
+/// for that when the drop-in directory holds other files the glob matches (the node's own
+/// drop-ins need it), or when the main file has no backup (configure, which adds the glob,
+/// keeps one whenever it writes the file: without one the glob was there before).
+pub fn unconfigure_with(
+    main: Source<'_>,
+    previous: Option<&str>,
+    drop_in: Option<&Path>,
+    opts: &Options,
+    keep_glob: bool,
 ) -> Result<Outcome, Error> {
     let mut out = Outcome::default();
     let mut doc = parse_toml(&main)?;
@@ -490,7 +687,11 @@ pub fn unconfigure(
         let glob = import_glob(drop_in);
         let drop_in_str = drop_in.display().to_string();
         let mut emptied = false;
-        if let Some(arr) = doc.get_mut("imports").and_then(Item::as_array_mut) {
+        let imports = doc
+            .get_mut("imports")
+            .and_then(Item::as_array_mut)
+            .filter(|_| !keep_glob);
+        if let Some(arr) = imports {
             let before = arr.len();
             arr.retain(|i| !i.as_str().is_some_and(|s| s == glob || s == drop_in_str));
             emptied = before != arr.len() && arr.is_empty();
@@ -529,15 +730,18 @@ mod tests {
     fn effective_follows_containerd_merge() {
         let cri = "[plugins.\"io.containerd.grpc.v1.cri\"";
         let cri3 = "[plugins.\"io.containerd.cri.v1.runtime\"";
-        // (case, files in load order, want (default, runtimes) of the effective config)
-        let cases: &[(&str, &[String], (&str, &[&str]))] = &[
+        use MergeRule::{PerKey, WholePlugin};
+        // (case, rule, files in load order, want (default, runtimes) of the effective config)
+        let cases: &[(&str, MergeRule, &[String], (&str, &[&str]))] = &[
             (
                 "no runtimes: the built-in runc",
+                WholePlugin,
                 &["version = 2\n".into()],
                 ("runc", &["runc"]),
             ),
             (
-                "v2: an import replaces the whole plugin table",
+                "v2, containerd 1.x: an import replaces the whole plugin table",
+                WholePlugin,
                 &[
                     format!("version = 2\n{cri}.containerd]\ndefault_runtime_name = \"kata\"\n{cri}.containerd.runtimes.kata]\n"),
                     format!("version = 2\n{cri}.containerd.runtimes.nvidia]\n"),
@@ -545,7 +749,17 @@ mod tests {
                 ("runc", &["nvidia"]),
             ),
             (
+                "v2, containerd 2.x: the import merges key by key",
+                PerKey,
+                &[
+                    format!("version = 2\n{cri}.containerd]\ndefault_runtime_name = \"kata\"\n{cri}.containerd.runtimes.kata]\n"),
+                    format!("version = 2\n{cri}.containerd.runtimes.nvidia]\n"),
+                ],
+                ("kata", &["kata", "nvidia"]),
+            ),
+            (
                 "v2: other plugins' tables are kept",
+                WholePlugin,
                 &[
                     format!("version = 2\n{cri}.containerd.runtimes.runc]\n[plugins.x]\ny = 1\n"),
                     "version = 2\n[plugins.z]\n".into(),
@@ -554,16 +768,19 @@ mod tests {
             ),
             (
                 "an empty default_runtime_name is no runtime",
+                WholePlugin,
                 &[format!("version = 2\n{cri}.containerd]\ndefault_runtime_name = \"\"\n")],
                 ("", &["runc"]),
             ),
             (
                 "the deprecated default_runtime table is the default",
+                WholePlugin,
                 &[format!("version = 2\n{cri}.containerd.default_runtime]\nruntime_type = \"io.containerd.runc.v2\"\n{cri}.containerd.runtimes.nvidia]\n")],
                 ("default", &["nvidia", "default"]),
             ),
             (
-                "v3: plugin tables merge and runc stays built in",
+                "v3, containerd 2.x: plugin tables merge and runc stays built in",
+                PerKey,
                 &[
                     format!("version = 3\n{cri3}.containerd]\ndefault_runtime_name = \"runc\"\n"),
                     format!("version = 3\n{cri3}.containerd.runtimes.nvidia]\n"),
@@ -571,7 +788,7 @@ mod tests {
                 ("runc", &["runc", "nvidia"]),
             ),
         ];
-        for (name, files, (default, names)) in cases {
+        for (name, rule, files, (default, names)) in cases {
             let sources: Vec<Source<'_>> = files
                 .iter()
                 .map(|text| Source {
@@ -579,33 +796,39 @@ mod tests {
                     text,
                 })
                 .collect();
-            let merged = effective(&sources).unwrap_or_else(|e| panic!("case {name}: {e}"));
+            let merged = effective(&sources, *rule).unwrap_or_else(|e| panic!("case {name}: {e}"));
             let src = Source {
                 path: Path::new("merged"),
                 text: &merged,
             };
             let (d, n) = runtimes(src).unwrap();
+            let (mut got, mut want) = (n.clone(), names.to_vec());
+            got.sort();
+            want.sort();
             assert_eq!(
-                (d.as_str(), n.clone()),
+                (d.as_str(), got),
                 (
                     *default,
-                    names.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+                    want.iter().map(|s| s.to_string()).collect::<Vec<_>>()
                 ),
                 "case {name}:\n{merged}"
             );
             let ok = n.contains(&d);
             assert_eq!(check_default_runtime(src).is_ok(), ok, "case {name}");
         }
-        let imports = effective(&[
-            Source {
-                path: Path::new("a"),
-                text: "version = 2\nimports = [\"/a/*.toml\"]\n",
-            },
-            Source {
-                path: Path::new("b"),
-                text: "version = 2\nimports = [\"/b.toml\"]\n",
-            },
-        ])
+        let imports = effective(
+            &[
+                Source {
+                    path: Path::new("a"),
+                    text: "version = 2\nimports = [\"/a/*.toml\"]\n",
+                },
+                Source {
+                    path: Path::new("b"),
+                    text: "version = 2\nimports = [\"/b.toml\"]\n",
+                },
+            ],
+            WholePlugin,
+        )
         .unwrap();
         let doc: DocumentMut = imports.parse().unwrap();
         let got: Vec<&str> = doc["imports"]
@@ -615,6 +838,276 @@ mod tests {
             .filter_map(|v| v.as_str())
             .collect();
         assert_eq!(got, ["/a/*.toml", "/b.toml"], "arrays append");
+    }
+
+    /// A derivation case: (name, rule, main file, other imports, current drop-in, options,
+    /// refresh instead of configure, the drop-in must contain, must not contain).
+    type Derive<'a> = (
+        &'a str,
+        MergeRule,
+        String,
+        Vec<String>,
+        Option<String>,
+        Options,
+        bool,
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+
+    /// The drop-in configure (or refresh) derives, by both merge rules; then, whatever the case:
+    /// a second run over its own output changes nothing, and the result shadows nothing.
+    #[test]
+    fn drop_in_derivation() {
+        use MergeRule::{PerKey, WholePlugin};
+        let cri = "[plugins.\"io.containerd.grpc.v1.cri\"";
+        let main = |sandbox: &str| {
+            format!(
+                "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n{cri}]\n\
+                 sandbox_image = \"{sandbox}\"\n{cri}.containerd.runtimes.runc]\n\
+                 runtime_type = \"io.containerd.runc.v2\"\n{cri}.containerd.runtimes.runc.options]\n\
+                 SystemdCgroup = true\n"
+            )
+        };
+        // A site file with a CRI table: before 2.0 it replaces the main file's (so it repeats
+        // what it needs of it).
+        let site = format!(
+            "version = 2\n{cri}]\nsandbox_image = \"pause:3.9\"\nmax_concurrent_downloads = 9\n"
+        );
+        let old_copy = |sandbox: &str, extra: &str| {
+            format!(
+                "version = 2\n{cri}]\nsandbox_image = \"{sandbox}\"\n{extra}\
+                 {cri}.containerd.runtimes.nvidia]\nruntime_type = \"io.containerd.runc.v2\"\n\
+                 {cri}.containerd.runtimes.nvidia.options]\nBinaryName = \"/opt/nv/nvidia-container-runtime\"\n"
+            )
+        };
+        let opts = Options::default;
+        let cases: Vec<Derive> = vec![
+            (
+                "whole table: the CRI table of the others and our entry",
+                WholePlugin,
+                main("pause:3.9"),
+                vec![site.clone()],
+                None,
+                opts(),
+                false,
+                &["sandbox_image = \"pause:3.9\"", "max_concurrent_downloads = 9", "runtimes.runc]", "BinaryName = \"/usr/bin/nvidia-container-runtime\""],
+                &["SystemdCgroup = true"],
+            ),
+            (
+                "per key: only our entry",
+                PerKey,
+                main("pause:3.9"),
+                vec![site.clone()],
+                None,
+                opts(),
+                false,
+                &["runtimes.nvidia]", "SystemdCgroup = true\nBinaryName = \"/usr/bin/nvidia-container-runtime\""],
+                &["sandbox_image", "max_concurrent_downloads", "runtimes.runc", "default_runtime_name", "enable_cdi"],
+            ),
+            (
+                "per key: the default and the CDI switch when asked for",
+                PerKey,
+                main("pause:3.9"),
+                vec![],
+                None,
+                Options { set_as_default: true, cdi_enabled: true, ..opts() },
+                false,
+                &["default_runtime_name = \"nvidia\"", "enable_cdi = true", "container_annotations = [\"cdi.k8s.io/*\"]"],
+                &["sandbox_image", "runtimes.runc"],
+            ),
+            (
+                "per key, no runtime in the others: a copy of 2.x's runc, and no runc of ours",
+                PerKey,
+                "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n".into(),
+                vec![],
+                None,
+                opts(),
+                false,
+                &["runtimes.nvidia]\nruntime_type = \"io.containerd.runc.v2\"\nsandboxer = \"podsandbox\""],
+                &["runtimes.runc", "CriuPath"],
+            ),
+            (
+                "whole table, no runtime in the others: the built-in runc next to ours",
+                WholePlugin,
+                "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n".into(),
+                vec![],
+                None,
+                opts(),
+                false,
+                &["runtimes.runc]", "runtimes.nvidia]"],
+                &[],
+            ),
+            (
+                "a re-run keeps the default and CDI switch of the drop-in (both rules)",
+                WholePlugin,
+                main("pause:3.9"),
+                vec![],
+                Some(old_copy("pause:3.6", "enable_cdi = true\n").replace(
+                    "runtime_type = \"io.containerd.runc.v2\"\n",
+                    "runtime_type = \"io.containerd.runc.v2\"\ncontainer_annotations = [\"cdi.k8s.io/*\"]\n",
+                ) + &format!("{cri}.containerd]\ndefault_runtime_name = \"nvidia\"\n")),
+                opts(),
+                false,
+                &["default_runtime_name = \"nvidia\"", "enable_cdi = true", "sandbox_image = \"pause:3.9\""],
+                &["pause:3.6"],
+            ),
+            (
+                "per key: the same re-run",
+                PerKey,
+                main("pause:3.9"),
+                vec![],
+                Some(old_copy("pause:3.6", "enable_cdi = true\n").replace(
+                    "runtime_type = \"io.containerd.runc.v2\"\n",
+                    "runtime_type = \"io.containerd.runc.v2\"\ncontainer_annotations = [\"cdi.k8s.io/*\"]\n",
+                ) + &format!("{cri}.containerd]\ndefault_runtime_name = \"nvidia\"\n")),
+                opts(),
+                false,
+                &["default_runtime_name = \"nvidia\"", "enable_cdi = true"],
+                &["sandbox_image"],
+            ),
+            (
+                "refresh: the others' new values, the runtime path read back",
+                WholePlugin,
+                main("pause:3.9"),
+                vec![site.clone()],
+                Some(old_copy("pause:3.6", "")),
+                opts(),
+                true,
+                &["sandbox_image = \"pause:3.9\"", "max_concurrent_downloads = 9", "BinaryName = \"/opt/nv/nvidia-container-runtime\""],
+                &["pause:3.6", "/usr/bin/nvidia-container-runtime"],
+            ),
+            (
+                "refresh after an upgrade to 2.x: the old copy becomes our keys only",
+                PerKey,
+                main("pause:3.9"),
+                vec![site.clone()],
+                Some(old_copy("pause:3.6", "")),
+                opts(),
+                true,
+                &["BinaryName = \"/opt/nv/nvidia-container-runtime\""],
+                &["sandbox_image", "max_concurrent_downloads", "runtimes.runc"],
+            ),
+            (
+                "refresh keeps the installer's nvidia-* runtimes the others lack",
+                PerKey,
+                main("pause:3.9"),
+                vec![],
+                Some(old_copy("pause:3.6", "") + &format!("{cri}.containerd.runtimes.nvidia-cdi]\nruntime_type = \"io.containerd.runc.v2\"\n{cri}.containerd.runtimes.crun]\nruntime_type = \"io.containerd.runc.v2\"\n")),
+                opts(),
+                true,
+                &["runtimes.nvidia-cdi]"],
+                &["runtimes.crun", "sandbox_image"],
+            ),
+        ];
+        let path = |p: &'static str| Path::new(p);
+        for (name, rule, main_text, others, previous, opts, refresh_it, has, lacks) in cases {
+            let main_src = Source {
+                path: path("/etc/containerd/config.toml"),
+                text: &main_text,
+            };
+            let mut files = vec![main_src];
+            let site_paths = [
+                "/etc/containerd/conf.d/20-site.toml",
+                "/etc/containerd/conf.d/30-more.toml",
+            ];
+            for (i, t) in others.iter().enumerate() {
+                files.push(Source {
+                    path: path(site_paths[i]),
+                    text: t,
+                });
+            }
+            let base_text = effective(&files, rule).unwrap();
+            let base = Source {
+                path: path("<merged>"),
+                text: &base_text,
+            };
+            let d = path("/etc/containerd/conf.d/99-nvidia.toml");
+            let derive = |prev: Option<&str>| -> String {
+                let prev = prev.map(|text| Source { path: d, text });
+                if refresh_it {
+                    let p = prev.expect("refresh cases have a drop-in");
+                    let c = refresh(main_src, base, d, p, &opts, rule)
+                        .unwrap_or_else(|e| panic!("case {name}: {e}"))
+                        .unwrap_or_else(|| panic!("case {name}: nothing to refresh"));
+                    c.content.unwrap()
+                } else {
+                    let out = configure_with(main_src, base, Some(d), prev, &opts, rule)
+                        .unwrap_or_else(|e| panic!("case {name}: {e}"));
+                    assert_eq!(
+                        out.changes[1].content.as_deref(),
+                        Some(main_text.as_str()),
+                        "case {name}: main file changed"
+                    );
+                    out.changes[0].content.clone().unwrap()
+                }
+            };
+            let got = derive(previous.as_deref());
+            for h in has {
+                assert!(got.contains(h), "case {name}: missing {h:?} in\n{got}");
+            }
+            for l in lacks {
+                assert!(!got.contains(l), "case {name}: unexpected {l:?} in\n{got}");
+            }
+            assert_eq!(
+                derive(Some(&got)),
+                got,
+                "case {name}: a second run changed it"
+            );
+            let mut with = files.clone();
+            with.push(Source {
+                path: d,
+                text: &got,
+            });
+            let shadows = shadowed(&with, with.len() - 1, "nvidia", rule).unwrap();
+            assert_eq!(shadows, vec![], "case {name}: shadows\n{got}");
+            // containerd still has its default runtime.
+            let all = effective(&with, rule).unwrap();
+            check_default_runtime_under(
+                Source {
+                    path: path("<all>"),
+                    text: &all,
+                },
+                rule,
+            )
+            .unwrap_or_else(|e| panic!("case {name}: {e}\n{all}"));
+        }
+
+        // Nothing to refresh in a drop-in that registers no `nvidia`.
+        let none = "version = 2\n".to_string();
+        let src = Source {
+            path: path("/c.toml"),
+            text: &none,
+        };
+        assert!(
+            refresh(src, src, path("/d.toml"), src, &Options::default(), PerKey)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn import_roots() {
+        let cases = [
+            ("Debian", "/etc/containerd/config.toml", "/etc"),
+            (
+                "k3s",
+                "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+                "/var/lib/rancher/k3s/agent/etc",
+            ),
+            (
+                "no etc: the config's directory",
+                "/tmp/x/config.toml",
+                "/tmp/x",
+            ),
+            ("relative", "config.toml", ""),
+        ];
+        for (name, config, want) in cases {
+            assert_eq!(
+                import_root(Path::new(config)),
+                Path::new(want),
+                "case {name}"
+            );
+        }
     }
 
     #[test]

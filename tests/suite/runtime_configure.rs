@@ -1259,6 +1259,13 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
             let m = fs::symlink_metadata(&p).unwrap();
             if m.is_dir() {
                 todo.push(p);
+            } else if m.is_symlink() {
+                let to = fs::read_link(&p).unwrap();
+                out.push((
+                    p,
+                    to.into_os_string().into_encoded_bytes(),
+                    m.modified().unwrap(),
+                ));
             } else {
                 out.push((p.clone(), fs::read(&p).unwrap(), m.modified().unwrap()));
             }
@@ -2089,4 +2096,630 @@ fn other_imports_keep_their_runtimes() {
         read_opt(&conf_d.join("50-site.toml")).as_deref(),
         Some(site.as_str())
     );
+}
+
+/// A containerd config in a temp dir that imports `conf.d/*.toml` (Debian's stock file with the
+/// `imports` line), configured with the drop-in `conf.d/99-nvidia.toml`: the states of issue 39,
+/// judged by `containerd config dump` and by `nvidia-ctk doctor`.
+struct DropInNode {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    conf_d: PathBuf,
+    drop_in: PathBuf,
+}
+
+const CRI: &str = "[plugins.\"io.containerd.grpc.v1.cri\"]";
+const SHIM: &str = env!("CARGO_BIN_EXE_nvidia-container-runtime");
+
+impl DropInNode {
+    fn new() -> DropInNode {
+        let dir = tempfile::tempdir().unwrap();
+        let conf_d = dir.path().join("conf.d");
+        fs::create_dir_all(&conf_d).unwrap();
+        let config = dir.path().join("config.toml");
+        let glob = format!("{}/*.toml", conf_d.display());
+        let main = debian_stock().replacen(
+            "version = 2\n",
+            &format!("version = 2\nimports = [{glob:?}]\n"),
+            1,
+        );
+        fs::write(&config, main).unwrap();
+        let drop_in = conf_d.join("99-nvidia.toml");
+        DropInNode {
+            dir,
+            config,
+            conf_d,
+            drop_in,
+        }
+    }
+
+    fn args(&self, extra: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "runtime",
+            "configure",
+            "--runtime=containerd",
+            "--config",
+            self.config.to_str().unwrap(),
+            "--drop-in-config",
+            self.drop_in.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    }
+
+    /// `runtime configure` (with `extra`), with `env`.
+    fn run(&self, extra: &[&str], env: &[(&str, &str)]) -> Output {
+        let a = self.args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        ctk(&a, env)
+    }
+
+    fn ok(&self, extra: &[&str]) -> Output {
+        let out = self.run(extra, &[]);
+        let a = self.args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        assert!(out.status.success(), "command failed{}", ctx(&a, &out));
+        out
+    }
+
+    fn configure(&self) -> Output {
+        self.ok(&[&format!("--nvidia-runtime-path={SHIM}")])
+    }
+
+    fn refresh(&self) -> Output {
+        self.ok(&["--refresh-drop-in"])
+    }
+
+    /// `plugins."io.containerd.grpc.v1.cri".KEY` in containerd's own dump.
+    fn dumped(&self, key: &str) -> Option<String> {
+        let dump = containerd_dump(&self.config);
+        let v = &dump["plugins"]["io.containerd.grpc.v1.cri"][key];
+        v.as_value().map(|v| {
+            let mut v = v.clone();
+            v.decor_mut().clear();
+            v.to_string()
+        })
+    }
+
+    /// doctor's `engine containerd` check: (status, detail, fix).
+    fn doctor(&self) -> (String, String, String) {
+        let d = self.dir.path();
+        let args = [
+            "doctor".to_string(),
+            "--format=json".into(),
+            format!("--config={}", d.join("toolkit.toml").display()),
+            format!("--containerd-config={}", self.config.display()),
+            format!("--docker-config={}", d.join("daemon.json").display()),
+            format!("--crio-config={}", d.join("crio.conf").display()),
+        ];
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ctk(&a, &[]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("doctor's JSON: {e}{}", ctx(&a, &out)));
+        let c = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "engine containerd")
+            .unwrap_or_else(|| panic!("no engine containerd check{}", ctx(&a, &out)))
+            .clone();
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        (s("status"), s("detail"), s("fix"))
+    }
+}
+
+/// Issue 39: a node's own drop-in made before configure stays effective; the same file (or
+/// config.toml's CRI table) edited after configure is shadowed by our drop-in's copy (containerd
+/// 1.6 replaces the whole CRI table per import) until `--refresh-drop-in`, after which
+/// containerd's dump has the edit; doctor fails in between, naming the file, the key and the
+/// command, and is ok before and after. The refresh keeps the drop-in's mode and owner, writes
+/// nothing the second time, and unconfigure still gives config.toml back byte for byte.
+#[test]
+fn edits_after_configure_take_effect_after_the_refresh() {
+    // (case, the site file before configure (None: none), the edit after configure: (file
+    // name under the temp dir, from, to), the key edited, its value after the edit, another
+    // key the edit adds and its value)
+    struct Case {
+        name: &'static str,
+        site: Option<String>,
+        edit: (&'static str, String, String),
+        key: &'static str,
+        want: &'static str,
+        added: Option<(&'static str, &'static str)>,
+    }
+    let site = |pause: &str, extra: &str| {
+        format!(
+            "version = 2\n{CRI}\nsandbox_image = \"example.org/pause:{pause}\"\n{extra}\
+             [plugins.\"io.containerd.grpc.v1.cri\".cni]\nbin_dir = \"/usr/lib/cni\"\n"
+        )
+    };
+    let cases = [
+        Case {
+            name: "a node drop-in, edited after configure",
+            site: Some(site("1", "")),
+            edit: (
+                "conf.d/20-site.toml",
+                site("1", ""),
+                site("2", "max_concurrent_downloads = 9\n"),
+            ),
+            key: "sandbox_image",
+            want: "\"example.org/pause:2\"",
+            added: Some(("max_concurrent_downloads", "9")),
+        },
+        Case {
+            name: "config.toml's CRI table, edited after configure",
+            site: None,
+            edit: (
+                "config.toml",
+                format!("{CRI}\n"),
+                format!("{CRI}\n    sandbox_image = \"example.org/pause:2\"\n"),
+            ),
+            key: "sandbox_image",
+            want: "\"example.org/pause:2\"",
+            added: None,
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let node = DropInNode::new();
+        let original = fs::read_to_string(&node.config).unwrap();
+        if let Some(s) = &case.site {
+            fs::write(node.conf_d.join("20-site.toml"), s).unwrap();
+        }
+        let before = node.dumped(case.key);
+        node.configure();
+        assert_eq!(
+            node.dumped(case.key),
+            before,
+            "case {name}: the node's setting stays effective after configure"
+        );
+        let (status, detail, _) = node.doctor();
+        assert_eq!(
+            status, "ok",
+            "case {name}: doctor after configure: {detail}"
+        );
+
+        // The edit, after configure: shadowed by the drop-in's copy.
+        let (file, from, to) = &case.edit;
+        let edited = node.dir.path().join(file);
+        let text = fs::read_to_string(&edited).unwrap();
+        assert!(text.contains(from.as_str()), "case {name}: {text}");
+        fs::write(&edited, text.replacen(from.as_str(), to, 1)).unwrap();
+        assert_eq!(
+            node.dumped(case.key),
+            before,
+            "case {name}: the edit is shadowed before the refresh (else this test shows nothing)"
+        );
+        let (status, detail, fix) = node.doctor();
+        assert_eq!(
+            status, "fail",
+            "case {name}: doctor with the edit shadowed: {detail}"
+        );
+        for part in [
+            edited.display().to_string(),
+            case.key.to_string(),
+            node.drop_in.display().to_string(),
+        ] {
+            assert!(
+                detail.contains(&part),
+                "case {name}: {part:?} not in {detail}"
+            );
+        }
+        assert!(
+            fix.contains("--refresh-drop-in") && fix.contains("systemctl restart containerd"),
+            "case {name}: {fix}"
+        );
+
+        // The refresh: the edit is effective, the drop-in keeps its mode and owner.
+        use std::os::unix::fs::MetadataExt;
+        fs::set_permissions(&node.drop_in, fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::chown(&node.drop_in, Some(1234), Some(5678)).unwrap();
+        let out = node.refresh();
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("restart containerd"),
+            "case {name}{}",
+            ctx(&[], &out)
+        );
+        assert_eq!(
+            node.dumped(case.key).as_deref(),
+            Some(case.want),
+            "case {name}"
+        );
+        if let Some((k, v)) = case.added {
+            assert_eq!(
+                node.dumped(k).as_deref(),
+                Some(v),
+                "case {name}: the new key"
+            );
+        }
+        let dump = containerd_dump(&node.config);
+        let rt = &dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"];
+        assert_eq!(
+            rt["nvidia"]["options"]["BinaryName"].as_str(),
+            Some(SHIM),
+            "case {name}: the runtime path read back from the drop-in"
+        );
+        assert!(
+            rt["runc"].is_table_like(),
+            "case {name}: runc kept:\n{dump}"
+        );
+        let m = fs::metadata(&node.drop_in).unwrap();
+        assert_eq!(
+            (m.mode() & 0o7777, m.uid(), m.gid()),
+            (0o640, 1234, 5678),
+            "case {name}: mode and owner"
+        );
+        let (status, detail, _) = node.doctor();
+        assert_eq!(
+            status, "ok",
+            "case {name}: doctor after the refresh: {detail}"
+        );
+
+        // Idempotent: nothing to write the second time.
+        let mtime = m.modified().unwrap();
+        let text = fs::read_to_string(&node.drop_in).unwrap();
+        let out = node.refresh();
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("nothing to change"),
+            "case {name}{}",
+            ctx(&[], &out)
+        );
+        assert_eq!(fs::read_to_string(&node.drop_in).unwrap(), text);
+        assert_eq!(
+            fs::metadata(&node.drop_in).unwrap().modified().unwrap(),
+            mtime
+        );
+        assert!(
+            !fsutil_backup(&node.drop_in).exists(),
+            "case {name}: a .bak in conf.d (containerd would import it)"
+        );
+
+        // unconfigure: config.toml byte for byte (with the edit, when it was there), no drop-in.
+        let un = [
+            "runtime",
+            "unconfigure",
+            "--runtime=containerd",
+            "--config",
+            node.config.to_str().unwrap(),
+            "--drop-in-config",
+            node.drop_in.to_str().unwrap(),
+        ];
+        ok(&un);
+        let want = if *file == "config.toml" {
+            original.replacen(from.as_str(), to, 1)
+        } else {
+            original.clone()
+        };
+        assert_eq!(read_opt(&node.config), Some(want), "case {name}");
+        assert!(!node.drop_in.exists(), "case {name}");
+    }
+}
+
+/// `--refresh-drop-in` where there is nothing to re-derive: exit 0, a note, nothing written.
+#[test]
+fn refresh_with_nothing_to_refresh() {
+    // (case, config text (None: no file), drop-in text (None: none), words of the note)
+    let nvidia_v2 =
+        "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]\n";
+    let cases: &[(&str, Option<&str>, Option<&str>, &str)] = &[
+        ("no config", None, None, "does not exist"),
+        (
+            "no drop-in",
+            Some("version = 2\n"),
+            None,
+            "does not exist (configure writes it)",
+        ),
+        (
+            "a drop-in the config does not import",
+            Some("version = 2\n"),
+            Some(nvidia_v2),
+            "is not among the files",
+        ),
+        (
+            "a drop-in without our runtime",
+            Some("IMPORTS"),
+            Some("version = 2\n"),
+            "registers no `nvidia` runtime",
+        ),
+        (
+            "a version 1 config",
+            Some("[plugins.cri]\n"),
+            Some(nvidia_v2),
+            "version 1 config imports no drop-in",
+        ),
+    ];
+    for (name, config_text, drop_in_text, words) in cases {
+        let node = DropInNode::new();
+        fs::remove_file(&node.config).unwrap();
+        let imports = format!(
+            "version = 2\nimports = [\"{}/*.toml\"]\n",
+            node.conf_d.display()
+        );
+        if let Some(t) = config_text {
+            fs::write(&node.config, t.replace("IMPORTS", &imports)).unwrap();
+        }
+        if let Some(t) = drop_in_text {
+            fs::write(&node.drop_in, t).unwrap();
+        }
+        let before = snapshot(node.dir.path());
+        let out = node.run(&["--refresh-drop-in"], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "case {name}{}", ctx(&[], &out));
+        assert!(
+            err.contains("nothing to refresh") && err.contains(words),
+            "case {name}{}",
+            ctx(&[], &out)
+        );
+        assert_eq!(
+            snapshot(node.dir.path()),
+            before,
+            "case {name}: files changed"
+        );
+    }
+}
+
+/// `--refresh-drop-in` takes its settings from the drop-in: the flags that set them, another
+/// engine and an in-place config are refused by name, and nothing is written.
+#[test]
+fn refresh_refuses_the_flags_it_does_not_use() {
+    // (case, extra flags, the words of the error)
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "set as default",
+            &["--set-as-default"],
+            "--nvidia-set-as-default: not used with --refresh-drop-in",
+        ),
+        (
+            "runtime path",
+            &["--nvidia-runtime-path=/x"],
+            "--nvidia-runtime-path: not used",
+        ),
+        ("cdi", &["--cdi.enabled"], "--cdi.enabled: not used"),
+        (
+            "config source",
+            &["--config-source=command"],
+            "--config-source: not used",
+        ),
+        ("in place", &["--drop-in-config="], "names no drop-in"),
+        ("docker", &["--runtime=docker"], "add --runtime=containerd"),
+    ];
+    for (name, extra, words) in cases {
+        let node = DropInNode::new();
+        node.configure();
+        let before = snapshot(node.dir.path());
+        let config = node.config.display().to_string();
+        let out = if extra == &["--drop-in-config="] {
+            let a = [
+                "runtime",
+                "configure",
+                "--runtime=containerd",
+                "--config",
+                &config,
+                "--refresh-drop-in",
+                "--drop-in-config=",
+            ];
+            ctk(&a, &[])
+        } else if extra == &["--runtime=docker"] {
+            let daemon = node.dir.path().join("daemon.json").display().to_string();
+            let a = [
+                "runtime",
+                "configure",
+                "--runtime=docker",
+                "--config",
+                &daemon,
+                "--refresh-drop-in",
+            ];
+            ctk(&a, &[])
+        } else {
+            let mut all = vec!["--refresh-drop-in"];
+            all.extend_from_slice(extra);
+            node.run(&all, &[])
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "case {name}: accepted{}",
+            ctx(&[], &out)
+        );
+        assert!(err.contains(words), "case {name}{}", ctx(&[], &out));
+        assert_eq!(
+            snapshot(node.dir.path()),
+            before,
+            "case {name}: files changed"
+        );
+    }
+}
+
+/// Bad imports: a file that is not TOML, a symlink out of the config's directory, a drop-in
+/// directory that is a symlink, our own drop-in broken. configure (on a fresh node) and the
+/// refresh (on a configured one) refuse, naming the file (and line) and the fix, and write
+/// nothing. An `imports` glob that matches nothing is normal.
+#[test]
+fn bad_imports_are_refused_before_anything_is_written() {
+    use std::os::unix::fs::symlink;
+    // (case, what to do to the node, the words of the error)
+    type Spoil = fn(&DropInNode, &Path);
+    let cases: &[(&str, Spoil, &[&str])] = &[
+        (
+            "an imported file that is not TOML",
+            |n, _| {
+                fs::write(
+                    n.conf_d.join("20-site.toml"),
+                    "version = 2\n# ok\n[plugins\n",
+                )
+                .unwrap()
+            },
+            &["20-site.toml:3: invalid TOML", "fix that line"],
+        ),
+        (
+            "an imported file that is a symlink out of the config's directory",
+            |n, outside| {
+                let target = outside.join("site.toml");
+                fs::write(&target, "version = 2\n").unwrap();
+                symlink(&target, n.conf_d.join("20-site.toml")).unwrap();
+            },
+            &[
+                "20-site.toml: a symlink to",
+                "outside",
+                "cp --remove-destination",
+            ],
+        ),
+        (
+            "a drop-in directory that is a symlink",
+            |n, outside| {
+                let moved = outside.join("conf.d");
+                fs::rename(&n.conf_d, &moved).unwrap();
+                symlink(&moved, &n.conf_d).unwrap();
+            },
+            &[
+                "the drop-in directory is a symlink",
+                "replace the link with a directory",
+            ],
+        ),
+        (
+            "our drop-in broken by hand",
+            |n, _| {
+                if n.drop_in.exists() {
+                    let t = fs::read_to_string(&n.drop_in).unwrap();
+                    fs::write(&n.drop_in, format!("{t}\n[[oops\n")).unwrap();
+                } else {
+                    fs::write(&n.drop_in, "version = 2\n[[oops\n").unwrap();
+                }
+            },
+            &["99-nvidia.toml:", "invalid TOML", "run configure again"],
+        ),
+    ];
+    for (name, spoil, words) in cases {
+        for refresh in [false, true] {
+            let what = if refresh { "refresh" } else { "configure" };
+            let node = DropInNode::new();
+            let outside = tempfile::tempdir().unwrap();
+            if refresh {
+                node.configure();
+            }
+            spoil(&node, outside.path());
+            let before = snapshot(node.dir.path());
+            let out = if refresh {
+                node.run(&["--refresh-drop-in"], &[])
+            } else {
+                node.run(&[&format!("--nvidia-runtime-path={SHIM}")], &[])
+            };
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success(),
+                "case {name}, {what}: accepted{}",
+                ctx(&[], &out)
+            );
+            for w in *words {
+                assert!(
+                    err.contains(w),
+                    "case {name}, {what}: no {w:?}{}",
+                    ctx(&[], &out)
+                );
+            }
+            assert!(
+                err.contains("nothing was changed"),
+                "case {name}, {what}{}",
+                ctx(&[], &out)
+            );
+            assert_eq!(
+                snapshot(node.dir.path()),
+                before,
+                "case {name}, {what}: files changed"
+            );
+        }
+    }
+
+    // A glob that matches nothing (no conf.d at all, or an empty one) is normal.
+    for remove_dir in [false, true] {
+        let node = DropInNode::new();
+        if remove_dir {
+            fs::remove_dir(&node.conf_d).unwrap();
+        }
+        node.configure();
+        assert!(node.drop_in.exists());
+        node.refresh();
+    }
+}
+
+/// containerd's release decides the drop-in: 1.6 (this host's) gets the whole CRI table; a
+/// containerd 2.x (a stand-in script answering `--version` and `config dump` as 2.0 does) gets
+/// only the nvidia runtime's keys; without any `containerd` the rule before 2.0 is taken, said
+/// in one line.
+#[test]
+fn the_drop_in_follows_containerd_s_merge_rule() {
+    let fake_bin = tempfile::tempdir().unwrap();
+    let fake = fake_bin.path().join("containerd");
+    fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in\n--version) echo 'containerd github.com/containerd/containerd/v2 v2.0.4 1a43cb6a1035441f9aca8f5666a9b3ef9e70ab20' ;;\n\
+         *) echo 'version = 3' ;;\nesac\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let fake_path = format!("{}:/usr/bin:/bin", fake_bin.path().display());
+    // (case, PATH (None: this host's), the drop-in has, has not, a note about the version)
+    let cases: &[(&str, Option<&str>, &[&str], &[&str], bool)] = &[
+        (
+            "containerd 1.6: the whole CRI table",
+            None,
+            &[
+                "[plugins.\"io.containerd.grpc.v1.cri\".cni]",
+                "runtimes.nvidia]",
+            ],
+            &[],
+            false,
+        ),
+        (
+            "containerd 2.0: only the nvidia runtime's keys",
+            Some(&fake_path),
+            &["runtimes.nvidia]", "BinaryName"],
+            &["cni", "sandbox_image", "runtimes.runc"],
+            false,
+        ),
+        (
+            "no containerd: the rule before 2.0, said once",
+            Some("NO_CONTAINERD"),
+            &[
+                "[plugins.\"io.containerd.grpc.v1.cri\".cni]",
+                "runtimes.nvidia]",
+            ],
+            &[],
+            true,
+        ),
+    ];
+    for (name, path, has, lacks, note) in cases {
+        let node = DropInNode::new();
+        let no_containerd = path_without_containerd(node.dir.path());
+        let path = path.map(|p| {
+            if p == "NO_CONTAINERD" {
+                no_containerd.as_str()
+            } else {
+                p
+            }
+        });
+        let env: Vec<(&str, &str)> = path.map(|p| ("PATH", p)).into_iter().collect();
+        let out = node.run(&[&format!("--nvidia-runtime-path={SHIM}")], &env);
+        assert!(out.status.success(), "case {name}{}", ctx(&[], &out));
+        let got = fs::read_to_string(&node.drop_in).unwrap();
+        for h in *has {
+            assert!(got.contains(h), "case {name}: no {h:?} in\n{got}");
+        }
+        for l in *lacks {
+            assert!(!got.contains(l), "case {name}: {l:?} in\n{got}");
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        let notes = err.matches("containerd's version is unknown").count();
+        assert_eq!(notes, usize::from(*note), "case {name}{}", ctx(&[], &out));
+        // The refresh under the same containerd changes nothing.
+        let out = node.run(&["--refresh-drop-in"], &env);
+        assert!(out.status.success(), "case {name}{}", ctx(&[], &out));
+        assert_eq!(
+            fs::read_to_string(&node.drop_in).unwrap(),
+            got,
+            "case {name}: refresh"
+        );
+    }
 }

@@ -147,6 +147,10 @@ pub fn run(args: DoctorArgs, v: Verbosity, matches: &clap::ArgMatches) -> Result
 /// binary is there (imports and drop-ins merged), else the file with the drop-ins the engine
 /// reads over it (containerd's `imports`, CRI-O's `crio.conf.d` next to the file).
 fn read_engine(engine: Engine, file: &Path, installed: bool) -> Result<EngineInput> {
+    let (layers, release) = match engine {
+        Engine::Containerd => containerd_layers(file, installed)?,
+        _ => (Vec::new(), None),
+    };
     if engine == Engine::Containerd && installed && file.exists() {
         let out = std::process::Command::new("containerd")
             .arg("--config")
@@ -160,6 +164,8 @@ fn read_engine(engine: Engine, file: &Path, installed: bool) -> Result<EngineInp
                 via: "containerd config dump".into(),
                 text: Some(String::from_utf8_lossy(&out.stdout).into_owned()),
                 drop_ins: Vec::new(),
+                layers,
+                release,
             });
         }
     }
@@ -190,7 +196,42 @@ fn read_engine(engine: Engine, file: &Path, installed: bool) -> Result<EngineInp
         via,
         text,
         drop_ins,
+        layers,
+        release,
     })
+}
+
+/// containerd's config file and the files it imports, as read (for the drop-in shadow check),
+/// and its release when the binary is there (`containerd --version`).
+fn containerd_layers(
+    file: &Path,
+    installed: bool,
+) -> Result<(
+    Vec<(PathBuf, String)>,
+    Option<nvct::runtime_config::containerd::Release>,
+)> {
+    let release = installed
+        .then(|| {
+            std::process::Command::new("containerd")
+                .arg("--version")
+                .output()
+                .ok()
+        })
+        .flatten()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            nvct::runtime_config::containerd::Release::parse(&String::from_utf8_lossy(&o.stdout))
+        });
+    let Some(text) = read_optional(file)? else {
+        return Ok((Vec::new(), release));
+    };
+    let mut layers = vec![(file.to_path_buf(), text.clone())];
+    for p in containerd_imports(file, &text)? {
+        if let Some(t) = read_optional(&p)? {
+            layers.push((p, t));
+        }
+    }
+    Ok((layers, release))
 }
 
 fn read_optional(file: &Path) -> Result<Option<String>> {

@@ -12,6 +12,14 @@
 //! The whole read → transform → write runs under an advisory lock on the config file's
 //! directory ([`fsutil::lock_dir_of`]), so concurrent runs never lose each other's updates.
 //!
+//! containerd (versions 2 and 3, with a drop-in): the drop-in is derived from the config file
+//! merged with the other files it imports, by the merge rule of the installed containerd's
+//! release (`containerd --version`; [`containerd::MergeRule`]), keeping what the current drop-in
+//! already sets. `configure --refresh-drop-in` re-derives it with the settings read back from
+//! it (what the package's nvidia-containerd-dropin units run before containerd starts). An
+//! imported file that is not TOML or is a symlink out of the config's `/etc`, and a drop-in
+//! directory that is a symlink, are refused before anything is written.
+//!
 //! TEST-ONLY: `NVCT_FAULT_AT=<step>` (a [`fsutil::Step`] name: temp-created, temp-written,
 //! temp-synced, renamed, dir-synced) makes the process abort at that step of each file write
 //! (used by the crash-safety test).
@@ -119,6 +127,13 @@ struct ConfigureArgs {
     common: CommonArgs,
     #[command(flatten)]
     write: WriteArgs,
+    /// containerd: re-derive the drop-in from the current config file and the other files it
+    /// imports, with the settings an earlier configure wrote into it (runtime path, default,
+    /// CDI), so that edits made there since take effect at containerd's next start; writes only
+    /// when the result differs, and nothing without a drop-in. The package's
+    /// nvidia-containerd-dropin units run it before containerd starts.
+    #[arg(long)]
+    refresh_drop_in: bool,
 }
 
 #[derive(Args, Debug, Default)]
@@ -203,13 +218,60 @@ fn parsed(command: RuntimeCommand) -> Flags {
     }
 }
 
+/// `--refresh-drop-in` with a flag it does not use (the settings come from the drop-in), for
+/// another engine, or without a drop-in: the flag at fault and what to do.
+fn refresh_conflict(a: &ConfigureArgs) -> Option<String> {
+    let (c, w) = (&a.common, &a.write);
+    if c.runtime != EngineArg::Containerd {
+        return Some(
+            "--refresh-drop-in: only containerd's drop-in is derived from the other files; add \
+             --runtime=containerd"
+                .into(),
+        );
+    }
+    if matches!(&c.drop_in_config, Some(Some(p)) if p.is_empty()) {
+        return Some(
+            "--refresh-drop-in: --drop-in-config=\"\" names no drop-in (the config is edited \
+             in place, there is nothing to re-derive); leave it out or name the drop-in"
+                .into(),
+        );
+    }
+    let typed = [
+        ("--nvidia-runtime-path", w.nvidia_runtime_path.is_some()),
+        ("--nvidia-set-as-default", w.set_as_default.is_some()),
+        ("--cdi.enabled", w.cdi_enabled.is_some()),
+        ("--config-source", w.config_source.is_some()),
+        ("--executable-path", w.executable_path.is_some()),
+        (
+            "--nvidia-runtime-hook-path",
+            w.nvidia_runtime_hook_path.is_some(),
+        ),
+        ("--oci-hook-path", c.oci_hook_path.is_some()),
+        ("--config-mode", c.config_mode != ConfigMode::ConfigFile),
+    ];
+    let (flag, _) = typed.iter().find(|(_, t)| *t)?;
+    Some(format!(
+        "{flag}: not used with --refresh-drop-in, which writes the settings the drop-in already \
+         has; leave it out (run configure without --refresh-drop-in to change them)"
+    ))
+}
+
 pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
+    let refresh = match &args.command {
+        RuntimeCommand::Configure(a) if a.refresh_drop_in => {
+            if let Some(why) = refresh_conflict(a) {
+                bail!("{why}");
+            }
+            true
+        }
+        _ => false,
+    };
     let r = flags::resolve(parsed(args.command))?;
     let configure = r.configure;
     if v.debug {
         eprintln!("nvidia-ctk: {}", r.describe());
     }
-    if configure && r.output == Output::Write && !v.quiet {
+    if configure && !refresh && r.output == Output::Write && !v.quiet {
         if let Some(warning) = missing_runtime_warning(&r) {
             eprintln!("nvidia-ctk: warning: {warning}");
         }
@@ -224,7 +286,8 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
         (Output::Write, Some(f)) => Some(fsutil::lock_dir_of(f)?),
         _ => None,
     };
-    let outcome = plan(&r)?;
+    let rule = containerd_rule(&r, v);
+    let outcome = plan(&r, refresh, rule)?;
     if !v.quiet {
         for note in &outcome.notes {
             eprintln!("nvidia-ctk: note: {note}");
@@ -243,7 +306,8 @@ pub fn run(args: RuntimeArgs, v: Verbosity) -> Result<()> {
     ) = (snapshot, &r.target)
     {
         if changed > 0 {
-            if let Err(e) = check_containerd(config, dump_with.as_deref(), v) {
+            let rule = rule.unwrap_or(containerd::MergeRule::WholePlugin);
+            if let Err(e) = check_containerd(config, dump_with.as_deref(), rule, v) {
                 snapshot.restore()?;
                 return Err(e.context(format!(
                     "containerd would not load the result, so nothing was changed (every file \
@@ -305,7 +369,12 @@ impl Snapshot {
 /// else `containerd` from PATH) and reads the file's config version, else by our model of
 /// containerd's merge over the file and the files it imports (a containerd 1.x reading a
 /// version 3 file dumps its own defaults, not the file).
-fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Result<()> {
+fn check_containerd(
+    config: &Path,
+    dump_with: Option<&Path>,
+    rule: containerd::MergeRule,
+    v: Verbosity,
+) -> Result<()> {
     let main = fsutil::read_optional(config)?.unwrap_or_default();
     let binary = dump_with.unwrap_or(Path::new("containerd"));
     let spawn = Command::new(binary)
@@ -331,10 +400,13 @@ fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Re
             binary.display(),
             config.display()
         );
-        containerd::check_default_runtime(Source {
-            path: Path::new(&label),
-            text: &text,
-        })?;
+        containerd::check_default_runtime_under(
+            Source {
+                path: Path::new(&label),
+                text: &text,
+            },
+            rule,
+        )?;
         return Ok(());
     }
     if v.debug {
@@ -350,12 +422,15 @@ fn check_containerd(config: &Path, dump_with: Option<&Path>, v: Verbosity) -> Re
         .iter()
         .map(|(path, text)| Source { path, text })
         .collect();
-    let merged = containerd::effective(&sources)?;
+    let merged = containerd::effective(&sources, rule)?;
     let label = format!("{} with its imports", config.display());
-    containerd::check_default_runtime(Source {
-        path: Path::new(&label),
-        text: &merged,
-    })?;
+    containerd::check_default_runtime_under(
+        Source {
+            path: Path::new(&label),
+            text: &merged,
+        },
+        rule,
+    )?;
     Ok(())
 }
 
@@ -377,42 +452,141 @@ fn engine_dump(engine: Engine, binary: &Path, config: &Path) -> Result<String> {
     String::from_utf8(out.stdout).with_context(|| format!("{cmd:?} printed non-UTF-8 output"))
 }
 
-/// containerd's effective config of `config` (text `text`) and the files it imports other than
-/// `drop_in`, by containerd's merge rules, when the edit goes to that drop-in and there are such
-/// files: containerd 1.x replaces a whole plugin table per import, so the drop-in's CRI table
-/// must carry what the others' tables hold. `None` when the file alone is the base (no other
-/// imports, no drop-in, or a version 1 file, which is edited in place).
-fn containerd_with_imports(
+/// The merge rule of the containerd that reads the config (`--executable-path` with
+/// `--config-source=command`, else `containerd` from `PATH`), for a containerd configure or
+/// refresh with a drop-in; `None` for every other run. An unknown release takes the rule before
+/// 2.0 and says so in one line.
+fn containerd_rule(r: &Resolved, v: Verbosity) -> Option<containerd::MergeRule> {
+    let Target::ConfigFile {
+        drop_in: Some(_),
+        dump_with,
+        ..
+    } = &r.target
+    else {
+        return None;
+    };
+    if r.engine != Engine::Containerd || !r.configure {
+        return None;
+    }
+    let binary = dump_with.as_deref().unwrap_or(Path::new("containerd"));
+    let release = Command::new(binary)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| containerd::Release::parse(&String::from_utf8_lossy(&o.stdout)));
+    let rule = containerd::MergeRule::of(release);
+    match release {
+        Some(rel) if v.debug => eprintln!(
+            "nvidia-ctk: containerd {rel} ({}): {}",
+            binary.display(),
+            rule.describe()
+        ),
+        Some(_) => {}
+        None if !v.quiet => eprintln!(
+            "nvidia-ctk: note: containerd's version is unknown (`{} --version` gave none), so the \
+             rule before {}: {}",
+            binary.display(),
+            containerd::PER_KEY_SINCE,
+            rule.describe()
+        ),
+        None => {}
+    }
+    Some(rule)
+}
+
+/// The files containerd imports from `config` (text `text`), read and checked, with the drop-in
+/// `drop_in` told apart: (the others in load order, the drop-in's text when it is imported and
+/// there). Refused, before anything is written: a drop-in directory that is a symlink, and an
+/// imported file that is a symlink out of the config's `/etc` ([`containerd::import_root`]) or
+/// a dangling one.
+fn containerd_layers(
     config: &Path,
     text: &str,
-    drop_in: Option<&Path>,
-) -> Result<Option<String>> {
-    let Some(drop_in) = drop_in.filter(|_| flags::merges_imports(config, text, drop_in)) else {
-        return Ok(None);
-    };
+    drop_in: &Path,
+) -> Result<(Vec<(PathBuf, String)>, Option<String>)> {
+    let dir = drop_in.parent().unwrap_or(Path::new("/"));
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        let to = std::fs::read_link(dir).unwrap_or_default();
+        bail!(
+            "{}: the drop-in directory is a symlink (to {}); containerd's drop-ins belong in a \
+             real directory next to its config: replace the link with a directory (move the \
+             files over), or name one with --drop-in-config; nothing was changed",
+            dir.display(),
+            to.display()
+        );
+    }
+    let root = containerd::import_root(config);
+    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let ours = fsutil::real_path(drop_in).unwrap_or_else(|_| drop_in.to_path_buf());
-    let mut files = vec![(config.to_path_buf(), text.to_string())];
+    let mut others = Vec::new();
+    let mut previous = None;
     for p in crate::doctor::containerd_imports(config, text)? {
+        let meta = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", p.display())),
+        };
+        if meta.file_type().is_symlink() {
+            let to = std::fs::read_link(&p).unwrap_or_default();
+            match std::fs::canonicalize(&p) {
+                Ok(real) if real.starts_with(&real_root) => {}
+                Ok(real) => bail!(
+                    "{}: a symlink to {}, outside {}: containerd imports it from {}, and this \
+                     tool does not copy settings from outside {} into its drop-in; put the file \
+                     itself there (cp --remove-destination {} {}) or remove the link; nothing \
+                     was changed",
+                    p.display(),
+                    real.display(),
+                    root.display(),
+                    config.display(),
+                    root.display(),
+                    real.display(),
+                    p.display()
+                ),
+                Err(_) => bail!(
+                    "{}: a dangling symlink (to {}), which containerd's imports match and then \
+                     fail to open: remove it or restore its target; nothing was changed",
+                    p.display(),
+                    to.display()
+                ),
+            }
+        }
+        let Some(t) = fsutil::read_optional(&p)? else {
+            continue;
+        };
         let real = fsutil::real_path(&p).unwrap_or_else(|_| p.clone());
         if real == ours {
-            continue;
-        }
-        if let Some(t) = fsutil::read_optional(&p)? {
-            files.push((p, t));
+            previous = Some(t);
+        } else {
+            others.push((p, t));
         }
     }
-    if files.len() == 1 {
-        return Ok(None);
+    Ok((others, previous))
+}
+
+/// A TOML error in a file containerd imports, with the fix.
+fn import_error(e: nvct::runtime_config::Error, config: &Path, drop_in: &Path) -> anyhow::Error {
+    let nvct::runtime_config::Error::Toml { path, .. } = &e else {
+        return e.into();
+    };
+    if path == drop_in {
+        anyhow::anyhow!(
+            "{e}; containerd would not start with it either: fix that line, or remove {} and run \
+             configure again with the flags it was written with; nothing was changed",
+            drop_in.display()
+        )
+    } else {
+        anyhow::anyhow!(
+            "{e}; containerd imports it from {} and would not start with it either: fix that \
+             line, or move the file out of what `imports` matches; nothing was changed",
+            config.display()
+        )
     }
-    let sources: Vec<Source<'_>> = files
-        .iter()
-        .map(|(path, text)| Source { path, text })
-        .collect();
-    Ok(Some(containerd::effective(&sources)?))
 }
 
 /// Compute the new content of every file (the library's transform over what is read here).
-fn plan(r: &Resolved) -> Result<Outcome> {
+fn plan(r: &Resolved, refresh: bool, rule: Option<containerd::MergeRule>) -> Result<Outcome> {
     let configure = r.configure;
     let (config, drop_in, dump_with) = match &r.target {
         Target::OciHook { file, hook } => {
@@ -431,11 +605,33 @@ fn plan(r: &Resolved) -> Result<Outcome> {
             dump_with,
         } => (config, drop_in.as_deref(), dump_with),
     };
-    let text = fsutil::read_optional(config)?.unwrap_or_default();
+    let text = fsutil::read_optional(config)?;
+    if refresh && text.is_none() {
+        return Ok(nothing_to_refresh(format!(
+            "{} does not exist",
+            config.display()
+        )));
+    }
+    let text = text.unwrap_or_default();
     let main = Source {
         path: config,
         text: &text,
     };
+    if let (true, Engine::Containerd, Some(drop_in), Some(rule)) =
+        (configure, r.engine, drop_in, rule)
+    {
+        if flags::merges_imports(config, &text, Some(drop_in)) {
+            return plan_containerd(r, main, drop_in, dump_with.as_deref(), refresh, rule);
+        }
+    }
+    if refresh {
+        // A version 1 file (edited in place), or one that does not parse.
+        containerd::version_of(main)?;
+        return Ok(nothing_to_refresh(format!(
+            "{}: a version 1 config imports no drop-in (configure edits it in place)",
+            config.display()
+        )));
+    }
     let dump_label;
     let dump_text;
     let base = match dump_with {
@@ -447,19 +643,6 @@ fn plan(r: &Resolved) -> Result<Outcome> {
                 text: &dump_text,
             }
         }
-        _ if configure && r.engine == Engine::Containerd => {
-            match containerd_with_imports(config, &text, drop_in)? {
-                Some(merged) => {
-                    dump_text = merged;
-                    dump_label = PathBuf::from(format!("<{} with its imports>", config.display()));
-                    Source {
-                        path: &dump_label,
-                        text: &dump_text,
-                    }
-                }
-                None => main,
-            }
-        }
         _ => main,
     };
     let previous = if configure {
@@ -467,12 +650,123 @@ fn plan(r: &Resolved) -> Result<Outcome> {
     } else {
         fsutil::read_optional(&fsutil::backup_path(&fsutil::real_path(config)?))?
     };
+    if let (false, Engine::Containerd) = (configure, r.engine) {
+        return Ok(containerd::unconfigure_with(
+            main,
+            previous.as_deref(),
+            drop_in,
+            &r.opts,
+            previous.is_none() || drop_in.is_some_and(glob_in_use),
+        )?);
+    }
     let docs = Documents {
         main,
         base,
         previous: previous.as_deref(),
     };
     Ok(flags::transform(r, docs)?)
+}
+
+/// Whether the drop-in's directory holds other `*.toml` files (the node's own drop-ins), which
+/// the `imports` glob configure writes also matches: then unconfigure keeps the glob.
+fn glob_in_use(drop_in: &Path) -> bool {
+    let (Some(dir), Some(ours)) = (drop_in.parent(), drop_in.file_name()) else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        name != ours
+            && name.to_string_lossy().ends_with(".toml")
+            && std::fs::metadata(e.path()).is_ok_and(|m| m.is_file())
+    })
+}
+
+fn nothing_to_refresh(why: String) -> Outcome {
+    Outcome {
+        changes: vec![],
+        notes: vec![format!("nothing to refresh: {why}")],
+    }
+}
+
+/// containerd configure (or `--refresh-drop-in`) with a drop-in, for a version 2 or 3 config:
+/// the drop-in derived from the file merged with the other files it imports (or from
+/// `containerd config dump` with `--config-source=command`), by `rule`, keeping what the current
+/// drop-in sets.
+fn plan_containerd(
+    r: &Resolved,
+    main: Source<'_>,
+    drop_in: &Path,
+    dump_with: Option<&Path>,
+    refresh: bool,
+    rule: containerd::MergeRule,
+) -> Result<Outcome> {
+    let config = main.path;
+    let (others, previous) = containerd_layers(config, main.text, drop_in)?;
+    let previous_src = previous.as_deref().map(|text| Source {
+        path: drop_in,
+        text,
+    });
+    let label;
+    let base_text;
+    let base = match dump_with {
+        Some(binary) => {
+            base_text = engine_dump(r.engine, binary, config)?;
+            label = flags::dump_label(r.engine, binary);
+            Source {
+                path: &label,
+                text: &base_text,
+            }
+        }
+        None if others.is_empty() => main,
+        None => {
+            let sources: Vec<Source<'_>> = std::iter::once(main)
+                .chain(others.iter().map(|(path, text)| Source { path, text }))
+                .collect();
+            base_text = containerd::effective(&sources, rule)
+                .map_err(|e| import_error(e, config, drop_in))?;
+            label = PathBuf::from(format!("<{} with its imports>", config.display()));
+            Source {
+                path: &label,
+                text: &base_text,
+            }
+        }
+    };
+    if let Some(p) = previous_src {
+        // Its errors are the drop-in's, named with the fix.
+        containerd::recover(p, &r.opts.runtime_name)
+            .map_err(|e| import_error(e, config, drop_in))?;
+    }
+    if !refresh {
+        let out =
+            containerd::configure_with(main, base, Some(drop_in), previous_src, &r.opts, rule)?;
+        return Ok(out);
+    }
+    let Some(previous_src) = previous_src else {
+        return Ok(nothing_to_refresh(format!(
+            "{} {}",
+            drop_in.display(),
+            if drop_in.exists() {
+                format!("is not among the files {} imports", config.display())
+            } else {
+                "does not exist (configure writes it)".to_string()
+            }
+        )));
+    };
+    match containerd::refresh(main, base, drop_in, previous_src, &r.opts, rule)? {
+        Some(change) => Ok(Outcome {
+            changes: vec![change],
+            notes: vec![],
+        }),
+        None => Ok(nothing_to_refresh(format!(
+            "{} registers no `{}` runtime (not written by configure; --nvidia-runtime-name names \
+             another)",
+            drop_in.display(),
+            r.opts.runtime_name
+        ))),
+    }
 }
 
 fn unified_diff(path: &Path, old: Option<&str>, new: Option<&str>) -> String {
