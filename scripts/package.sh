@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
 # Packages for a GPU host, from a clean checkout:
-#   target/package/nvidia-container-toolkit_<version>_<arch>.deb      (dpkg -i)
+#   target/package/nvidia-container-toolkit_<version>_<arch>.deb      (apt-get install ./, dpkg -i)
 #   target/package/nvidia-container-toolkit-<version>-1.<arch>.rpm    (rpm -i, dnf install)
-# <version> is Cargo.toml's. Both hold the same files:
+# <version> is Cargo.toml's; the packages' own version carries the epoch 1 (1:<version>), so
+# that it sorts above every upstream version (docs/COMPAT.md, "Switching from upstream's
+# packages"). Both hold the same files:
 #   usr/bin, usr/libexec/nvct   the install tree of scripts/build-release.sh (static fronts in
 #                               usr/bin that exec the dynamic programs in usr/libexec/nvct when
 #                               they need the driver's NVML; nvidia-cdi-hook static)
-#   etc/nvidia-container-runtime/config.toml                config files: an upgrade or a
-#   etc/nvidia-container-toolkit/nvidia-cdi-refresh.env     removal keeps the operator's edits
-#   usr/lib/systemd/system/nvidia-cdi-refresh.{service,path}   (packaging/systemd/)
+#   usr/bin/nvidia-container-toolkit   a link to nvidia-container-runtime-hook (upstream's
+#                               postinst makes it; older hooks.d files name it)
+#   usr/share/nvidia-container-toolkit/{config.toml,nvidia-cdi-refresh.env}   the defaults of
+#                               /etc/nvidia-container-runtime/config.toml and
+#                               /etc/nvidia-container-toolkit/nvidia-cdi-refresh.env, which the
+#                               maintainer scripts write when missing: no conffiles (an upgrade,
+#                               a removal or a switch from upstream's packages keeps the
+#                               operator's files as they are, and never asks)
+#   lib/systemd/system/nvidia-cdi-refresh.{service,path} and its drop-in
+#   nvidia-cdi-refresh.service.d/10-container-engines.conf (packaging/systemd/): the .deb in
+#                               /lib as upstream's .deb (a .deb moving a file between /lib and
+#                               /usr/lib loses it on a merged-/usr system), the .rpm in /usr/lib
 #   usr/share/containers/oci/hooks.d/oci-nvidia-hook.json      (podman, CRI-O)
 #   usr/share/man/man1/nvidia-ctk*.1.gz, bash/zsh/fish completions of nvidia-ctk: written by
 #                               the freshly built nvidia-ctk's hidden `generate-docs`
 # Nothing is enabled or started on install: `systemctl enable --now nvidia-cdi-refresh.path`
 # is the operator's choice. The maintainer scripts (packaging/debian/{postinst,prerm,postrm},
-# packaging/rpm/{post,preun,postun}.sh) reload a running systemd after the unit files change,
-# stop and disable the units on removal (not on upgrade), and the .deb's purge removes
-# enablement links that are left.
+# packaging/rpm/{post,posttrans,preun,postun}.sh) write the missing config files, reload a
+# running systemd after the unit files change, stop and disable the units on removal (not on
+# upgrade) and name engine configs that still run the removed programs, and the .deb's purge
+# removes the config files and enablement links that are left.
 #
 # --profile release (default) runs scripts/build-release.sh (LTO). --profile dev packages the
 # debug builds scripts/test.sh has already made (target/static/debug/* for the static ones,
@@ -88,13 +100,13 @@ else
   done
 fi
 
-# Config files, units, the OCI hook.
-install -D -m 0644 config/config.toml "$stage/etc/nvidia-container-runtime/config.toml"
-install -D -m 0644 packaging/systemd/nvidia-cdi-refresh.env "$stage/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
-conffiles=(/etc/nvidia-container-runtime/config.toml /etc/nvidia-container-toolkit/nvidia-cdi-refresh.env)
-for unit in nvidia-cdi-refresh.service nvidia-cdi-refresh.path; do
+# The default config files, units, the OCI hook, upstream's link.
+install -D -m 0644 config/config.toml "$stage/usr/share/$name/config.toml"
+install -D -m 0644 packaging/systemd/nvidia-cdi-refresh.env "$stage/usr/share/$name/nvidia-cdi-refresh.env"
+for unit in nvidia-cdi-refresh.service nvidia-cdi-refresh.path nvidia-cdi-refresh.service.d/10-container-engines.conf nvidia-containerd-dropin.service nvidia-containerd-dropin.path; do
   install -D -m 0644 "packaging/systemd/$unit" "$stage/usr/lib/systemd/system/$unit"
 done
+ln -s nvidia-container-runtime-hook "$stage/usr/bin/nvidia-container-toolkit"
 install -D -m 0644 packaging/oci-hooks.d/oci-nvidia-hook.json "$stage/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json"
 
 # Man pages and completions, from the nvidia-ctk just staged (its static front runs the staged
@@ -123,8 +135,14 @@ description="A drop-in replacement, in Rust, for the NVIDIA container toolkit: t
 hook nvidia-container-runtime-hook, the runtime shim nvidia-container-runtime, nvidia-ctk
 (runtime configure, cdi generate, config) and the CDI hooks nvidia-cdi-hook, with the
 nvidia-cdi-refresh systemd units that keep /var/run/cdi/nvidia.yaml up to date."
-# What upstream ships the same files in.
-replaces="nvidia-container-toolkit-base, nvidia-container-runtime, nvidia-container-runtime-hook"
+# The version of the packages: epoch 1, above every upstream version (none has an epoch), so
+# that apt and dnf never see NVIDIA's repository's nvidia-container-toolkit as an upgrade.
+epoch=1
+# Upstream's packages whose files ours holds: nvidia-container-toolkit-base (nvidia-ctk,
+# nvidia-container-runtime, nvidia-cdi-hook, the units, the env file) and the pre-1.6 packages
+# (upstream's own Breaks/Replaces boundaries). Upstream's nvidia-container-toolkit is this
+# package's name: ours is its next version.
+replaced_deb="nvidia-container-toolkit-base, nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook"
 
 # --- .deb
 # Depends: the Debian package of each shared library the dynamic programs load (their ELF
@@ -158,21 +176,28 @@ else
 fi
 deb=$work/deb
 cp -a "$stage" "$deb"
+# The units in /lib/systemd/system, where upstream's .deb has them.
+mkdir -p "$deb/lib"
+mv "$deb/usr/lib/systemd" "$deb/lib/systemd"
+rmdir --ignore-fail-on-non-empty "$deb/usr/lib"
 mkdir -p "$deb/DEBIAN"
-printf '%s\n' "${conffiles[@]}" >"$deb/DEBIAN/conffiles"
 for script in postinst prerm postrm; do
   install -m 0755 "packaging/debian/$script" "$deb/DEBIAN/$script"
 done
 (cd "$deb" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$deb/DEBIAN/md5sums"
 {
   echo "Package: $name"
-  echo "Version: $version"
+  echo "Version: $epoch:$version"
   echo "Architecture: $deb_arch"
   echo "Maintainer: $maintainer"
   echo "Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)"
   echo "Depends: $depends_line"
-  echo "Conflicts: $replaces"
-  echo "Replaces: $replaces"
+  # Provides: a package that depends on upstream's base package finds it here; Conflicts and
+  # Replaces: apt removes that package when this one comes (dpkg -i alone needs
+  # --auto-deconfigure: upstream's old nvidia-container-toolkit depends on it).
+  echo "Provides: nvidia-container-toolkit-base (= $epoch:$version)"
+  echo "Conflicts: $replaced_deb"
+  echo "Replaces: $replaced_deb"
   echo "Section: utils"
   echo "Priority: optional"
   echo "Description: $summary"
@@ -181,32 +206,32 @@ done
 dpkg-deb --root-owner-group "${deb_compress[@]}" --build "$deb" "$out/${name}_${version}_${deb_arch}.deb" >/dev/null
 
 # --- .rpm
-# Every file of the staged tree, the config files marked so that an upgrade or removal keeps
-# an edited copy; the package's own directories owned by it. rpmbuild's post-processing
-# (stripping, compressing man pages again, build-id links, debuginfo) is off: the payload is
-# exactly the staged tree, the same files as the .deb.
+# Every file of the staged tree (no %config file: %posttrans writes the config files when
+# missing, as the .deb's postinst does); the package's own directories owned by it. rpmbuild's
+# post-processing (stripping, compressing man pages again, build-id links, debuginfo) is off:
+# the payload is exactly the staged tree, the same files as the .deb.
 files=$work/files.list
 {
   echo '%defattr(-,root,root,-)'
-  for d in /usr/libexec/nvct /etc/nvidia-container-runtime /etc/nvidia-container-toolkit "/usr/share/doc/$name"; do
+  for d in /usr/libexec/nvct "/usr/share/$name" /usr/lib/systemd/system/nvidia-cdi-refresh.service.d "/usr/share/doc/$name"; do
     echo "%dir $d"
   done
-  (cd "$stage" && find . ! -type d -printf '/%P\n' | sort) | while read -r f; do
-    if printf '%s\n' "${conffiles[@]}" | grep -qx -- "$f"; then
-      echo "%config(noreplace) $f"
-    else
-      echo "$f"
-    fi
-  done
+  (cd "$stage" && find . ! -type d -printf '/%P\n' | sort)
 } >"$files"
-rpm_conflicts=$(sed 's/, / /g' <<<"$replaces")
+# Obsoletes (rpm's way to replace another package in one transaction: dnf erases upstream's
+# base package as this one comes) and Provides, with upstream's own boundaries for the pre-1.6
+# packages.
 cat >"$work/$name.spec" <<EOF
 Name: $name
+Epoch: $epoch
 Version: $version
 Release: 1
 Summary: $summary
 License: Apache-2.0
-Conflicts: $rpm_conflicts
+Provides: nvidia-container-toolkit-base = $epoch:$version-1
+Obsoletes: nvidia-container-toolkit-base < $epoch:$version-1
+Provides: nvidia-container-runtime, nvidia-container-runtime-hook
+Obsoletes: nvidia-container-runtime <= 3.5.0-1, nvidia-container-runtime-hook <= 1.4.0-2
 %define debug_package %{nil}
 %define __os_install_post %{nil}
 %define _build_id_links none
@@ -226,6 +251,9 @@ $(cat packaging/rpm/preun.sh)
 
 %postun
 $(cat packaging/rpm/postun.sh)
+
+%posttrans
+$(cat packaging/rpm/posttrans.sh)
 
 %files -f $PWD/$files
 EOF

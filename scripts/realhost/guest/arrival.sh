@@ -43,7 +43,7 @@ arrival_refresh_makes_uvm_nodes() {
   local unit=nvidia-cdi-refresh.service spec=/var/run/cdi/nvidia.yaml dir=/var/lib/nvct-arrival-uvm
   local t0 o before after uvm
   trap arrival_refresh_restore EXIT
-  must systemd-analyze verify "$unit"
+  must systemd-analyze verify --man=no "$unit"
   echo "--- the engines are ordered after the service (the drop-in 10-container-engines.conf)"
   before=$(systemctl show -p Before --value "$unit")
   echo "Before=$before"
@@ -98,7 +98,7 @@ EOF
   [ "$o" = success ] || fail "$unit: Result=$o"
   must ls -l "$fake/driver/dev/nvidia-uvm" "$fake/driver/dev/nvidia-uvm-tools"
   echo "--- $spec"
-  grep -nA1 'path: /dev/nvidia' "$spec" | head -n 40
+  grep -nA1 -E 'path: /dev/nvidia(ctl|-uvm|-uvm-tools|-modeset)$' "$spec"
   grep -q 'path: /dev/nvidia-uvm$' "$spec" || fail "$spec lists no /dev/nvidia-uvm"
   grep -q 'path: /dev/nvidia-uvm-tools$' "$spec" || fail "$spec lists no /dev/nvidia-uvm-tools"
   must ls -l "$fake/driver/dev/char/$uvm:0" "$fake/driver/dev/char/$uvm:1"
@@ -118,8 +118,10 @@ EOF
 # copied; what they do is what upstream's packaging/debian/ does): nvidia-container-toolkit-
 # base holds nvidia-ctk, nvidia-container-runtime and nvidia-cdi-hook (shell stubs), the
 # refresh units in /etc/systemd/system and the env file (conffiles, as every /etc file of a
-# debhelper-built package), and its postinst writes config.toml when there is none and, with a
-# running systemd, enables and starts the path unit; nvidia-container-toolkit depends on it at
+# debhelper-built package), and its postinst writes config.toml when there is none and enables
+# and starts the path unit (upstream's does that when `systemctl is-system-running` says
+# running or degraded; this phase runs as a unit of the boot, while it says starting, so the
+# stand-in asks only that systemd is the init); nvidia-container-toolkit depends on it at
 # the same version, holds the prestart hook, and its postinst links /usr/bin/nvidia-container-
 # toolkit to it. The stand-in units do nothing (ExecStart=/bin/true).
 arrival_work=/var/lib/nvct-arrival
@@ -151,12 +153,10 @@ if [ "$1" = configure ]; then
     mkdir -p /etc/nvidia-container-runtime
     printf '[nvidia-container-cli]\nldconfig = "@/sbin/ldconfig"\n\n[nvidia-container-runtime]\nlog-level = "info"\n' >/etc/nvidia-container-runtime/config.toml
   fi
-  case $(systemctl is-system-running 2>/dev/null || true) in
-  running | degraded)
+  if [ -d /run/systemd/system ]; then
     systemctl daemon-reload || true
     systemctl enable --now nvidia-cdi-refresh.path || true
-    ;;
-  esac
+  fi
 fi
 EOF
   printf 'Package: nvidia-container-toolkit-base\nVersion: %s\nArchitecture: all\nMaintainer: stand-in <stand-in@localhost>\nDescription: stand-in for upstream'"'"'s nvidia-container-toolkit-base\n' "$v" \
@@ -233,6 +233,7 @@ arrival_switch_restore() {
   # at our path, so the one this phase had before comes back after.
   dpkg --purge nvidia-container-toolkit-base >/dev/null 2>&1
   [ -f "$arrival_work/config.toml.fake-host" ] && mv "$arrival_work/config.toml.fake-host" /etc/nvidia-container-runtime/config.toml
+  mkdir -p "${arrival_env%/*}"
   [ -f "$arrival_work/env.before" ] && cp "$arrival_work/env.before" "$arrival_env"
   systemctl daemon-reload
   systemctl enable --now nvidia-cdi-refresh.path
