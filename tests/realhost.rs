@@ -45,8 +45,19 @@ const CASES: &[&str] = &[
     "podman/crun-cdi-after-daemon-reload",
     "podman/hooksd-runc-after-daemon-reload",
     "systemd/runc-hook-after-daemon-reload",
+    // Issue 39 (guest/cri_cases.sh, a CRI client in the guest): a pod with handler nvidia and
+    // SystemdCgroup keeps GPU 0 across a daemon-reload; a site drop-in's sandbox_image edited
+    // after configure is the pod's at the next restart of containerd.
+    "containerd/cri-nvidia-systemd-cgroup-after-daemon-reload",
+    "containerd/cri-sandbox-image-after-drop-in-edit",
     // Item 5: the hook asks systemd to keep the rules of a container that is a scope.
     "docker/gpus-after-daemon-reload",
+    // Issue 34 (guest/arrival.sh): the refresh unit makes the control nodes before the spec;
+    // switching from upstream's packages to ours and back, unattended.
+    "units/refresh-makes-uvm-nodes",
+    "deb/switch-from-upstream-and-back",
+    // Issue 39 part 2: the nvidia-containerd-dropin units re-derive containerd's drop-in.
+    "containerd/drop-in-units",
     "doctor/configured-node",
     // Real nodes round three: the phase reboots the guest; after the boot, containers keep
     // their GPUs across a daemon-reload with nothing run by hand.

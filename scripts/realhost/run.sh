@@ -68,6 +68,8 @@ for b in "${bins[@]}"; do cp "$repo/target/debug/$b" "$share/bin/"; done
 cp "$repo/target/debug/examples/fake_host" "$repo/target/debug/examples/libfake_nvml.so" "$share/bin/examples/"
 cp "${debs[0]}" "$share/deb/"
 cp "$here/guest/phase.sh" "$here/guest/arrival.sh" "$share/guest/"
+cp "$here/guest/cri_cases.sh" "$share/guest/"
+cp "$repo/tests/cri/cri.py" "$repo/tests/cri/runtime_v1.proto" "$share/guest/" # cri_cases.sh's CRI client
 
 echo "realhost: booting the guest ($image, $accel, timeout ${timeout_s}s)" >&2
 accel_args=(-accel tcg,thread=multi -cpu max)

@@ -494,6 +494,18 @@ ExecStartPost=/usr/bin/find /dev/char -lname *nvidia* -delete
 WantedBy=sysinit.target
 EOF
   must systemctl enable nvct-fake-driver.service
+  # The toolkit's refresh unit, enabled as an operator does, runs at the next boot on this fake
+  # node: its ExecCondition lifted (no real module) and the fake /proc/devices bound in, the
+  # driver root the fake one. And the boot's state issue 34 names: no nvidia-uvm nodes (made
+  # on demand, so missing at boot), here and under the driver root.
+  mkdir -p /etc/systemd/system/nvidia-cdi-refresh.service.d
+  printf '[Service]\nExecCondition=\nBindReadOnlyPaths=%s:/proc/devices\n' "$fake/proc/devices" \
+    >/etc/systemd/system/nvidia-cdi-refresh.service.d/50-nvct-fake-host.conf
+  grep -q '^NVIDIA_CTK_DRIVER_ROOT=' /etc/nvidia-container-toolkit/nvidia-cdi-refresh.env ||
+    echo "NVIDIA_CTK_DRIVER_ROOT=$fake/driver" >>/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env
+  must systemctl daemon-reload
+  must systemctl enable nvidia-cdi-refresh.service
+  must rm -f /dev/nvidia-uvm /dev/nvidia-uvm-tools "$fake/driver/dev/nvidia-uvm" "$fake/driver/dev/nvidia-uvm-tools"
 }
 # After the reboot: docker --gpus (the prestart hook) and podman CDI under runc (the spec's
 # keep-device-rules) each open /dev/nvidia0 before and after a daemon-reload; no toolkit
@@ -502,6 +514,14 @@ after_reboot() {
   local dir=/var/lib/nvct-podman-boot o1 o2
   must wait_for 60 docker info
   echo "NVIDIA /dev/char links after the boot: $(find /dev/char -lname '*nvidia*' 2>/dev/null | wc -l)"
+  # The refresh unit ran at this boot, before the engines, and made the uvm nodes the boot
+  # lacked before it wrote the spec (issue 34).
+  echo "+ nvidia-cdi-refresh.service at this boot"
+  systemctl show -p Result -p ExecMainStatus nvidia-cdi-refresh.service
+  journalctl -b -u nvidia-cdi-refresh.service --no-pager | tail -n 15
+  must ls -l "$fake/driver/dev/nvidia-uvm" "$fake/driver/dev/nvidia-uvm-tools"
+  grep -q 'path: /dev/nvidia-uvm$' /var/run/cdi/nvidia.yaml || fail "the spec written at boot lists no /dev/nvidia-uvm"
+  grep -q 'path: /dev/nvidia-uvm-tools$' /var/run/cdi/nvidia.yaml || fail "the spec written at boot lists no /dev/nvidia-uvm-tools"
   must ls -l /dev/nvidia0 /dev/nvidiactl
   fresh_rootfs "$dir"
   docker rm -f nvct-boot-gpus >/dev/null 2>&1
@@ -514,6 +534,7 @@ after_reboot() {
   expect_gpu0 "$o1"
   echo "--- before daemon-reload: podman CDI"
   expect_gpu0 "$o2"
+  grep -qx 'nvidia-uvm' <<<"$(sed -n '1,/^---$/p' <<<"$o2")" || fail "the CDI container has no /dev/nvidia-uvm"
   must systemctl daemon-reload
   sleep 2
   o1=$(docker exec nvct-boot-gpus sh -c "$probe" 2>&1)
@@ -598,6 +619,9 @@ check podman/runc-cdi-after-daemon-reload podman_runc_cdi_reload
 check podman/crun-cdi-after-daemon-reload podman_crun_cdi_reload
 check podman/hooksd-runc-after-daemon-reload podman_hooksd_reload
 check systemd/runc-hook-after-daemon-reload runc_systemd_hook_reload
+. "$share/guest/cri_cases.sh" # issue 39: a CRI client in the guest (tests/cri/cri.py)
+check containerd/cri-nvidia-systemd-cgroup-after-daemon-reload cri_pod_systemd_cgroup_reload
+check containerd/cri-sandbox-image-after-drop-in-edit cri_sandbox_image_after_edit
 check docker/gpus-after-daemon-reload docker_gpus_after_daemon_reload
 check units/refresh-makes-uvm-nodes arrival_refresh_makes_uvm_nodes
 check deb/switch-from-upstream-and-back arrival_switch_packages
