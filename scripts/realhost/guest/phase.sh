@@ -583,6 +583,10 @@ finish() {
 say "boot $boot: started at uptime $(cut -d' ' -f1 /proc/uptime)s"
 if [ "$boot" -eq 2 ]; then
   check reboot/gpus-after-daemon-reload after_reboot
+  # The fake node's drop-in for the refresh unit goes before the package's removal is judged.
+  rm -f /etc/systemd/system/nvidia-cdi-refresh.service.d/50-nvct-fake-host.conf
+  rmdir /etc/systemd/system/nvidia-cdi-refresh.service.d 2>/dev/null
+  systemctl daemon-reload
   check deb/remove-stops-units deb_remove
   check deb/purge-leaves-no-links deb_purge
   finish
