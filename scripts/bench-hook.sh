@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-30}
-cargo build --locked --release --bins --examples >/dev/null
+cargo build --locked --release --workspace --bins --examples --lib >/dev/null
 top=$PWD
 work=$(mktemp -d /tmp/nvct-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT

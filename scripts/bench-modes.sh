@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
-cargo build --locked --release --bins --examples >/dev/null
+cargo build --locked --release --workspace --bins --examples --lib >/dev/null
 cargo rustc --locked --release --target-dir target/static --bin nvidia-cdi-hook -- -C target-feature=+crt-static >/dev/null 2>&1
 top=$PWD
 work=$(mktemp -d /tmp/nvct-modes.XXXXXX)

@@ -78,7 +78,7 @@ if [ -n "$compare" ]; then
     [ -x "$compare/$b" ] || { echo "bench.sh: --compare $compare has no executable $b" >&2; exit 2; }
   done
 fi
-cargo build --locked --release --bins --examples >/dev/null
+cargo build --locked --release --workspace --bins --examples --lib >/dev/null
 for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   cargo rustc --locked --release --target-dir target/static --bin "$b" -- -C target-feature=+crt-static >/dev/null 2>&1
 done

@@ -16,7 +16,7 @@ step() {
 step "installing what the demo uses, when missing (runc, busybox-static, gcc, python3; up to a minute)"
 scripts/install-deps.sh --demo
 step "building the tools (cargo build; about 2 minutes the first time, seconds after)"
-cargo build --locked --quiet --bins --examples
+cargo build --locked --quiet --workspace --bins --examples --lib
 top=$PWD
 work=$(mktemp -d /tmp/nvct-demo.XXXXXX)
 trap 'runc delete -f nvct-demo >/dev/null 2>&1 || true; runc delete -f nvct-demo-shim >/dev/null 2>&1 || true; rm -rf "$work"' EXIT

@@ -38,7 +38,7 @@ scripts/install-deps.sh
 current="cargo fmt --check, clippy -D warnings"
 step "$current"
 cargo fmt --check
-cargo clippy --locked --all-targets --all-features -- -D warnings
+cargo clippy --locked --workspace --all-targets --all-features -- -D warnings
 # fuzz/ (its own workspace) on stable: every target compiles, its libFuzzer entry included, and
 # replays its seeds, regressions and 2000 mutants as a test (docs/FUZZING.md).
 current="fuzz/: every target compiles and replays its seeds and mutants"
@@ -52,7 +52,7 @@ count "${TMPDIR:-/tmp}/nvct-fuzz.log"
 # it is never part of a default or release build.
 current="building the tools, the static hook binaries and the packages"
 step "$current"
-cargo build --locked --bins --examples --all-features
+cargo build --locked --workspace --bins --examples --lib --all-features
 # The installed hook binaries are statically linked (an env-less hook entry gets the image's
 # LD_PRELOAD; a static binary has no loader to obey it): nvidia-cdi-hook whole, the prestart
 # hook and nvidia-ctk as fronts that exec the dynamic build from ../libexec/nvct/ (the layout
@@ -89,7 +89,7 @@ phase() {
   rm -f "$suite_tmp/$name.log"
   rm -rf --one-file-system "${suite_tmp:?}/$name" || echo "warning: could not remove $suite_tmp/$name"
 }
-phase all "every test (cgroup v1 host)" cargo test --locked --all-targets --all-features -- "$@"
+phase all "every test (cgroup v1 host)" cargo test --locked --workspace --all-targets --all-features -- "$@"
 # The Kubernetes manifests (packaging/kubernetes/) against the Kubernetes JSON schemas, offline.
 current="the Kubernetes manifests against the Kubernetes schemas"
 step "$current"

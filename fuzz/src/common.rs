@@ -1,10 +1,10 @@
 //! Shared by several targets: a fixed simulated host (the planner's inputs) and small helpers.
 
-use nvct::fixtures::{inventory_in, node};
-use nvct::host::discover::Inventory;
+use nvct_host::discover::Inventory;
+use nvct_plan::fixtures::{inventory_in, node};
 use std::path::Path;
 
-/// The unit tests' standard host (`nvct::fixtures`: three GPUs, GPU 1 in MIG mode), with
+/// The unit tests' standard host (`nvct_plan::fixtures`: three GPUs, GPU 1 in MIG mode), with
 /// `driver_version` / `cuda_version`, the MIG config/monitor capabilities and the modeset
 /// node, so that every request the fuzzers make has something to plan with.
 pub fn inventory(driver_version: &str, cuda_version: Option<&str>) -> Inventory {
@@ -30,9 +30,9 @@ pub fn flags_and_text(data: &[u8]) -> Option<(u8, &str)> {
 
 /// Engine-config options from the flags byte: bit 0 set-as-default, bit 1 CDI, bits 3–4 the
 /// runtime name (including names that need quoting in TOML and the name of the template).
-pub fn options(flags: u8) -> nvct::runtime_config::Options {
+pub fn options(flags: u8) -> nvct_engines::Options {
     let names = ["nvidia", "nvidia-cdi", "my.runtime", "runc"];
-    nvct::runtime_config::Options {
+    nvct_engines::Options {
         runtime_name: names[usize::from((flags >> 3) & 3)].into(),
         runtime_path: "/usr/bin/nvidia-container-runtime".into(),
         set_as_default: flags & 1 != 0,
@@ -47,7 +47,7 @@ pub fn drop_in(flags: u8, path: &str) -> Option<&Path> {
 }
 
 /// The content of every change (a removal has none).
-pub fn contents(out: &nvct::runtime_config::Outcome) -> Vec<(&Path, &str)> {
+pub fn contents(out: &nvct_engines::Outcome) -> Vec<(&Path, &str)> {
     out.changes
         .iter()
         .filter_map(|c| Some((c.path.as_path(), c.content.as_deref()?)))

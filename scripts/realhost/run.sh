@@ -4,7 +4,7 @@
 # nvct-realhost.service run guest/phase.sh (the checks) and power off, and collects the results.
 #
 # Usage: scripts/realhost/run.sh [OUT_DIR]          (as root; OUT_DIR default target/realhost)
-# Needs: cargo build --locked --all-features --bins --examples, and the .deb of
+# Needs: cargo build --locked --workspace --all-features --bins --examples --lib, and the .deb of
 #        scripts/package.sh in $NVCT_PACKAGE_DIR (default target/package).
 # Env:   NVCT_REALHOST_TIMEOUT  seconds the VM may run, boot to power-off (default 1800)
 #        NVCT_REALHOST_ACCEL    tcg (default) or kvm: this machine's paravirtualised KVM
@@ -42,8 +42,8 @@ bins=(nvidia-ctk nvidia-container-runtime nvidia-container-runtime-hook nvidia-c
 for b in "${bins[@]}"; do
   [ -x "$repo/target/debug/$b" ] || die "target/debug/$b missing: cargo build --locked --all-features --bins --examples"
 done
-for f in fake_host libfake_nvml.so; do
-  [ -e "$repo/target/debug/examples/$f" ] || die "target/debug/examples/$f missing: cargo build --locked --all-features --bins --examples"
+for f in examples/fake_host libfake_nvml.so; do
+  [ -e "$repo/target/debug/$f" ] || die "target/debug/$f missing: cargo build --locked --workspace --all-features --bins --examples --lib"
 done
 pkg_dir=${NVCT_PACKAGE_DIR:-$repo/target/package}
 debs=("$pkg_dir"/nvidia-container-toolkit_*_amd64.deb)
@@ -65,7 +65,7 @@ rm -rf --one-file-system "$out"
 share=$out/share
 mkdir -p "$share/bin/examples" "$share/deb" "$share/guest" "$share/out"
 for b in "${bins[@]}"; do cp "$repo/target/debug/$b" "$share/bin/"; done
-cp "$repo/target/debug/examples/fake_host" "$repo/target/debug/examples/libfake_nvml.so" "$share/bin/examples/"
+cp "$repo/target/debug/examples/fake_host" "$repo/target/debug/libfake_nvml.so" "$share/bin/examples/"
 cp "${debs[0]}" "$share/deb/"
 cp "$here/guest/phase.sh" "$here/guest/arrival.sh" "$share/guest/"
 cp "$here/guest/cri_cases.sh" "$share/guest/"

@@ -1,7 +1,7 @@
 //! `nvidia-cdi-hook <name>`: the hooks CDI specs reference (`create-symlinks`,
 //! `update-ldcache`, `disable-device-node-modification`, `enable-cuda-compat`). The same code
 //! as `nvidia-ctk hook <name>` (src/bin/nvidia-ctk/hook.rs, compiled into both); the work is in
-//! `nvct::cdi_hooks`.
+//! `nvct_inject::cdi_hooks`.
 
 #[path = "nvidia-ctk/hook.rs"]
 mod hook;
@@ -27,14 +27,14 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    nvct::process::start_hook();
+    nvct_inject::process::start_hook();
     let cli = Cli::parse();
     match hook::run(cli.hook, "nvidia-cdi-hook", cli.debug) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(
                 "nvidia-cdi-hook: error: {}",
-                nvct::log::error_text(e.chain())
+                nvct_formats::log::error_text(e.chain())
             );
             ExitCode::FAILURE
         }

@@ -4,14 +4,14 @@
 //! `[-config FILE] [-debug] [-version] prestart|poststart|poststop`.
 
 use anyhow::Result;
-use nvct::config::{self, Config};
-use nvct::host::discover;
-use nvct::log::Logger;
-use nvct::oci::{self, HookState, OciError};
-use nvct::out::prestart::{self as apply, ContainerTarget};
-use nvct::plan::request::{self, ContainerView};
-use nvct::plan::{self, Layout};
-use nvct::syslog;
+use nvct_formats::config::{self, Config};
+use nvct_formats::log::Logger;
+use nvct_formats::oci::{self, HookState, OciError};
+use nvct_formats::syslog;
+use nvct_host::discover;
+use nvct_inject::prestart::{self as apply, ContainerTarget};
+use nvct_plan::request::{self, ContainerView};
+use nvct_plan::{self as plan, Layout};
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,16 +60,16 @@ const NAME: &str = "nvidia-container-runtime-hook";
 fn main() -> ExitCode {
     // Hooks are hostile-input programs: never let the container's loader variables reach
     // anything we start.
-    nvct::process::start_hook();
+    nvct_inject::process::start_hook();
     // The statically linked build is the installed front: it runs `prestart` itself when the
     // request needs nothing of NVML (a static binary cannot load the driver's library), and
-    // execs the dynamic program (nvct::process) for everything else.
+    // execs the dynamic program (nvct_inject::process) for everything else.
     let front = cfg!(target_feature = "crt-static");
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) if front && (a.help || a.version || a.command.as_deref() != Some("prestart")) => {
-            nvct::process::exec_worker(NAME)
+            nvct_inject::process::exec_worker(NAME)
         }
-        Err(_) if front => nvct::process::exec_worker(NAME),
+        Err(_) if front => nvct_inject::process::exec_worker(NAME),
         Ok(a) => a,
         Err(e) => {
             eprintln!("nvidia-container-runtime-hook: {e}\n{USAGE}");
@@ -90,9 +90,11 @@ fn main() -> ExitCode {
     match args.command.as_deref() {
         Some("prestart") => match prestart(args.config, args.debug, front) {
             Ok(Outcome::Done) => ExitCode::SUCCESS,
-            Ok(Outcome::Handoff(state)) => nvct::process::exec_worker_with_stdin(NAME, &state),
+            Ok(Outcome::Handoff(state)) => {
+                nvct_inject::process::exec_worker_with_stdin(NAME, &state)
+            }
             Err(e) => {
-                let text = nvct::log::error_text(e.chain());
+                let text = nvct_formats::log::error_text(e.chain());
                 eprintln!("nvidia-container-runtime-hook: error: {text}");
                 // crun throws a hook's stderr away: the system log keeps the reason.
                 syslog::send(
@@ -237,7 +239,7 @@ fn refused(log: &mut Logger, state: &HookState, e: &anyhow::Error) {
     log.error(&format!(
         "container {}: refused: {}",
         state.id,
-        nvct::log::error_text(e.chain())
+        nvct_formats::log::error_text(e.chain())
     ));
 }
 
@@ -306,7 +308,7 @@ fn inject(
     rootfs: PathBuf,
     config: &Config,
     resolved: request::Resolved,
-    inv: Option<nvct::model::Inventory>,
+    inv: Option<nvct_model::Inventory>,
     log: &mut Logger,
     t: &mut Timings,
 ) -> Result<()> {

@@ -1,20 +1,20 @@
 //! `nvidia-container-runtime`: the runc-compatible shim. Every command but `create` is exec'd
 //! unchanged on the low-level runtime (config `nvidia-container-runtime.runtimes`). On `create`
 //! of a container that asks for a GPU, `<bundle>/config.json` gains our prestart hook (legacy
-//! mode) or the CDI edits of the requested devices (`cdi`, `jit-cdi`; see `nvct::out::shim`) in
+//! mode) or the CDI edits of the requested devices (`cdi`, `jit-cdi`; see `nvct_inject::shim`) in
 //! one atomic write before the runtime is exec'd; on any error it is left untouched. Never
-//! writes to stdout except through the runtime; logs go through [`nvct::log::Logger`] (config `debug` file and runc's `--log`).
+//! writes to stdout except through the runtime; logs go through [`nvct_formats::log::Logger`] (config `debug` file and runc's `--log`).
 //!
 //! TEST-ONLY: `NVCT_FAULT_AT=<step>` (a [`fsutil::Step`] name) makes the process abort at that
 //! step of the config.json write (used by the crash-safety test).
 
 use anyhow::{Context, Result};
-use nvct::config::{self, Config};
-use nvct::fsutil::{self, Step, WriteOptions};
-use nvct::host::discover;
-use nvct::log::{Format, Logger, Steps};
-use nvct::oci;
-use nvct::out::shim;
+use nvct_formats::config::{self, Config};
+use nvct_formats::fsutil::{self, Step, WriteOptions};
+use nvct_formats::log::{Format, Logger, Steps};
+use nvct_formats::oci;
+use nvct_host::discover;
+use nvct_inject::shim;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
@@ -41,7 +41,7 @@ fn main() {
         Ok(never) => match never {},
         Err(e) => e,
     };
-    let text = nvct::log::error_text(err.chain());
+    let text = nvct_formats::log::error_text(err.chain());
     log.error(&format!("nvidia-container-runtime: {text}"));
     eprintln!("nvidia-container-runtime: error: {text}");
     std::process::exit(1);
@@ -61,7 +61,7 @@ fn try_run(
     let (config, warnings) = Config::load_checked(&config_path)?;
     log.configure(&config.runtime);
     // Handed over by the static front, which logged these lines already.
-    let front_logged = std::env::var_os(nvct::process::HANDED_OVER_ENV).is_some();
+    let front_logged = std::env::var_os(nvct_inject::process::HANDED_OVER_ENV).is_some();
     if front_logged {
         log.debug("took over from the static front: the request needs NVML");
     } else {
@@ -100,7 +100,7 @@ fn try_run(
     let e = Command::new(&runtime)
         .arg0(&runtime)
         .args(raw)
-        .env_remove(nvct::process::HANDED_OVER_ENV)
+        .env_remove(nvct_inject::process::HANDED_OVER_ENV)
         .exec();
     Err(anyhow::Error::new(e).context(format!(
         "cannot run the low-level runtime {}",
@@ -149,23 +149,27 @@ fn create(
                 // The device rules of what the hook will inject, in the spec too. When the
                 // host cannot be planned for, the hook says why at prestart; only warn here.
                 let root = config.driver();
-                let layout = nvct::plan::Layout::UNKNOWN;
+                let layout = nvct_plan::Layout::UNKNOWN;
                 // The devices only: the rules need nothing of the driver's files.
-                let files = discover::Files::Devices(nvct::plan::needs(&req));
-                let discovered = discover(&root, nvct::plan::needs_nvml(&req), files);
+                let files = discover::Files::Devices(nvct_plan::needs(&req));
+                let discovered = discover(&root, nvct_plan::needs_nvml(&req), files);
                 steps.mark("discovery");
                 let planned = discovered
                     .map_err(anyhow::Error::from)
-                    .and_then(|inv| Ok(nvct::plan::plan(&req, &inv, &layout)?));
+                    .and_then(|inv| Ok(nvct_plan::plan(&req, &inv, &layout)?));
                 match planned {
                     Ok(plan) => {
-                        nvct::out::spec_edit::allow_devices(&mut spec, &plan.cgroup_rules, &path)?;
+                        nvct_inject::spec_edit::allow_devices(
+                            &mut spec,
+                            &plan.cgroup_rules,
+                            &path,
+                        )?;
                         done += &format!(" and {} device rules", plan.cgroup_rules.len());
                     }
                     Err(e) => log.warning(&format!(
                         "{}: no device rules written: {}",
                         path.display(),
-                        nvct::log::error_text(e.chain())
+                        nvct_formats::log::error_text(e.chain())
                     )),
                 }
             }
@@ -183,7 +187,7 @@ fn create(
                     .iter()
                     .map(PathBuf::from)
                     .collect();
-                let (specs, warnings) = nvct::cdi::list::load(&dirs);
+                let (specs, warnings) = nvct_cdi::list::load(&dirs);
                 for w in warnings {
                     log.warning(&w);
                 }
@@ -194,7 +198,7 @@ fn create(
                     &from_specs,
                     &specs,
                     &searched,
-                    &nvct::cdi::fill::fill,
+                    &nvct_cdi::fill::fill,
                     &path,
                 )?;
             }
@@ -261,10 +265,10 @@ fn inject_jit(
     let cdi_hook = shim::find_cdi_hook(config, &which)?;
     // NVML only when the request needs what only it knows (its start is the slowest step of
     // discovery on a real host).
-    let nvml = nvct::plan::needs_nvml_cdi(&jit.request);
+    let nvml = nvct_plan::needs_nvml_cdi(&jit.request);
     // What the request can use (no DRM nodes without graphics or display, ...), as the
     // prestart hook's discovery: the same planner plans both.
-    let files = discover::Files::ButProcGpus(nvct::plan::needs(&jit.request));
+    let files = discover::Files::ButProcGpus(nvct_plan::needs(&jit.request));
     let inv = discover(&config.driver(), nvml, files);
     steps.mark("discovery");
     let inv = inv?;
@@ -283,16 +287,16 @@ fn inject_jit(
 const STATIC: bool = cfg!(target_feature = "crt-static");
 
 fn hand_over() -> ! {
-    nvct::process::exec_program("nvidia-container-runtime")
+    nvct_inject::process::exec_program("nvidia-container-runtime")
 }
 
 /// What `files` says of the host's driver (the legacy mode's device rules: its GPUs and device
 /// nodes; jit-cdi: what CDI edits need), or the static shim's hand-over.
 fn discover(
-    root: &nvct::host::root::DriverRoot,
+    root: &nvct_formats::root::DriverRoot,
     nvml: bool,
     files: discover::Files,
-) -> Result<nvct::model::Inventory, discover::DiscoverError> {
+) -> Result<nvct_model::Inventory, discover::DiscoverError> {
     use discover::Nvml;
     match STATIC {
         true if nvml => hand_over(),
@@ -301,7 +305,7 @@ fn discover(
     }
 }
 
-fn join(names: &[nvct::cdi::QualifiedName]) -> String {
+fn join(names: &[nvct_cdi::QualifiedName]) -> String {
     names
         .iter()
         .map(ToString::to_string)

@@ -1,14 +1,14 @@
 //! `nvidia-ctk-installer`: what the GPU Operator's toolkit container runs on every GPU node.
 //! Flags and environment variables as upstream's (docs/COMPAT.md), resolved by
-//! `nvct::installer_flags`; the work is in `nvct::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
+//! `nvct::flags::installer`; the work is in `nvct_node::installer`. Installs, restarts or signals the engine, then waits for SIGTERM (or
 //! SIGINT, SIGHUP, SIGQUIT) and undoes everything; `--no-daemon` exits after installing.
 //! The image also has it as `nvidia-toolkit` (the GPU Operator's entrypoint runs that name):
 //! nothing here depends on the name it is run under.
 
 use clap::{ArgAction, Parser, ValueEnum};
-use nvct::installer::{self, Options, Restart};
-use nvct::installer_flags::{self, Flags};
-use nvct::runtime_config::Engine;
+use nvct::flags::installer::{self as installer_flags, Flags};
+use nvct_engines::Engine;
+use nvct_node::installer::{self, Options, Restart};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -280,7 +280,7 @@ fn lock_pid_file(path: &Path) -> Result<std::fs::File, String> {
         .write(true)
         .open(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !nvct::fsutil::try_lock(&f).map_err(|e| format!("{}: flock: {e}", path.display()))? {
+    if !nvct_formats::fsutil::try_lock(&f).map_err(|e| format!("{}: flock: {e}", path.display()))? {
         return Err(format!(
             "{} is locked: another nvidia-ctk-installer is running on this node",
             path.display()

@@ -1464,10 +1464,7 @@ struct LdCase {
 
 fn mkfifo(path: &Path) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string.
-    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
-    assert_eq!(rc, 0, "mkfifo {}", path.display());
+    nvct_sys::mkfifo(path, 0o644).unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
 }
 
 fn ld_cache_step_cannot_be_hung_or_flooded_in_both_paths() {
@@ -1916,7 +1913,7 @@ fn static_bin(name: &str) -> PathBuf {
     let path = dir.join(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(
-        nvct::container::ldconfig::static_elf(&bytes),
+        nvct_container::ldconfig::static_elf(&bytes),
         Ok(()),
         "{} is not a static ELF",
         path.display()

@@ -652,7 +652,7 @@ fn config_json_cases() {
         [a.as_bytes(), raw, b.as_bytes()].concat()
     };
     let mut huge = gpu_text.clone().into_bytes();
-    huge.resize(nvct::oci::MAX_SPEC_BYTES as usize + 1, b' ');
+    huge.resize(nvct_formats::oci::MAX_SPEC_BYTES as usize + 1, b' ');
     const PARSE: &str = "is not a valid OCI runtime spec";
     let cases = vec![
         SpecCase {

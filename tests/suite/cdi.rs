@@ -107,10 +107,10 @@ fn parse(text: &str) -> Value {
     serde_norway::from_str(text).unwrap_or_else(|e| panic!("spec is not YAML/JSON: {e}\n{text}"))
 }
 
-/// Our validator's document checks (`nvct::cdi::validate::schema`: every rule of the CDI JSON
+/// Our validator's document checks (`nvct_cdi::validate::schema`: every rule of the CDI JSON
 /// schema and more; its table is `validate.rs`'s `schema_rules`), as strings.
 fn schema_errors(doc: &Value) -> Vec<String> {
-    nvct::cdi::validate::schema(doc)
+    nvct_cdi::validate::schema(doc)
         .iter()
         .map(ToString::to_string)
         .collect()

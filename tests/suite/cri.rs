@@ -346,7 +346,7 @@ fn set_accept_keys(config: &Path, envvar_when_unprivileged: bool, as_volume_moun
         toml_edit::value(envvar_when_unprivileged);
     doc["accept-nvidia-visible-devices-as-volume-mounts"] = toml_edit::value(as_volume_mounts);
     std::fs::write(config, doc.to_string()).unwrap();
-    let parsed: nvct::config::Config = toml::from_str(&doc.to_string()).unwrap();
+    let parsed: nvct_formats::config::Config = toml::from_str(&doc.to_string()).unwrap();
     assert_eq!(
         (
             parsed.accept_nvidia_visible_devices_envvar_when_unprivileged,

@@ -1,5 +1,5 @@
 //! Tests of the fake GPU host (`tests/suite/common/fakehost.rs`), the fake NVML
-//! (`examples/fake_nvml.rs`) and NVML discovery (`nvct::host::nvml`) against it.
+//! (`examples/fake_nvml.rs`) and NVML discovery (`nvct_host::nvml`) against it.
 //!
 //! Needs root, gcc and /sbin/ldconfig, and `cargo build --examples` first; a missing piece fails
 //! the test with a message saying so, never skips it.
@@ -8,7 +8,7 @@ use crate::common::fakehost::{
     FakeHost, CUDA_VERSION, LIB32_DIR, LIB_DIR, NVIDIA_CAPS_MAJOR, NVIDIA_IMEX_MAJOR, NVIDIA_MAJOR,
     NVIDIA_UVM_MAJOR, STUB_LIBS32,
 };
-use nvct::host::nvml::{discover_gpus, NvmlHost};
+use nvct_host::nvml::{discover_gpus, NvmlHost};
 use nvml_wrapper::Nvml;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -31,8 +31,8 @@ fn build(gpus: u32, mig: bool) -> (TempDir, FakeHost) {
 }
 
 /// The discovery's view of `host`: its driver root, device root and procfs root.
-fn root_of(host: &FakeHost) -> nvct::host::root::DriverRoot {
-    nvct::host::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root())
+fn root_of(host: &FakeHost) -> nvct_formats::root::DriverRoot {
+    nvct_formats::root::DriverRoot::new(host.driver_root(), host.dev_root(), host.proc_root())
 }
 
 /// Runs a command and returns its stdout; panics with full context unless it succeeds.
@@ -445,64 +445,7 @@ fn fake_nvml_rejects_bad_requests() {
         host.gpus()[0].uuid
     );
 
-    let lib = nvml.lib();
-    let get_uuid = *lib.nvmlDeviceGetUUID.as_ref().expect("nvmlDeviceGetUUID");
-    let driver_version = *lib
-        .nvmlSystemGetDriverVersion
-        .as_ref()
-        .expect("nvmlSystemGetDriverVersion");
-    let get_count = *lib
-        .nvmlDeviceGetCount_v2
-        .as_ref()
-        .expect("nvmlDeviceGetCount_v2");
-    let mut buffer = [0 as std::ffi::c_char; 96];
-    // SAFETY: each call passes either a valid buffer of the stated length, or a null/bogus
-    // argument the fake must reject without dereferencing it.
-    let raw: Vec<(&str, u32, u32)> = unsafe {
-        vec![
-            (
-                "UUID of a bogus handle",
-                get_uuid(0xdead_0000usize as _, buffer.as_mut_ptr(), 96),
-                2,
-            ),
-            (
-                "UUID of a null handle",
-                get_uuid(std::ptr::null_mut(), buffer.as_mut_ptr(), 96),
-                2,
-            ),
-            (
-                "UUID into a null buffer",
-                get_uuid(gpu0.handle(), std::ptr::null_mut(), 96),
-                2,
-            ),
-            (
-                "UUID into a short buffer",
-                get_uuid(gpu0.handle(), buffer.as_mut_ptr(), 10),
-                7,
-            ),
-            (
-                "driver version into a short buffer",
-                driver_version(buffer.as_mut_ptr(), 4),
-                7,
-            ),
-            (
-                "count into a null pointer",
-                get_count(std::ptr::null_mut()),
-                2,
-            ),
-            (
-                "UUID with room to spare",
-                get_uuid(mig.handle(), buffer.as_mut_ptr(), 96),
-                0,
-            ),
-        ]
-    };
-    for (name, got, want) in raw {
-        assert_eq!(got, want, "case {name}: NVML return code");
-    }
-    // SAFETY: the last case above filled `buffer` with a NUL-terminated string.
-    let uuid = unsafe { std::ffi::CStr::from_ptr(buffer.as_ptr()) };
-    assert_eq!(uuid.to_str().unwrap(), host.gpus()[0].migs[0].uuid);
+    // The raw C ABI's answers to null and bogus pointers: crates/fake-nvml's unit test.
 }
 
 #[test]
@@ -539,8 +482,8 @@ fn discovery_follows_each_library_layout() {
     // flags say aarch64 on the Grace layout), and the same driver root read for the other
     // architecture finds none of them (so the flags and dirs really decide).
     use crate::common::fakehost::LibLayout;
-    use nvct::host::driver::FileKind;
-    use nvct::model::Arch;
+    use nvct_host::driver::FileKind;
+    use nvct_model::Arch;
     let cases = [
         (
             "debian x86-64",
@@ -564,7 +507,7 @@ fn discovery_follows_each_library_layout() {
             .unwrap();
         let mut root = root_of(&host);
         root.arch = arch;
-        let inv = nvct::host::discover::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let inv = nvct_host::discover::discover(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
         let libs: Vec<_> = inv
             .files
             .iter()
@@ -621,8 +564,9 @@ fn discovery_follows_each_library_layout() {
         // (lib64 is x86-64's and aarch64's alike on RHEL, so only the Debian layouts differ).
         if layout != LibLayout::Rhel {
             root.arch = other;
-            let cache = nvct::ldcache::read(&host.driver_root().join("etc/ld.so.cache")).unwrap();
-            let libs = nvct::host::driver::libraries(&root, host.driver_version(), &cache);
+            let cache =
+                nvct_formats::ldcache::read(&host.driver_root().join("etc/ld.so.cache")).unwrap();
+            let libs = nvct_host::driver::libraries(&root, host.driver_version(), &cache);
             assert!(libs.is_empty(), "{name}: read as {other:?}: {libs:?}");
         }
     }
@@ -634,7 +578,7 @@ fn drm_nodes_are_found_through_the_sysfs_beside_the_proc_root() {
     let (_dir, host) = build(2, false);
     let root = root_of(&host);
     assert_eq!(root.sys_path("/"), host.sys_root());
-    let inv = nvct::host::discover::discover(&root).unwrap();
+    let inv = nvct_host::discover::discover(&root).unwrap();
     for gpu in host.gpus() {
         let (card, render) = FakeHost::drm_names(gpu.index);
         let drm = inv
@@ -674,9 +618,9 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
     // The shim's legacy mode writes the plan's device rules from a devices-only discovery
     // (`Files::Devices` of its request's needs); they must be the full discovery's, for every
     // kind of request, with NVML and without.
-    use nvct::host::discover::{read, Files, Nvml};
-    use nvct::model::{Capability as C, DeviceId, Devices, Needs};
-    use nvct::plan::Layout;
+    use nvct_host::discover::{read, Files, Nvml};
+    use nvct_model::{Capability as C, DeviceId, Devices, Needs};
+    use nvct_plan::Layout;
     let cases: Vec<(&str, bool, Devices, Vec<C>)> = vec![
         (
             "GPU 0, compute",
@@ -702,8 +646,8 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
     for (name, mig, devices, caps) in cases {
         let (_dir, host) = build(2, mig);
         let root = root_of(&host);
-        let req = nvct::fixtures::request(devices, &caps);
-        let nvml = nvct::plan::needs_nvml(&req);
+        let req = nvct_plan::fixtures::request(devices, &caps);
+        let nvml = nvct_plan::needs_nvml(&req);
         let full = read(&root, Nvml::wanted(nvml), Files::All).unwrap();
         let devs = read(&root, Nvml::wanted(nvml), Files::Devices(Needs::ALL)).unwrap();
         assert!(
@@ -719,10 +663,10 @@ fn the_devices_only_discovery_gives_the_same_device_rules() {
         let scoped = read(
             &root,
             Nvml::wanted(nvml),
-            Files::Devices(nvct::plan::needs(&req)),
+            Files::Devices(nvct_plan::needs(&req)),
         )
         .unwrap();
-        let rules = |inv| nvct::plan::plan(&req, inv, &Layout::UNKNOWN).map(|p| p.cgroup_rules);
+        let rules = |inv| nvct_plan::plan(&req, inv, &Layout::UNKNOWN).map(|p| p.cgroup_rules);
         let want = rules(&full).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(
             !want.is_empty() || matches!(req.devices, Devices::None),
@@ -738,7 +682,7 @@ fn the_devices_only_discovery_does_not_read_the_ld_cache() {
     // Nothing of the device rules is found through the host ld cache (a real host's is tens of
     // KB): without NVML, a devices-only discovery does not open it. A FIFO in its place shows
     // it: opening one blocks until a writer comes, so a discovery that opens it never returns.
-    use nvct::host::discover::{read, Files, Nvml};
+    use nvct_host::discover::{read, Files, Nvml};
     let (_dir, host) = build(2, false);
     let cache = host.driver_root().join("etc/ld.so.cache");
     std::fs::remove_file(&cache).unwrap();
@@ -751,7 +695,7 @@ fn the_devices_only_discovery_does_not_read_the_ld_cache() {
     let root = root_of(&host);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let inv = read(&root, Nvml::Never, Files::Devices(nvct::model::Needs::ALL));
+        let inv = read(&root, Nvml::Never, Files::Devices(nvct_model::Needs::ALL));
         let _ = tx.send(inv.map(|i| i.gpus.len()).map_err(|e| e.to_string()));
     });
     let got = rx.recv_timeout(std::time::Duration::from_secs(10));
@@ -772,8 +716,8 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
     // files without a capability that has config dirs, the /proc files of the selected GPUs
     // only). Its plan must be the full discovery's, for every capability alone and together,
     // for all GPUs, one, and a MIG device, for an image of either library layout.
-    use nvct::host::discover::{read, Files, Nvml};
-    use nvct::model::{Capability as C, DeviceId, Devices, Layout};
+    use nvct_host::discover::{read, Files, Nvml};
+    use nvct_model::{Capability as C, DeviceId, Devices, Layout};
     let layouts = [
         Layout::UNKNOWN,
         Layout {
@@ -795,7 +739,7 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
                 && full
                     .files
                     .iter()
-                    .any(|f| f.kind == nvct::model::FileKind::Config),
+                    .any(|f| f.kind == nvct_model::FileKind::Config),
             "the fake host has DRM nodes and config files to leave out"
         );
         for caps in &caps_cases {
@@ -805,11 +749,10 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
             }
             for devices in device_cases {
                 let name = format!("mig {mig}, {caps:?}, {devices:?}");
-                let req = nvct::fixtures::request(devices, caps);
-                let scoped = nvct::out::prestart::discover(&root, &req, Nvml::Needed).unwrap();
-                let gpu_files = |inv: &nvct::model::Inventory| {
-                    inv.proc_driver.as_ref().unwrap().gpu_files.len()
-                };
+                let req = nvct_plan::fixtures::request(devices, caps);
+                let scoped = nvct_inject::prestart::discover(&root, &req, Nvml::Needed).unwrap();
+                let gpu_files =
+                    |inv: &nvct_model::Inventory| inv.proc_driver.as_ref().unwrap().gpu_files.len();
                 let selected = match &req.devices {
                     Devices::All => 2,
                     _ => 1,
@@ -820,9 +763,9 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
                     "{name}: the selected GPUs' files"
                 );
                 for layout in &layouts {
-                    let want = nvct::plan::plan(&req, &full, layout)
+                    let want = nvct_plan::plan(&req, &full, layout)
                         .unwrap_or_else(|e| panic!("{name}: {e}"));
-                    let got = nvct::plan::plan(&req, &scoped, layout).unwrap();
+                    let got = nvct_plan::plan(&req, &scoped, layout).unwrap();
                     assert_eq!(got, want, "{name}, {layout:?}");
                 }
                 // jit-cdi's discovery (no GPU's procfs files; the driver's files its request
@@ -831,13 +774,13 @@ fn the_request_scoped_discovery_gives_the_same_plan() {
                     let inv = read(&root, Nvml::Needed, Files::ButProcGpus(needs)).unwrap();
                     let mut req = req.clone();
                     if req.devices == Devices::All {
-                        req.devices = nvct::plan::cdi_all(&inv);
+                        req.devices = nvct_plan::cdi_all(&inv);
                     }
-                    nvct::plan::plan(&req, &inv, &Layout::UNKNOWN).unwrap()
+                    nvct_plan::plan(&req, &inv, &Layout::UNKNOWN).unwrap()
                 };
                 assert_eq!(
-                    jit(nvct::plan::needs(&req)),
-                    jit(nvct::model::Needs::ALL),
+                    jit(nvct_plan::needs(&req)),
+                    jit(nvct_model::Needs::ALL),
                     "{name}: jit-cdi"
                 );
             }
@@ -850,8 +793,8 @@ fn the_spec_discovery_gives_the_same_spec() {
     // `cdi generate` and the installer read the host with `discover_for_spec`, which leaves out
     // the GPUs' /proc files; the spec must be the full discovery's, byte for byte, for every
     // kind of spec, on hosts with and without MIG.
-    use nvct::cdi::generate::{generate, Options, SpecMode};
-    use nvct::model::Capability as C;
+    use nvct_inject::generate::{generate, Options, SpecMode};
+    use nvct_model::Capability as C;
     let kinds: Vec<(&str, Options)> = vec![
         ("default", Options::default()),
         (
@@ -872,8 +815,8 @@ fn the_spec_discovery_gives_the_same_spec() {
     for mig in [false, true] {
         let (_dir, host) = build(4, mig);
         let root = root_of(&host);
-        let full = nvct::host::discover::discover(&root).unwrap();
-        let lean = nvct::host::discover::discover_for_spec(&root).unwrap();
+        let full = nvct_host::discover::discover(&root).unwrap();
+        let lean = nvct_host::discover::discover_for_spec(&root).unwrap();
         assert!(
             full.proc_driver
                 .as_ref()
@@ -888,7 +831,7 @@ fn the_spec_discovery_gives_the_same_spec() {
             let yaml = |inv| {
                 generate(inv, opts)
                     .unwrap_or_else(|e| panic!("{name}, MIG {mig}: {e}"))
-                    .encode(nvct::cdi::Format::Yaml)
+                    .encode(nvct_cdi::Format::Yaml)
                     .unwrap()
             };
             assert_eq!(yaml(&lean), yaml(&full), "{name}, MIG {mig}");

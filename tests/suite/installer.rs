@@ -57,8 +57,8 @@ fn containerd_install_runs_gpu_containers_and_sigterm_restores_everything() {
         ("nvidia-cdi", "nvidia-container-runtime.cdi"),
         ("nvidia-legacy", "nvidia-container-runtime.legacy"),
     ] {
-        let st = nvct::runtime_config::containerd::status(
-            nvct::runtime_config::Source {
+        let st = nvct_engines::containerd::status(
+            nvct_engines::Source {
                 path: &drop_in,
                 text: &dump_text,
             },
@@ -223,8 +223,8 @@ fn crio_gets_a_drop_in_and_a_systemd_restart_through_the_host_root() {
         ("nvidia-cdi", "nvidia-container-runtime.cdi"),
         ("nvidia-legacy", "nvidia-container-runtime.legacy"),
     ] {
-        let st = nvct::runtime_config::crio::status(
-            nvct::runtime_config::Source {
+        let st = nvct_engines::crio::status(
+            nvct_engines::Source {
                 path: &drop_in,
                 text: &text,
             },
@@ -329,7 +329,7 @@ fn upstream_variable_names_and_a_driver_root_seen_elsewhere() {
         dir.join("install/toolkit/.config/nvidia-container-runtime/config.toml"),
     )
     .unwrap();
-    let cfg = nvct::config::Config::parse(&config, Path::new("config.toml")).unwrap();
+    let cfg = nvct_formats::config::Config::parse(&config, Path::new("config.toml")).unwrap();
     assert_eq!(cfg.cli.root, "/run/nvidia/driver", "{config}");
     assert!(
         cfg.accept_nvidia_visible_devices_as_volume_mounts,
@@ -337,8 +337,8 @@ fn upstream_variable_names_and_a_driver_root_seen_elsewhere() {
     );
     let drop_in = std::fs::read_to_string(dir.join("conf.d/99-nvidia.toml")).unwrap();
     for name in ["gpu", "gpu-cdi", "gpu-legacy"] {
-        let st = nvct::runtime_config::containerd::status(
-            nvct::runtime_config::Source {
+        let st = nvct_engines::containerd::status(
+            nvct_engines::Source {
                 path: Path::new("99-nvidia.toml"),
                 text: &drop_in,
             },
@@ -626,7 +626,7 @@ fn gpu_operator_layout_imports_the_host_path_and_takes_upstreams_config_variable
     let text = out_text(&out);
     assert!(out.status.success(), "{text}");
     let main = std::fs::read_to_string(host_etc.join("config.toml")).unwrap();
-    let imports = nvct::runtime_config::containerd::imports(nvct::runtime_config::Source {
+    let imports = nvct_engines::containerd::imports(nvct_engines::Source {
         path: Path::new("config.toml"),
         text: &main,
     })
@@ -661,7 +661,7 @@ fn gpu_operator_layout_imports_the_host_path_and_takes_upstreams_config_variable
         dir.join("install/toolkit/.config/nvidia-container-runtime/config.toml"),
     )
     .unwrap();
-    let cfg = nvct::config::Config::parse(&config, Path::new("config.toml")).unwrap();
+    let cfg = nvct_formats::config::Config::parse(&config, Path::new("config.toml")).unwrap();
     assert_eq!(
         cfg.runtime.modes.cdi.default_kind, "example.com/gpu",
         "{config}"
@@ -931,11 +931,12 @@ fn the_gpu_operators_entrypoint_and_variables_for_each_engine_and_cdi_setting() 
         let config_text =
             std::fs::read_to_string(toolkit.join(".config/nvidia-container-runtime/config.toml"))
                 .unwrap();
-        let cfg = nvct::config::Config::parse(&config_text, Path::new("config.toml")).unwrap();
+        let cfg =
+            nvct_formats::config::Config::parse(&config_text, Path::new("config.toml")).unwrap();
         let mode = if cdi {
-            nvct::config::Mode::Cdi
+            nvct_formats::config::Mode::Cdi
         } else {
-            nvct::config::Mode::Auto
+            nvct_formats::config::Mode::Auto
         };
         assert_eq!(cfg.runtime.mode, mode, "{ctx}\n{config_text}");
         assert_eq!(
@@ -1047,8 +1048,8 @@ fn the_gpu_operators_entrypoint_and_variables_for_each_engine_and_cdi_setting() 
                 let hook = dir.join("host/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json");
                 if cdi {
                     let text = std::fs::read_to_string(&drop_in).unwrap();
-                    let st = nvct::runtime_config::crio::status(
-                        nvct::runtime_config::Source {
+                    let st = nvct_engines::crio::status(
+                        nvct_engines::Source {
                             path: &drop_in,
                             text: &text,
                         },

@@ -257,7 +257,7 @@ fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
     ] {
         let bytes = std::fs::read(under(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(
-            nvct::container::ldconfig::static_elf(&bytes).is_ok(),
+            nvct_container::ldconfig::static_elf(&bytes).is_ok(),
             want_static,
             "{path}: statically linked should be {want_static}"
         );

@@ -190,7 +190,7 @@ fn swapped_directory_never_reaches_the_host_in_the_cdi_hooks() {
             }
         );
         if out.status.success() {
-            let moved = swapped_path.with_file_name(nvct::container::rootfs::fault::MOVED);
+            let moved = swapped_path.with_file_name(nvct_container::rootfs::fault::MOVED);
             assert!(
                 std::fs::read_dir(&moved)
                     .map(|d| d.count() > 0)

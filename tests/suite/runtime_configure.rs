@@ -1940,8 +1940,7 @@ fn debian_stock_containerd_loads_cri_after_configure() {
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    // SAFETY: SIGTERM to the containerd this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = nvct_sys::process::kill(child.id() as i32, libc::SIGTERM);
     let _ = child.wait();
     let cri: Vec<&str> = listing
         .lines()

@@ -387,7 +387,7 @@ fn assert_refused_with(out: &Output, diag: &str, needles: &[&str]) {
 /// The spec `generate_spec` wrote, as JSON.
 fn read_spec(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap();
-    nvct::cdi::spec::parse_value(&text).unwrap()
+    nvct_cdi::spec::parse_value(&text).unwrap()
 }
 
 /// Every device node object of a spec (spec-level and per device).

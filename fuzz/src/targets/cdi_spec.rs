@@ -1,17 +1,17 @@
 //! CDI spec files (YAML or JSON) as `nvidia-ctk cdi validate/list` and the shim's `cdi` mode
-//! read them: `cdi::validate::validate_text` (= `spec::parse_value` + `validate::schema` +
-//! typed decode + `validate::semantic`), `cdi::QualifiedName::new`, `cdi::inject::resolve`,
+//! read them: `nvct_cdi::validate::validate_text` (= `spec::parse_value` + `validate::schema` +
+//! typed decode + `validate::semantic`), `nvct_cdi::QualifiedName::new`, `nvct_cdi::inject::resolve`,
 //! `spec_edit::apply` (via `shim::inject`).
 //! Properties (panic otherwise): no panic and no memory blow-up (YAML aliases); the fast
-//! block-YAML reader (`cdi::block_yaml`) gives exactly serde_norway's value or declines; the fast
-//! writer (`cdi::encode::write`) gives exactly serde_norway's text or declines; a valid spec
+//! block-YAML reader (`nvct_cdi::block_yaml`) gives exactly serde_norway's value or declines; the fast
+//! writer (`nvct_cdi::encode::write`) gives exactly serde_norway's text or declines; a valid spec
 //! encodes to JSON and to YAML that decode to the same spec (what `nvidia-ctk cdi generate`
 //! writes must be readable); every device of a valid spec has a valid qualified name that
 //! `inject::resolve` finds; injecting a valid spec into a valid config.json yields a valid
 //! OCI spec.
 
-use nvct::cdi::{self, validate, Format, QualifiedName, Spec};
-use nvct::out::shim;
+use nvct_cdi::{self, validate, Format, QualifiedName, Spec};
+use nvct_inject::shim;
 use std::path::{Path, PathBuf};
 
 const CONFIG_JSON: &str = r#"{"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"cwd":"/","args":["sh"],"env":["PATH=/bin"]},"root":{"path":"rootfs"},"linux":{}}"#;
@@ -22,7 +22,7 @@ pub fn run(data: &[u8]) {
         return;
     };
     // The fast reader never reads a document otherwise than the full parser.
-    if let Some(fast) = cdi::block_yaml::parse(text) {
+    if let Some(fast) = nvct_cdi::block_yaml::parse(text) {
         match serde_norway::from_str::<serde_json::Value>(text) {
             Ok(full) => assert_eq!(
                 fast, full,
@@ -32,16 +32,16 @@ pub fn run(data: &[u8]) {
         }
     }
     // schema alone is what `cdi list` uses; it must not panic on any document.
-    if let Ok(doc) = cdi::spec::parse_value(text) {
+    if let Ok(doc) = nvct_cdi::spec::parse_value(text) {
         let _ = validate::schema(&doc);
     }
     let Ok(spec) = validate::validate_text(text) else {
         return;
     };
 
-    if let Some(fast) = cdi::encode::write(&spec) {
+    if let Some(fast) = nvct_cdi::encode::write(&spec) {
         let full = serde_norway::to_string(&spec).expect("a valid spec serializes");
-        let full = format!("---\n{}", cdi::encode::quote_sexagesimal(&full));
+        let full = format!("---\n{}", nvct_cdi::encode::quote_sexagesimal(&full));
         assert_eq!(fast, full, "the fast writer differs from serde_norway");
     }
 
@@ -49,7 +49,7 @@ pub fn run(data: &[u8]) {
         let encoded = spec
             .encode(format)
             .unwrap_or_else(|e| panic!("valid spec does not encode: {e}"));
-        let doc = cdi::spec::parse_value(&encoded)
+        let doc = nvct_cdi::spec::parse_value(&encoded)
             .unwrap_or_else(|e| panic!("{format:?} output does not parse: {e}\n{encoded}"));
         let problems = validate::schema(&doc);
         assert!(
@@ -72,14 +72,14 @@ pub fn run(data: &[u8]) {
                 .unwrap_or_else(|e| panic!("valid spec, invalid device name {:?}: {e}", d.name))
         })
         .collect();
-    let specs = vec![cdi::resolve::SpecFile {
+    let specs = vec![nvct_cdi::resolve::SpecFile {
         path: PathBuf::from("/etc/cdi/fuzz.yaml"),
         priority: 0,
         spec: spec.clone(),
     }];
-    let resolved = cdi::inject::resolve(&names, &specs, "/etc/cdi")
+    let resolved = nvct_cdi::inject::resolve(&names, &specs, "/etc/cdi")
         .unwrap_or_else(|e| panic!("valid spec, its own devices do not resolve: {e}"));
-    let edits: Vec<&cdi::ContainerEdits> = resolved.iter().map(|e| e.edits).collect();
+    let edits: Vec<&nvct_cdi::ContainerEdits> = resolved.iter().map(|e| e.edits).collect();
 
     let path = Path::new("/bundle/config.json");
     let mut doc: serde_json::Value = serde_json::from_str(CONFIG_JSON).unwrap();

@@ -8,10 +8,10 @@
 //! to the same value, and — when the input was a valid OCI spec — is still a valid OCI spec
 //! (if it had a `process`).
 
-use nvct::cdi::{ContainerEdits, DeviceNode, Hook, Mount};
-use nvct::config::{Config, Mode, RuntimeConfig};
-use nvct::oci;
-use nvct::out::shim::{self, Action};
+use nvct_cdi::{ContainerEdits, DeviceNode, Hook, Mount};
+use nvct_formats::config::{Config, Mode, RuntimeConfig};
+use nvct_formats::oci;
+use nvct_inject::shim::{self, Action};
 use oci_spec::runtime::Spec;
 use serde_json::Value;
 use std::path::Path;

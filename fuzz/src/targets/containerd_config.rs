@@ -9,7 +9,7 @@
 use crate::common;
 
 use common::{assert_toml, contents};
-use nvct::runtime_config::{containerd, Source};
+use nvct_engines::{containerd, Source};
 use std::path::Path;
 
 /// One input (see the module doc for what is checked); panics on a failed property.

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::{assert_toml, contents};
-use nvct::runtime_config::{crio, Source};
+use nvct_engines::{crio, Source};
 use std::path::Path;
 
 /// One input (see the module doc for what is checked); panics on a failed property.

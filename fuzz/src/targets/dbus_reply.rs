@@ -12,7 +12,7 @@
 //! names one); more bytes after the message (the next one on the socket) change neither the
 //! answer nor the error's name.
 
-use nvct::container::cgroup::dbus::{self, DbusError, MAX_MESSAGE};
+use nvct_container::cgroup::dbus::{self, DbusError, MAX_MESSAGE};
 
 /// The serial of the hook's call (`dbus.rs`, the exchange's `SERIAL`).
 const OURS: u32 = 1;
@@ -147,7 +147,7 @@ fn check(msg: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nvct::model::CgroupRule;
+    use nvct_model::CgroupRule;
 
     /// A value of a header field or of the body.
     enum V<'a> {

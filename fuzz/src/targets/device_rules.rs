@@ -20,8 +20,8 @@
 //! or unset with `access` holding it and the rule's numbers (or none) after the last deny of
 //! type `a` or unset.
 
-use nvct::container::cgroup::spec_allows;
-use nvct::model::CgroupRule;
+use nvct_container::cgroup::spec_allows;
+use nvct_model::CgroupRule;
 use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType};
 
 /// Rule numbers (u32) by index: the GPU's major and minors, nvidia-uvm's, 0, 1, the top.

@@ -3,8 +3,8 @@
 //! (`cdi::QualifiedName::parse`, which the shim applies to the same variable).
 //! Property: no panic; what parses prints back to text that parses to the same value.
 
-use nvct::cdi::QualifiedName;
-use nvct::plan::request::{self, DeviceId, Devices};
+use nvct_cdi::QualifiedName;
+use nvct_plan::request::{self, DeviceId, Devices};
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {

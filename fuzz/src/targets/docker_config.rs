@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::contents;
-use nvct::runtime_config::{docker, Source};
+use nvct_engines::{docker, Source};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
-    if let Some(so) = nvct::elf::shared_object_in(data) {
+    if let Some(so) = nvct_formats::elf::shared_object_in(data) {
         let s = so.soname.as_bytes();
         assert!(!s.is_empty() && s.len() <= 255, "{so:?}");
         assert!(
@@ -15,5 +15,5 @@ pub fn run(data: &[u8]) {
         assert!(so.soname != "." && so.soname != "..", "{so:?}");
         assert_eq!(so.cache_flags & 0xff, 3, "{so:?}");
     }
-    let _ = nvct::elf::static_elf(data);
+    let _ = nvct_formats::elf::static_elf(data);
 }

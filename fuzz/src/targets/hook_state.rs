@@ -2,7 +2,7 @@
 //! Property: no panic; an accepted state has no pid (crun's 0) or 0 < pid <= i32::MAX, a
 //! non-empty bundle, and `read` agrees with `parse`.
 
-use nvct::oci::HookState;
+use nvct_formats::oci::HookState;
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {

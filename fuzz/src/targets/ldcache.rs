@@ -10,7 +10,7 @@
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
-    match nvct::ldcache::parse(data) {
+    match nvct_formats::ldcache::parse(data) {
         Ok(entries) => {
             let mut total = 0usize;
             for e in &entries {
@@ -32,8 +32,8 @@ pub fn run(data: &[u8]) {
             );
             // Within the native writer's bounds the bounded parser agrees; beyond them it
             // refuses with a bound's error, never another.
-            let limits = nvct::ldcache::IMAGE_LIMITS;
-            match nvct::ldcache::parse_within(data, limits) {
+            let limits = nvct_formats::ldcache::IMAGE_LIMITS;
+            match nvct_formats::ldcache::parse_within(data, limits) {
                 Ok(bounded) => {
                     assert_eq!(bounded, entries, "parse_within disagrees with parse");
                     assert!(bounded.len() <= limits.entries as usize);
@@ -42,16 +42,17 @@ pub fn run(data: &[u8]) {
                     matches!(
                         e.format_error(),
                         Some(
-                            nvct::ldcache::FormatError::EntryLimit { .. }
-                                | nvct::ldcache::FormatError::OutputTooLarge { .. }
+                            nvct_formats::ldcache::FormatError::EntryLimit { .. }
+                                | nvct_formats::ldcache::FormatError::OutputTooLarge { .. }
                         )
                     ),
                     "parse_within failed where parse did not: {e}"
                 ),
             }
-            if let Ok(bytes) = nvct::ldcache::write(&entries) {
-                let back = nvct::ldcache::parse(&bytes).expect("our own cache parses");
-                let key = |e: &nvct::ldcache::Entry| (e.soname.clone(), e.path.clone(), e.flags);
+            if let Ok(bytes) = nvct_formats::ldcache::write(&entries) {
+                let back = nvct_formats::ldcache::parse(&bytes).expect("our own cache parses");
+                let key =
+                    |e: &nvct_formats::ldcache::Entry| (e.soname.clone(), e.path.clone(), e.flags);
                 let (mut a, mut b): (Vec<_>, Vec<_>) = (
                     entries.iter().map(key).collect(),
                     back.iter().map(key).collect(),
@@ -60,7 +61,7 @@ pub fn run(data: &[u8]) {
                 b.sort();
                 assert_eq!(a, b, "write then parse keeps every entry");
                 assert_eq!(
-                    nvct::ldcache::write(&back).unwrap(),
+                    nvct_formats::ldcache::write(&back).unwrap(),
                     bytes,
                     "the order is stable"
                 );
@@ -72,7 +73,8 @@ pub fn run(data: &[u8]) {
                 "parse() only fails on the format: {e}"
             );
             assert!(
-                nvct::ldcache::parse_within(data, nvct::ldcache::IMAGE_LIMITS).is_err(),
+                nvct_formats::ldcache::parse_within(data, nvct_formats::ldcache::IMAGE_LIMITS)
+                    .is_err(),
                 "parse_within accepts what parse refuses"
             );
             let _ = e.to_string();

@@ -1,14 +1,14 @@
 //! The whole request of a container: `request::resolve` over an environment (one `KEY=VALUE`
 //! per input line), volume-mount device requests and privilege, under toolkit configs that
-//! accept or refuse them; a resolved request then goes through `plan::plan` (which evaluates
+//! accept or refuse them; a resolved request then goes through `nvct_plan::plan` (which evaluates
 //! its NVIDIA_REQUIRE_* expressions and checks its ids) on a fixed simulated host.
 //! Property: no panic; an unprivileged container never gets MIG config/monitor devices.
 
 use crate::common;
 
-use nvct::config::Config;
-use nvct::plan::request::{self, ContainerView};
-use nvct::plan::{self, Layout};
+use nvct_formats::config::Config;
+use nvct_plan::request::{self, ContainerView};
+use nvct_plan::{self, Layout};
 use std::path::PathBuf;
 
 /// One input (see the module doc for what is checked); panics on a failed property.
@@ -58,5 +58,5 @@ pub fn run(data: &[u8]) {
     } else {
         Layout::UNKNOWN
     };
-    let _ = plan::plan(&req, &inv, &layout);
+    let _ = nvct_plan::plan(&req, &inv, &layout);
 }

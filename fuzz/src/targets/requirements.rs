@@ -1,4 +1,4 @@
-//! NVIDIA_REQUIRE_* expressions: `plan::plan` with a request that only carries requirements
+//! NVIDIA_REQUIRE_* expressions: `nvct_plan::plan` with a request that only carries requirements
 //! (the planner's `check_requirement` / `parse_term` / `compare_versions`), against a host
 //! whose driver and CUDA versions also come from the input (hostile or odd NVML strings).
 //! Input: `driver\ncuda\nexpr...`. Property: no panic; an expression whose every term is
@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use nvct::plan::request::{Devices, Request};
-use nvct::plan::{self, Layout, PlanError};
+use nvct_plan::request::{Devices, Request};
+use nvct_plan::{self, Layout, PlanError};
 
 /// One input (see the module doc for what is checked); panics on a failed property.
 pub fn run(data: &[u8]) {
@@ -27,14 +27,14 @@ pub fn run(data: &[u8]) {
         requirements,
         ..request_none()
     };
-    let _ = plan::plan(&req, &inv, &Layout::UNKNOWN);
+    let _ = nvct_plan::plan(&req, &inv, &Layout::UNKNOWN);
 
     // Trivially true requirements are met whatever the host reports.
     let req = Request {
         requirements: vec!["driver>=0,cuda>=0".into()],
         ..request_none()
     };
-    let got = plan::plan(&req, &inv, &Layout::UNKNOWN);
+    let got = nvct_plan::plan(&req, &inv, &Layout::UNKNOWN);
     assert!(
         !matches!(
             got,
@@ -45,5 +45,5 @@ pub fn run(data: &[u8]) {
 }
 
 fn request_none() -> Request {
-    nvct::fixtures::request(Devices::None, &[])
+    nvct_plan::fixtures::request(Devices::None, &[])
 }

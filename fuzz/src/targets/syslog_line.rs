@@ -7,7 +7,7 @@
 //! character by character the message with control characters as spaces, cut only where the
 //! next character would not fit.
 
-use nvct::syslog::{self, Severity, MAX_MESSAGE};
+use nvct_formats::syslog::{self, Severity, MAX_MESSAGE};
 
 /// The tags the binaries send with (`nvidia-container-runtime-hook`, the first word of
 /// `nvidia-ctk hook`'s program name) and the unit tests' one.

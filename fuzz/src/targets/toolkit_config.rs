@@ -2,7 +2,7 @@
 //! Property: no panic; an accepted config serializes back to TOML that parses to the same
 //! config (what `nvidia-ctk config` prints must be readable by the hook).
 
-use nvct::config::Config;
+use nvct_formats::config::Config;
 use std::path::Path;
 
 /// One input (see the module doc for what is checked); panics on a failed property.

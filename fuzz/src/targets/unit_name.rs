@@ -7,7 +7,7 @@
 //! names a scope; a v1 line after the text does not change a unit found, and a line of another
 //! hierarchy before it changes nothing.
 
-use nvct::container::cgroup::systemd::unit_of;
+use nvct_container::cgroup::systemd::unit_of;
 
 /// Whether `line` is one `unit_of` reads, and its path.
 fn hierarchy_path(line: &str) -> Option<&str> {
@@ -42,7 +42,10 @@ pub fn run(data: &[u8]) {
             "{name:?} is not the last component of a devices, name=systemd or v2 path"
         );
         assert_eq!(
-            unit_of(&format!("{text}\n12:devices:/system.slice/docker-2.scope\n")).as_ref(),
+            unit_of(&format!(
+                "{text}\n12:devices:/system.slice/docker-2.scope\n"
+            ))
+            .as_ref(),
             Some(name),
             "a v1 line after the text changed the unit"
         );

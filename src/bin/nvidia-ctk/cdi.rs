@@ -1,5 +1,5 @@
 //! `nvidia-ctk cdi generate|list|validate`: raw clap values are resolved into typed options
-//! (`generate`'s by `nvct::cdi::generate_flags`), then the library does the work (`nvct::cdi`):
+//! (`generate`'s by `nvct::flags::cdi_generate`), then the library does the work (`nvct_cdi`):
 //! discover → pure generate → one atomic write
 //! (mode 0644) or stdout; list spec directories; validate one spec file (exit 1 on problems).
 
@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvct::cdi::generate_flags::{self, GenerateFlags};
-use nvct::cdi::{self, list, validate, Format};
-use nvct::fsutil::{self, WriteOptions};
+use nvct::flags::cdi_generate::{self as generate_flags, GenerateFlags};
+use nvct_cdi::{self as cdi, list, validate, Format};
+use nvct_formats::fsutil::{self, WriteOptions};
 
 use crate::Verbosity;
 
@@ -111,7 +111,7 @@ struct GenerateArgs {
         long,
         alias = "nvidia-ctk-path",
         env = "NVIDIA_CTK_CDI_HOOK_PATH",
-        default_value = cdi::generate::DEFAULT_HOOK_PATH
+        default_value = nvct_inject::generate::DEFAULT_HOOK_PATH
     )]
     nvidia_cdi_hook_path: String,
     /// ldconfig for the update-ldcache hook (passed as --ldconfig-path when given).
@@ -224,15 +224,15 @@ impl GenerateArgs {
             csv_file: self.csv_file,
             csv_ignore_pattern: self.csv_ignore_pattern,
             library_search_path: self.library_search_path,
-            systemd_booted: nvct::container::cgroup::systemd::booted(),
+            systemd_booted: nvct_container::cgroup::systemd::booted(),
         }
     }
 }
 
 /// The toolkit config `cdi generate` takes its roots from when they are not given.
-fn load_toolkit_config() -> Result<nvct::config::Config, generate_flags::FlagError> {
+fn load_toolkit_config() -> Result<nvct_formats::config::Config, generate_flags::FlagError> {
     let path = crate::toolkit_config(None);
-    nvct::config::Config::load(&path)
+    nvct_formats::config::Config::load(&path)
         .map_err(|source| generate_flags::FlagError::Config { path, source })
 }
 
@@ -246,13 +246,13 @@ fn generate(raw: GenerateArgs, v: Verbosity) -> Result<()> {
     if v.debug {
         eprintln!("nvidia-ctk: {}", g.describe());
     }
-    let inv = nvct::host::discover::discover_for_spec(&g.root)?;
+    let inv = nvct_host::discover::discover_for_spec(&g.root)?;
     if v.debug {
         for note in &inv.notes {
             eprintln!("nvidia-ctk: note: {note}");
         }
     }
-    let spec = cdi::generate::generate(&inv, &g.opts)?;
+    let spec = nvct_inject::generate::generate(&inv, &g.opts)?;
     let text = spec.encode(g.format)?;
     let written = write_spec(g.output.as_deref(), &text)?;
     if let (Some(path), false) = (written, v.quiet) {

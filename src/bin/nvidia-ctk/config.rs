@@ -2,7 +2,7 @@
 //!
 //! * `config default [--output F]`: the shipped default config, comments included.
 //! * `config [--config-file F] [--set KEY[=VALUE]]... [--in-place | --output F]`: the config with
-//!   each `--set` applied losslessly by `nvct::config_edit` (unknown keys, bad values and configs
+//!   each `--set` applied losslessly by `nvct_engines::config_edit` (unknown keys, bad values and configs
 //!   the loader refuses are errors); printed to stdout, written to `--output`, or written back
 //!   atomically (mode and owner kept) with `--in-place`. A missing config file starts from the
 //!   default text. Raw clap values are resolved into [`Resolved`] first.
@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvct::config::{self, DEFAULT_TEXT};
-use nvct::config_edit::{self, Assignment};
-use nvct::fsutil::{self, WriteOptions, Written};
+use nvct_engines::config_edit::{self, Assignment};
+use nvct_formats::config::{self, DEFAULT_TEXT};
+use nvct_formats::fsutil::{self, WriteOptions, Written};
 
 use crate::Verbosity;
 

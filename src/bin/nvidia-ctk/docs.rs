@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, CommandFactory};
 use clap_complete::{Generator, Shell};
-use nvct::fsutil::{self, WriteOptions};
+use nvct_formats::fsutil::{self, WriteOptions};
 
 use crate::Verbosity;
 

@@ -1,6 +1,6 @@
 //! `nvidia-ctk doctor`: gathers what the checks need that is not under the config's roots (the
 //! engines' effective configs: the file, or `containerd config dump`; the Kubernetes node's JSON)
-//! and prints `nvct::doctor`'s checklist, one line per check (`ok`, `skip`, `warn`, `fail`), or
+//! and prints `nvct_node::doctor`'s checklist, one line per check (`ok`, `skip`, `warn`, `fail`), or
 //! `--format json`. Exit code: 0 all ok, 1 with warnings, 2 with a failure.
 
 use std::path::{Path, PathBuf};
@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvct::config::Config;
-use nvct::doctor::{self, Check, Engine, EngineInput, Inputs};
+use nvct_formats::config::Config;
+use nvct_node::doctor::{self, Check, Engine, EngineInput, Inputs};
 use serde::Serialize;
 
 use crate::Verbosity;
@@ -208,7 +208,7 @@ fn containerd_layers(
     installed: bool,
 ) -> Result<(
     Vec<(PathBuf, String)>,
-    Option<nvct::runtime_config::containerd::Release>,
+    Option<nvct_engines::containerd::Release>,
 )> {
     let release = installed
         .then(|| {
@@ -220,7 +220,7 @@ fn containerd_layers(
         .flatten()
         .filter(|o| o.status.success())
         .and_then(|o| {
-            nvct::runtime_config::containerd::Release::parse(&String::from_utf8_lossy(&o.stdout))
+            nvct_engines::containerd::Release::parse(&String::from_utf8_lossy(&o.stdout))
         });
     let Some(text) = read_optional(file)? else {
         return Ok((Vec::new(), release));
@@ -264,8 +264,8 @@ fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
 /// directory unless absolute, with a `*` in its last component matched against that directory.
 /// A file that does not parse has none (its check reports the error).
 pub(crate) fn containerd_imports(file: &Path, text: &str) -> Result<Vec<PathBuf>> {
-    let src = nvct::runtime_config::Source { path: file, text };
-    let Ok(imports) = nvct::runtime_config::containerd::imports(src) else {
+    let src = nvct_engines::Source { path: file, text };
+    let Ok(imports) = nvct_engines::containerd::imports(src) else {
         return Ok(Vec::new());
     };
     let base = file.parent().unwrap_or(Path::new("/"));

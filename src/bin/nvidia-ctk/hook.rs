@@ -1,13 +1,13 @@
 //! `nvidia-ctk hook <name>` and `nvidia-cdi-hook <name>` (this file is compiled into both
 //! binaries): the hooks CDI specs reference. The arguments are read by the library's one hook
-//! protocol (`nvct::container::edits::parse`, the reader of what `cdi generate` writes) and
-//! the work is `nvct::cdi_hooks::run`. An unknown hook name only warns and exits 0, as
+//! protocol (`nvct_container::edits::parse`, the reader of what `cdi generate` writes) and
+//! the work is `nvct_inject::cdi_hooks::run`. An unknown hook name only warns and exits 0, as
 //! upstream does, so that a spec written by a newer toolkit does not break containers.
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nvct::container::edits::{self, Invocation};
-use nvct::log::{Logger, Steps};
+use nvct_container::edits::{self, Invocation};
+use nvct_formats::log::{Logger, Steps};
 
 #[derive(Args, Debug)]
 #[command(after_help = edits::USAGE)]
@@ -61,8 +61,10 @@ pub fn run(args: HookArgs, program: &'static str, debug: bool) -> Result<()> {
     let result = match state {
         Some(path) => std::fs::File::open(&path)
             .with_context(|| format!("--container-spec {}", path.display()))
-            .and_then(|f| nvct::cdi_hooks::run(&e, f, &mut steps).map_err(anyhow::Error::from)),
-        None => nvct::cdi_hooks::run(&e, std::io::stdin().lock(), &mut steps)
+            .and_then(|f| {
+                nvct_inject::cdi_hooks::run(&e, f, &mut steps).map_err(anyhow::Error::from)
+            }),
+        None => nvct_inject::cdi_hooks::run(&e, std::io::stdin().lock(), &mut steps)
             .map_err(anyhow::Error::from),
     };
     if debug {
@@ -91,22 +93,23 @@ fn keep_device_rules(
     let result = match state {
         Some(path) => std::fs::File::open(&path)
             .with_context(|| format!("--container-spec {}", path.display()))
-            .and_then(|f| nvct::cdi_hooks::keep_device_rules(f).map_err(anyhow::Error::from)),
-        None => {
-            nvct::cdi_hooks::keep_device_rules(std::io::stdin().lock()).map_err(anyhow::Error::from)
-        }
+            .and_then(|f| {
+                nvct_inject::cdi_hooks::keep_device_rules(f).map_err(anyhow::Error::from)
+            }),
+        None => nvct_inject::cdi_hooks::keep_device_rules(std::io::stdin().lock())
+            .map_err(anyhow::Error::from),
     };
     let tag = program.split(' ').next().unwrap_or(program);
     match result {
         Ok(Some(Ok(line))) if debug => Logger::stderr_only(program).debug(&line),
         Ok(Some(Err(why))) => {
-            nvct::syslog::send(nvct::syslog::Severity::Warning, tag, &why);
+            nvct_formats::syslog::send(nvct_formats::syslog::Severity::Warning, tag, &why);
             eprintln!("{program}: warning: {why}");
         }
         Err(e) => {
-            let text = nvct::log::error_text(e.chain());
+            let text = nvct_formats::log::error_text(e.chain());
             let why = format!("keep-device-rules: {text}; the container starts without it");
-            nvct::syslog::send(nvct::syslog::Severity::Warning, tag, &why);
+            nvct_formats::syslog::send(nvct_formats::syslog::Severity::Warning, tag, &why);
             eprintln!("{program}: warning: {why}");
         }
         _ => {}
@@ -117,7 +120,11 @@ fn keep_device_rules(
 /// `e`, copied to the system log first: crun throws a hook's stderr away.
 fn logged(program: &str, e: anyhow::Error) -> anyhow::Error {
     let tag = program.split(' ').next().unwrap_or(program);
-    let text = nvct::log::error_text(e.chain());
-    nvct::syslog::send(nvct::syslog::Severity::Err, tag, &format!("error: {text}"));
+    let text = nvct_formats::log::error_text(e.chain());
+    nvct_formats::syslog::send(
+        nvct_formats::syslog::Severity::Err,
+        tag,
+        &format!("error: {text}"),
+    );
     e
 }

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use nvct::config::{Config, Mode};
-use nvct::model::{Capability, Devices, FileKind};
-use nvct::plan::request::Request;
-use nvct::plan::{self, Layout};
+use nvct_formats::config::{Config, Mode};
+use nvct_model::{Capability, Devices, FileKind};
+use nvct_plan::request::Request;
+use nvct_plan::{self as plan, Layout};
 use serde::Serialize;
 
 use crate::Verbosity;
@@ -84,7 +84,7 @@ pub fn run(args: InfoArgs, _v: Verbosity) -> Result<()> {
     let path = args.config.unwrap_or_else(|| crate::toolkit_config(None));
     let (config, warnings) = Config::load_checked(&path)?;
     let root = config.driver();
-    let inv = nvct::host::discover::discover(&root)?;
+    let inv = nvct_host::discover::discover(&root)?;
     let supported: Vec<&str> = config
         .supported_driver_capabilities
         .split(',')

@@ -69,10 +69,10 @@ enum Command {
 static GLOBAL_CONFIG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
 /// The toolkit config file a subcommand reads: its own flag, else the global `--config`, else
-/// `$NVIDIA_CTK_CONFIG_FILE_PATH` or the default path ([`nvct::config::default_path`]).
+/// `$NVIDIA_CTK_CONFIG_FILE_PATH` or the default path ([`nvct_formats::config::default_path`]).
 pub fn toolkit_config(own: Option<std::path::PathBuf>) -> std::path::PathBuf {
     own.or_else(|| GLOBAL_CONFIG.get().cloned())
-        .unwrap_or_else(|| nvct::config::default_path(|k| std::env::var(k).ok()))
+        .unwrap_or_else(|| nvct_formats::config::default_path(|k| std::env::var(k).ok()))
 }
 
 /// How chatty the binary is; shared by every subcommand.
@@ -83,9 +83,9 @@ pub struct Verbosity {
 }
 
 fn main() -> ExitCode {
-    // The statically linked build is the installed front (nvct::process::exec_worker).
+    // The statically linked build is the installed front (nvct_inject::process::exec_worker).
     if cfg!(target_feature = "crt-static") {
-        nvct::process::exec_worker("nvidia-ctk");
+        nvct_inject::process::exec_worker("nvidia-ctk");
     }
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
@@ -103,7 +103,7 @@ fn main() -> ExitCode {
         Command::Runtime(args) => runtime::run(args, v),
         Command::Config(args) => config::run(args, v),
         Command::Hook(args) => {
-            nvct::process::start_hook();
+            nvct_inject::process::start_hook();
             hook::run(args, "nvidia-ctk hook", v.debug)
         }
         Command::Cdi(args) => cdi::run(args, v),
@@ -113,7 +113,10 @@ fn main() -> ExitCode {
             Ok(code) => return code,
             // 1 means "warnings" for doctor: its own errors are failures.
             Err(e) => {
-                eprintln!("nvidia-ctk: error: {}", nvct::log::error_text(e.chain()));
+                eprintln!(
+                    "nvidia-ctk: error: {}",
+                    nvct_formats::log::error_text(e.chain())
+                );
                 return ExitCode::from(2);
             }
         },
@@ -123,7 +126,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nvidia-ctk: error: {}", nvct::log::error_text(e.chain()));
+            eprintln!(
+                "nvidia-ctk: error: {}",
+                nvct_formats::log::error_text(e.chain())
+            );
             ExitCode::FAILURE
         }
     }

@@ -1,7 +1,7 @@
 //! `nvidia-ctk runtime configure|unconfigure`: read the engine's files, run the pure transform
-//! from `nvct::runtime_config`, then print the new content (`--dry-run`) or a diff (`--diff`) of
+//! from `nvct_engines`, then print the new content (`--dry-run`) or a diff (`--diff`) of
 //! each changed file, or write it atomically with a `.bak` backup. Raw clap values are copied
-//! into [`Flags`] and resolved by `nvct::runtime_config::flags`, which also holds every rule of
+//! into [`Flags`] and resolved by `nvct::flags::runtime`, which also holds every rule of
 //! the run (what is written where, what counts as a change, which file keeps a `.bak`); this
 //! file reads, runs the engine's dump, writes and prints.
 //!
@@ -30,11 +30,12 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
-use nvct::fsutil::{self, Step, WriteOptions, Written};
-use nvct::runtime_config::flags::{
-    self, ConfigMode as ConfigModeLib, Documents, Flags, Output, Resolved, Target, WriteFlags,
+use nvct::flags::runtime::{
+    self as flags, ConfigMode as ConfigModeLib, Documents, Flags, Output, Resolved, Target,
+    WriteFlags,
 };
-use nvct::runtime_config::{containerd, oci_hook, Change, Engine, Outcome, Source};
+use nvct_engines::{containerd, oci_hook, Change, Engine, Outcome, Source};
+use nvct_formats::fsutil::{self, Step, WriteOptions, Written};
 
 use crate::Verbosity;
 
@@ -566,8 +567,8 @@ fn containerd_layers(
 }
 
 /// A TOML error in a file containerd imports, with the fix.
-fn import_error(e: nvct::runtime_config::Error, config: &Path, drop_in: &Path) -> anyhow::Error {
-    let nvct::runtime_config::Error::Toml { path, .. } = &e else {
+fn import_error(e: nvct_engines::Error, config: &Path, drop_in: &Path) -> anyhow::Error {
+    let nvct_engines::Error::Toml { path, .. } = &e else {
         return e.into();
     };
     if path == drop_in {
@@ -923,7 +924,7 @@ fn apply(r: &Resolved, changes: Vec<Change>, v: Verbosity) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     //! The clap definitions only: each spelling lands in the right field of [`Flags`]. What the
-    //! values resolve to is `nvct::runtime_config::flags`'s tables.
+    //! values resolve to is `nvct::flags::runtime`'s tables.
     use super::*;
     use clap::Parser;
 

@@ -1,12 +1,12 @@
 //! `nvidia-ctk system create-device-nodes|create-dev-char-symlinks`: flags as upstream, the
-//! work in `nvct::system` (what should exist, and the writers that create what is missing).
+//! work in `nvct_node::system` (what should exist, and the writers that create what is missing).
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvct::host::root::DriverRoot;
-use nvct::system::{self, Done};
+use nvct_formats::root::DriverRoot;
+use nvct_node::system::{self, Done};
 
 use crate::Verbosity;
 
@@ -224,7 +224,7 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
         let majors = system::read_majors(&root)?;
         let proc_devices = root.proc_path("devices");
         let mut wanted = system::control_nodes(&majors, &proc_devices)?;
-        let gpus = nvct::host::devices::gpus_from_proc(&root)?;
+        let gpus = nvct_host::devices::gpus_from_proc(&root)?;
         wanted.extend(system::gpu_nodes(&majors, &gpus, &proc_devices)?);
         if a.create_device_nodes {
             let control = system::control_nodes(&majors, &proc_devices)?;
@@ -247,14 +247,14 @@ fn create_links(a: LinksArgs, v: Verbosity) -> Result<()> {
 
 fn label_node(a: LabelArgs, v: Verbosity) -> Result<()> {
     let path = a.config.unwrap_or_else(|| crate::toolkit_config(None));
-    let config = nvct::config::Config::load(&path)?;
-    let inv = nvct::host::discover::discover(&config.driver())?;
-    let text = nvct::host::labels::feature_file(&nvct::host::labels::labels(&inv));
+    let config = nvct_formats::config::Config::load(&path)?;
+    let inv = nvct_host::discover::discover(&config.driver())?;
+    let text = nvct_host::labels::feature_file(&nvct_host::labels::labels(&inv));
     if a.output == std::path::Path::new("-") {
         print!("{text}");
         return Ok(());
     }
-    nvct::fsutil::write_atomic(&a.output, text.as_bytes(), &Default::default())?;
+    nvct_formats::fsutil::write_atomic(&a.output, text.as_bytes(), &Default::default())?;
     if !v.quiet {
         println!("wrote {}", a.output.display());
     }

@@ -25,26 +25,17 @@ pub fn require(tool: &str) -> PathBuf {
 /// simulated host; one that is already there is fine.
 #[allow(dead_code)] // not every test binary makes nodes
 pub fn mknod_char(path: &Path, major: u32, minor: u32) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid C string.
-    let rc = unsafe {
-        libc::mknod(
-            c.as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    let e = std::io::Error::last_os_error();
-    assert!(
-        rc == 0 || e.raw_os_error() == Some(libc::EEXIST),
-        "mknod {}: {e}",
-        path.display()
-    );
+    if let Err(e) = nvct_sys::mknod_char(path, 0o666, major, minor) {
+        assert!(
+            e.raw_os_error() == Some(libc::EEXIST),
+            "mknod {}: {e}",
+            path.display()
+        );
+    }
 }
 
 pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = nvct_sys::euid();
     assert_eq!(euid, 0, "these tests need root (they run real containers)");
 }
 

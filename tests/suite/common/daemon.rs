@@ -4,8 +4,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 pub fn stop(child: &mut Child, grace: Duration) {
-    // SAFETY: kill on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = nvct_sys::process::kill(child.id() as i32, libc::SIGTERM);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {

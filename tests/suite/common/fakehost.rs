@@ -13,10 +13,8 @@
 
 #![allow(dead_code)]
 
-use nvct::host::discover::{Gpu, MigDevice};
-use std::ffi::CString;
+use nvct_host::discover::{Gpu, MigDevice};
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -290,8 +288,7 @@ impl FakeHostBuilder {
                 self.driver_version
             )));
         }
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if nvct_sys::euid() != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 "FakeHost must run as root: it creates device nodes with mknod",
@@ -413,7 +410,7 @@ fn ci_cap_minor(gpu_minor: u32, gi: u32, ci: u32) -> u32 {
     gi_cap_minor(gpu_minor, gi) + 1 + ci
 }
 
-/// `target/debug/examples/libfake_nvml.so`, found from the running executable
+/// `target/debug/libfake_nvml.so` (crates/fake-nvml), found from the running executable
 /// (`target/debug/deps/<test>` or `target/debug/examples/<example>`).
 fn fake_nvml_library() -> io::Result<PathBuf> {
     let exe = std::env::current_exe()?;
@@ -430,7 +427,7 @@ fn fake_nvml_library() -> io::Result<PathBuf> {
     Err(io::Error::new(
         io::ErrorKind::NotFound,
         format!(
-            "the fake NVML (libfake_nvml.so) is not built next to {}: run `cargo build --examples` first",
+            "the fake NVML (libfake_nvml.so) is not built next to {}: run `cargo build --workspace` first",
             exe.display()
         ),
     ))
@@ -697,21 +694,8 @@ fn write_daemon_ipc(host: &FakeHost) -> io::Result<()> {
 }
 
 fn mknod(path: &Path, major: u32, minor: u32) -> io::Result<()> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| invalid(format!("NUL in {}", path.display())))?;
-    // SAFETY: `c_path` is a valid NUL-terminated path; mknod only reads it.
-    let rc = unsafe {
-        libc::mknod(
-            c_path.as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    if rc != 0 {
-        return Err(context(&format!("cannot mknod {major}:{minor} at"), path)(
-            io::Error::last_os_error(),
-        ));
-    }
+    nvct_sys::mknod_char(path, 0o666, major, minor)
+        .map_err(context(&format!("cannot mknod {major}:{minor} at"), path))?;
     // mknod's mode is filtered by the umask; set the real one.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
         .map_err(context("cannot chmod", path))

@@ -96,8 +96,7 @@ impl Installer {
 
     /// SIGTERM, then whether it exited 0, and its log.
     pub fn stop(mut self) -> (bool, String) {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = nvct_sys::process::kill(self.child.id() as i32, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
@@ -117,8 +116,7 @@ impl Drop for Installer {
     fn drop(&mut self) {
         // A test that failed before `stop`: put the engine's files back all the same.
         if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill on our own child's pid.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let _ = nvct_sys::process::kill(self.child.id() as i32, libc::SIGTERM);
             let _ = self.child.wait();
         }
     }

@@ -1,0 +1,5 @@
+//! A binary's flags and environment → a library call's options, one module per flag family.
+
+pub mod cdi_generate;
+pub mod installer;
+pub mod runtime;
