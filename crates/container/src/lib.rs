@@ -1,5 +1,5 @@
 //! The container layer: the one primitive for each kind of edit a [`nvct_model::Plan`] holds,
-//! called by the prestart hook's applier (`apply.rs`) and by the CDI hooks (`cdi_hooks.rs`)
+//! called by the prestart hook's applier (`nvct_inject::prestart`) and by the CDI hooks (`cdi_hooks.rs`)
 //! alike, so both output paths make each edit with the same code:
 //!
 //! | plan field     | primitive                          | CDI hook                          |

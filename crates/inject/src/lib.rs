@@ -7,6 +7,7 @@
 pub mod cdi_edits;
 pub mod cdi_hooks;
 pub mod generate;
+pub mod hook;
 pub mod prestart;
 pub mod process;
 pub mod shim;

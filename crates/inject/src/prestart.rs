@@ -394,7 +394,35 @@ fn in_container(
         .join(target.rootfs.strip_prefix("/").unwrap_or(&target.rootfs));
     let root = Rootfs::open(&through_init, host).map_err(|e| e.to_string())?;
     steps.mark("rootfs");
-    let layout = container::probe_layout(&root, target.arch);
+    let here = Here {
+        arch: target.arch,
+        native_ldcache: target.native_ldcache,
+        mounts: &target.mounts,
+    };
+    fill(req, inv, &root, &here, prepared, ldconfig, steps)
+}
+
+/// What [`fill`] needs of the container besides its rootfs.
+struct Here<'a> {
+    arch: Arch,
+    native_ldcache: bool,
+    mounts: &'a [PathBuf],
+}
+
+/// The work on the container's opened rootfs, in its mount namespace: probe the image's
+/// layout, plan with it, mount each prepared source onto its gate-resolved target, then the
+/// edits (symlinks, the /proc mask, forward compatibility, the ld cache, the application
+/// profile). Returns a message on failure.
+fn fill(
+    req: &Request,
+    inv: &Inventory,
+    root: &Rootfs,
+    target: &Here,
+    prepared: &[Prepared],
+    ldconfig: Option<&OwnedFd>,
+    steps: &mut Steps,
+) -> Result<Option<String>, String> {
+    let layout = container::probe_layout(root, target.arch);
     let plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
     steps.mark("layout-and-plan");
     let targets = plan
@@ -457,7 +485,7 @@ fn in_container(
         ldcache,
         app_profile: plan.app_profile,
     };
-    let made = edits::apply(&root, &work, steps).map_err(|e| e.to_string())?;
+    let made = edits::apply(root, &work, steps).map_err(|e| e.to_string())?;
     notes.extend(made.ld_cache);
     notes.extend(made.app_profile);
     Ok((!notes.is_empty()).then(|| notes.join("; ")))

@@ -1,5 +1,5 @@
 //! PURE: CDI container edits → an OCI config.json held as a `serde_json::Value`. This is the
-//! runtime shim's last step in `cdi` and `jit-cdi` modes (the prestart hook's is `apply.rs`).
+//! runtime shim's last step in `cdi` and `jit-cdi` modes (the prestart hook's is `prestart.rs`).
 //!
 //! Lossless: only the fields named below are touched; unknown fields and key order stay (the
 //! crate builds `serde_json` with `preserve_order`). Deterministic: edits are applied in the

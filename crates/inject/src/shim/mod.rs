@@ -31,10 +31,12 @@
 mod argv;
 mod decide;
 mod fold;
+mod run;
 
 pub use argv::*;
 pub use decide::*;
 pub use fold::fold_link_hooks;
+pub use run::{create, run};
 
 use crate::cdi_edits::{self, HookOptions};
 use crate::spec_edit::{self, SpecEditError};
