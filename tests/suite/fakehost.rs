@@ -1,7 +1,7 @@
 //! Tests of the fake GPU host (`tests/suite/common/fakehost.rs`), the fake NVML
-//! (`examples/fake_nvml.rs`) and NVML discovery (`nvct_host::nvml`) against it.
+//! (`crates/fake-nvml`) and NVML discovery (`nvct_host::nvml`) against it.
 //!
-//! Needs root, gcc and /sbin/ldconfig, and `cargo build --examples` first; a missing piece fails
+//! Needs root, gcc and /sbin/ldconfig, and `cargo build --workspace` first; a missing piece fails
 //! the test with a message saying so, never skips it.
 
 use crate::common::fakehost::{

@@ -41,6 +41,7 @@ mod attacks;
 mod bad_input;
 mod cdi;
 mod cdi_hooks;
+mod container_cli;
 mod cri;
 mod ctk_config;
 mod ctk_docs;

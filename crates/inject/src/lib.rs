@@ -6,6 +6,7 @@
 
 pub mod cdi_edits;
 pub mod cdi_hooks;
+pub mod container_cli;
 pub mod generate;
 pub mod hook;
 pub mod prestart;

@@ -176,31 +176,7 @@ pub fn apply(
     plan: &Plan,
     target: &ContainerTarget,
 ) -> Result<Applied, ApplyError> {
-    let mut prepared = Vec::new();
-    let node_flags = (
-        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
-        sys::MOUNT_ATTR_NODEV,
-    );
-    let file_flags = (
-        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-        0,
-    );
-    let sources = plan
-        .device_nodes
-        .iter()
-        .map(|n| (&n.host_path, node_flags))
-        .chain(plan.mounts.iter().map(|m| (&m.host_path, file_flags)));
-    for (host_path, (set, clear)) in sources {
-        let mount =
-            sys::clone_mount(host_path, set, clear).map_err(|source| ApplyError::Source {
-                path: host_path.clone(),
-                source,
-            })?;
-        prepared.push(Prepared {
-            mount,
-            host_path: host_path.clone(),
-        });
-    }
+    let prepared = prepare(plan)?;
     let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
     let ns = open(&ns_path, libc::O_RDONLY)?;
     // The runtime's mount table, opened here, before the child enters the container's.
@@ -297,6 +273,107 @@ pub fn apply(
         _ if !msg.is_empty() => Err(ApplyError::Child(msg)),
         c => Err(ApplyError::Child(format!("child exited with status {c}"))),
     }
+}
+
+/// Every source of `plan` (device nodes, then files) cloned as a detached mount with its
+/// flags: read-only, nosuid, and noexec for nodes, nodev for files.
+fn prepare(plan: &Plan) -> Result<Vec<Prepared>, ApplyError> {
+    let mut prepared = Vec::new();
+    let node_flags = (
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+        sys::MOUNT_ATTR_NODEV,
+    );
+    let file_flags = (
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        0,
+    );
+    let sources = plan
+        .device_nodes
+        .iter()
+        .map(|n| (&n.host_path, node_flags))
+        .chain(plan.mounts.iter().map(|m| (&m.host_path, file_flags)));
+    for (host_path, (set, clear)) in sources {
+        let mount =
+            sys::clone_mount(host_path, set, clear).map_err(|source| ApplyError::Source {
+                path: host_path.clone(),
+                source,
+            })?;
+        prepared.push(Prepared {
+            mount,
+            host_path: host_path.clone(),
+        });
+    }
+    Ok(prepared)
+}
+
+/// Where [`apply_here`] applies a plan: a rootfs in this process's own mount namespace.
+pub struct HereTarget {
+    /// The container's rootfs, as this process sees it (before pivot_root).
+    pub rootfs: PathBuf,
+    /// The host ldconfig binary.
+    pub ldconfig: PathBuf,
+    /// The process whose device cgroup gets the plan's rules; `None`: no device cgroup.
+    pub cgroup_pid: Option<u32>,
+    /// Whose library layout the image is probed for (the host's).
+    pub arch: Arch,
+    /// Write the ld cache natively where that gives what ldconfig would.
+    pub native_ldcache: bool,
+    /// The device nodes are not mounted.
+    pub no_devbind: bool,
+}
+
+/// Applies `plan` (planned with the layout unknown) to a rootfs in this process's mount
+/// namespace, for a caller that runs inside the container's namespaces before pivot_root
+/// (`nvidia-container-cli configure` without `--pid`): the same sources, gate and edits as
+/// [`apply`], without entering another namespace. The host mounts a target must not be on are
+/// this namespace's outside the rootfs.
+pub fn apply_here(
+    req: &Request,
+    inv: &Inventory,
+    plan: &Plan,
+    target: &HereTarget,
+) -> Result<Applied, ApplyError> {
+    let prepared = prepare(plan)?;
+    let host = HostMounts::of_this_namespace_outside(&target.rootfs)?;
+    let ldconfig = if plan.ldcache_dirs.is_empty() {
+        None
+    } else {
+        Some(ldconfig::open_host(&target.ldconfig)?)
+    };
+    let mut notes = Vec::new();
+    if let Some(pid) = target.cgroup_pid {
+        if let Err(e) = cgroup::allow_devices(pid, &plan.cgroup_rules) {
+            let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+            notes.push(skip_when_rootless(e, is_rootless(sys::euid(), &uid_map))?);
+        }
+    }
+    let mut steps = Steps::start();
+    let root = Rootfs::open(&target.rootfs, host)?;
+    steps.mark("rootfs");
+    let here = Here {
+        arch: target.arch,
+        native_ldcache: target.native_ldcache,
+        mounts: &[],
+        no_devbind: target.no_devbind,
+    };
+    let ld_cache = fill(
+        req,
+        inv,
+        &root,
+        &here,
+        &prepared,
+        ldconfig.as_ref(),
+        &mut steps,
+    )
+    .map_err(ApplyError::Child)?;
+    Ok(Applied {
+        ld_cache,
+        notes,
+        ns_steps: steps.line(),
+        forked: false,
+        rules_in_spec: false,
+        systemd: None,
+    })
 }
 
 /// Where this process stands before it enters the container's mount namespace itself: its
@@ -398,6 +475,7 @@ fn in_container(
         arch: target.arch,
         native_ldcache: target.native_ldcache,
         mounts: &target.mounts,
+        no_devbind: false,
     };
     fill(req, inv, &root, &here, prepared, ldconfig, steps)
 }
@@ -407,6 +485,8 @@ struct Here<'a> {
     arch: Arch,
     native_ldcache: bool,
     mounts: &'a [PathBuf],
+    /// The device nodes are not mounted (`nvidia-container-cli configure --no-devbind`).
+    no_devbind: bool,
 }
 
 /// The work on the container's opened rootfs, in its mount namespace: probe the image's
@@ -423,7 +503,10 @@ fn fill(
     steps: &mut Steps,
 ) -> Result<Option<String>, String> {
     let layout = container::probe_layout(root, target.arch);
-    let plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
+    let mut plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
+    if target.no_devbind {
+        plan.device_nodes.clear();
+    }
     steps.mark("layout-and-plan");
     let targets = plan
         .device_nodes

@@ -290,7 +290,7 @@ pub fn scratch_host(prefix: &str, gpus: u32) -> (PathBuf, super::fakehost::FakeH
         .gpus(gpus)
         .build(&dir.join("host"))
         .unwrap_or_else(|e| {
-            panic!("building the simulated host (run `cargo build --examples` first): {e}")
+            panic!("building the simulated host (run `cargo build --workspace` first): {e}")
         });
     (dir, host)
 }
