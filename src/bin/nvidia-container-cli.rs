@@ -32,21 +32,27 @@ fn main() -> ExitCode {
         }
         Parsed::Info(g, csv) => load().and_then(|c| cli::info(&g, &c, csv)),
         Parsed::List(g, l) => load().and_then(|c| cli::list(&g, &c, &l)),
-        Parsed::Configure(g, what) => load().and_then(|c| {
-            let done = cli::configure(&g, &c, &what)?;
-            if let (Some(file), Some(done)) = (&g.debug, done) {
-                let mut log = nvct_formats::log::Logger::for_hook(file, true);
-                log.info(&format!(
-                    "configured {}: {}",
-                    what.rootfs.display(),
-                    done.summary
-                ));
-                for n in &done.notes {
-                    log.debug(n);
+        Parsed::Configure(g, what) => {
+            let done = load().and_then(|c| cli::configure(&g, &c, &what));
+            // The debug file (`--debug`; LXC's hook passes one) keeps the outcome: an engine
+            // may not show the CLI's stderr (LXC logs only the hook's first ten reads).
+            if let Some(file) = &g.debug {
+                let mut log = Logger::for_hook(file, false);
+                match &done {
+                    Ok(Some(d)) => {
+                        log.info(&format!(
+                            "configured {}: {}",
+                            what.rootfs.display(),
+                            d.summary
+                        ));
+                        d.notes.iter().for_each(|n| log.debug(n));
+                    }
+                    Ok(None) => log.info("void: nothing to configure"),
+                    Err(e) => log.error(&format!("{NAME}: {e}")),
                 }
             }
-            Ok(String::new())
-        }),
+            done.map(|_| String::new())
+        }
     };
     match result {
         Ok(text) => print(&text),
