@@ -3,7 +3,8 @@
 # runc, crun, busybox-static, containerd, podman, docker.io (dockerd and its client), gcc and the C
 # headers (the simulated host's 32-bit stubs are built with `gcc -m32 -nostdlib`, which needs
 # no gcc-multilib), and for scripts/package.sh and its test rpm (rpmbuild, rpm), binutils (objdump) and
-# systemd (systemd-analyze verify of the units), GNU time (tests/suite/attacks.rs measures the hook's peak
+# systemd (systemd-analyze verify of the units), lxc and charliecloud (the peers that exec
+# nvidia-container-cli), GNU time (tests/suite/attacks.rs measures the hook's peak
 # memory with it), qemu and mmdebstrap (the real-host phase's VM), and with pip the Python packages of
 # scripts/validate-k8s.sh and tests/suite/cri.rs's CRI client. The Rust toolchain is not installed
 # here (Debian's cargo is too old): use rustup's stable Rust, 1.89 or newer (tested with 1.95),
@@ -64,12 +65,25 @@ command -v g++ >/dev/null 2>&1 || need+=(g++) # fuzz/'s libFuzzer entries (libfu
 # builds from this machine's apt sources (mkfs.ext4, from e2fsprogs above, makes its disk).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+# tests/suite/container_cli.rs: the peers that exec nvidia-container-cli: LXC (its hooks/nvidia)
+# and Charliecloud's ch-fromhost (charliecloud-builders) and ch-run (charliecloud-runtime).
+# Without their recommends (LXC's would add dnsmasq, lxcfs, debootstrap; none is used).
+norec=()
+command -v lxc-start >/dev/null 2>&1 || norec+=(lxc)
+command -v ch-fromhost >/dev/null 2>&1 || norec+=(charliecloud-builders)
+command -v ch-run >/dev/null 2>&1 || norec+=(charliecloud-runtime)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps.sh: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ ${#norec[@]} -gt 0 ]; then
+  echo "install-deps.sh: installing ${norec[*]} (without their recommends)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${norec[@]}" >/dev/null
 fi
 # scripts/validate-k8s.sh: the Kubernetes JSON schemas, offline (kubernetes-validate ships them),
 # pinned. PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses a system-wide pip install.

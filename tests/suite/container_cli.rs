@@ -437,3 +437,140 @@ fn singularity_runs_it_from_a_file_descriptor() {
     assert_eq!(meta.rdev() >> 8, 195, "the host node is the one mounted");
     let _ = std::fs::remove_dir_all(&h.dir);
 }
+
+/// Charliecloud's `ch-fromhost --nvidia IMAGE`, as an ordinary user (`nobody`): it copies what
+/// `list --binaries --libraries` prints into an image directory (binaries to /usr/bin,
+/// libraries where the image's ldconfig says), then runs the image's ldconfig with `ch-run`.
+#[test]
+fn charliecloud_copies_what_list_prints_into_an_image() {
+    let h = host("nvct-cli-charliecloud-", 1);
+    let ch_fromhost = require("ch-fromhost");
+    require("ch-run");
+    let image = h.dir.join("image");
+    for d in [
+        "bin",
+        "sbin",
+        "dev",
+        "proc",
+        "sys",
+        "etc",
+        "tmp",
+        "home",
+        "mnt",
+        "run",
+        "var/tmp",
+        "usr/bin",
+        "usr/lib/x86_64-linux-gnu",
+    ] {
+        std::fs::create_dir_all(image.join(d)).unwrap();
+    }
+    std::fs::copy(require("busybox"), image.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", image.join("bin/sh")).unwrap();
+    // Debian's ldconfig is static: the image can run it.
+    std::fs::copy("/sbin/ldconfig", image.join("sbin/ldconfig")).unwrap();
+    std::fs::write(image.join("etc/ld.so.conf"), "/usr/lib/x86_64-linux-gnu\n").unwrap();
+    for f in ["passwd", "group", "hosts", "resolv.conf"] {
+        std::fs::write(image.join("etc").join(f), "").unwrap();
+    }
+    let chown = Command::new("chown")
+        .args(["-R", "nobody:nogroup"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(chown.status.success(), "{}", out_text(&chown));
+    let bin = h.dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(CLI, bin.join("nvidia-container-cli")).unwrap();
+    let out = Command::new(require("setpriv"))
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(ch_fromhost)
+        .arg("--nvidia")
+        .arg(&image)
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("USER", "nobody")
+        .env("HOME", "/tmp")
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", &h.config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", out_text(&out));
+    let libs = image.join("usr/lib/x86_64-linux-gnu");
+    let version = h.host.driver_version();
+    for f in [
+        image.join("usr/bin/nvidia-smi"),
+        libs.join(format!("libcuda.so.{version}")),
+        libs.join(format!("libnvidia-ml.so.{version}")),
+        // The image's ldconfig made the SONAME links: the libraries are the real ones.
+        libs.join("libcuda.so.1"),
+        image.join("etc/ld.so.cache"),
+    ] {
+        assert!(f.exists(), "{} missing\n{}", f.display(), out_text(&out));
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+/// enroot's context (conf/hooks/98-nvidia.sh; enroot is not packaged by Debian): the CLI run by
+/// an unprivileged user (uid 1000, mapped to itself only) in new user and mount namespaces with
+/// its capabilities there, the rootfs's /dev a bind of the host's: the GPU nodes are already
+/// there and are used as they are (nothing can be created on the host's /dev), the libraries
+/// and the ld cache go to the rootfs.
+#[test]
+fn enroot_runs_it_as_an_unprivileged_user_with_the_hosts_dev() {
+    let h = host("nvct-cli-enroot-", 1);
+    let rootfs = h.dir.join("rootfs");
+    for d in ["dev", "proc", "etc", "usr/bin", "usr/lib/x86_64-linux-gnu"] {
+        std::fs::create_dir_all(rootfs.join(d)).unwrap();
+    }
+    std::fs::write(rootfs.join("etc/debian_version"), "12\n").unwrap();
+    let chown = Command::new("chown")
+        .args(["-R", "1000:1000"])
+        .arg(&rootfs)
+        .output()
+        .unwrap();
+    assert!(chown.status.success(), "{}", out_text(&chown));
+    let ldconfig = ["/sbin/ldconfig.real", "/sbin/ldconfig"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .expect("/sbin/ldconfig");
+    let busybox = require("busybox");
+    // busybox's mount: util-linux's refuses a user that is not uid 0.
+    let script = format!(
+        "set -e; {bb} mount --rbind {dev} {r}/dev; {bb} mount --rbind /proc {r}/proc; \
+         {CLI} --user configure --no-cgroups --ldconfig=@{ldconfig} --device=0 --compute \
+         --utility {r}; cat /proc/self/uid_map; ls {r}/usr/lib/x86_64-linux-gnu {r}/etc",
+        bb = busybox.display(),
+        dev = h.host.dev_root().join("dev").display(),
+        r = rootfs.display()
+    );
+    let out = Command::new(require("setpriv"))
+        .args(["--reuid=1000", "--regid=1000", "--clear-groups"])
+        .arg(require("unshare"))
+        .args([
+            "-U",
+            "-m",
+            "--map-current-user",
+            "--keep-caps",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env("NVIDIA_CTK_CONFIG_FILE_PATH", &h.config)
+        .output()
+        .unwrap();
+    let text = out_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().eq(["1000", "1000", "1"])),
+        "uid 1000 mapped to itself only\n{text}"
+    );
+    let version = h.host.driver_version();
+    for f in [
+        format!("libcuda.so.{version}"),
+        "libcuda.so.1".into(),
+        "ld.so.cache".into(),
+    ] {
+        assert!(text.lines().any(|l| l == f), "{f} missing\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&h.dir);
+}

@@ -355,6 +355,7 @@ pub fn apply_here(
         native_ldcache: target.native_ldcache,
         mounts: &[],
         no_devbind: target.no_devbind,
+        reuse_nodes: true,
     };
     let ld_cache = fill(
         req,
@@ -476,6 +477,7 @@ fn in_container(
         native_ldcache: target.native_ldcache,
         mounts: &target.mounts,
         no_devbind: false,
+        reuse_nodes: false,
     };
     fill(req, inv, &root, &here, prepared, ldconfig, steps)
 }
@@ -487,6 +489,8 @@ struct Here<'a> {
     mounts: &'a [PathBuf],
     /// The device nodes are not mounted (`nvidia-container-cli configure --no-devbind`).
     no_devbind: bool,
+    /// A device node the container has already is used as it is (the CLI's standalone mode).
+    reuse_nodes: bool,
 }
 
 /// The work on the container's opened rootfs, in its mount namespace: probe the image's
@@ -523,6 +527,11 @@ fn fill(
             .iter()
             .find(|p| &p.host_path == host_path)
             .ok_or_else(|| format!("{} was not prepared on the host", host_path.display()))?;
+        // A device node the container has already (its /dev a bind of the host's, as enroot
+        // makes it): the same node is not mounted again, and nothing is created there.
+        if target.reuse_nodes && is_same_device(root, container_path, &p.mount) {
+            continue;
+        }
         let kind = if is_dir_mount(&p.mount) {
             Target::Dir
         } else {
@@ -572,6 +581,22 @@ fn fill(
     notes.extend(made.ld_cache);
     notes.extend(made.app_profile);
     Ok((!notes.is_empty()).then(|| notes.join("; ")))
+}
+
+/// Whether `container_path` in `root` (resolved by the gate, the last component not followed)
+/// is already the character device `source` is.
+fn is_same_device(root: &Rootfs, container_path: &Path, source: &OwnedFd) -> bool {
+    let is_char = |st: &libc::stat| st.st_mode & libc::S_IFMT == libc::S_IFCHR;
+    let Ok(src) = sys::fstat(source.as_fd()) else {
+        return false;
+    };
+    if !is_char(&src) {
+        return false;
+    }
+    match root.resolve(container_path, libc::O_PATH | libc::O_NOFOLLOW) {
+        Ok(fd) => sys::fstat(fd.as_fd()).is_ok_and(|st| is_char(&st) && st.st_rdev == src.st_rdev),
+        Err(_) => false,
+    }
 }
 
 fn is_dir_mount(fd: &OwnedFd) -> bool {
