@@ -179,8 +179,7 @@ fn format(typed: Option<&str>, output: Option<&Path>) -> Result<Format, FlagErro
 }
 
 fn hook_names() -> String {
-    let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
-    names.join(", ")
+    HookKind::names()
 }
 
 fn devices(ids: &[String], mode: SpecMode) -> Result<Devices, FlagError> {

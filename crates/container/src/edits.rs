@@ -48,6 +48,12 @@ impl HookKind {
         }
     }
 
+    /// Every hook's name, comma-separated: the one list help texts and errors give.
+    pub fn names() -> String {
+        let names: Vec<&str> = HookKind::ALL.iter().map(|k| k.name()).collect();
+        names.join(", ")
+    }
+
     pub fn parse(s: &str) -> Option<HookKind> {
         HookKind::ALL.into_iter().find(|h| h.name() == s)
     }

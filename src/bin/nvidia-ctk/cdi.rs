@@ -117,9 +117,11 @@ struct GenerateArgs {
     /// ldconfig for the update-ldcache hook (passed as --ldconfig-path when given).
     #[arg(long, env = "NVIDIA_CTK_CDI_GENERATE_LDCONFIG_PATH")]
     ldconfig_path: Option<String>,
-    /// A hook to leave out: create-symlinks, update-ldcache, disable-device-node-modification,
-    /// enable-cuda-compat or all (repeatable, or a comma list).
     #[arg(
+        help = format!(
+            "A hook to leave out: {} or all (repeatable, or a comma list)",
+            nvct_container::edits::HookKind::names()
+        ),
         long = "disable-hook",
         alias = "disable-hooks",
         env = "NVIDIA_CTK_CDI_GENERATE_DISABLED_HOOKS",

@@ -75,8 +75,7 @@ pub enum ShimError {
     },
     #[error(
         "{path}: nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks names {hook:?}, \
-             which is no hook (create-symlinks, update-ldcache, disable-device-node-modification, \
-             enable-cuda-compat, all)"
+             which is no hook ({}, all)", HookKind::names()
     )]
     DisabledHook { path: PathBuf, hook: String },
     #[error("{path}: unresolvable CDI device {name}: {why}")]
