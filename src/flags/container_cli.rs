@@ -612,6 +612,9 @@ fn configure(g: Globals, sub: &str, args: &[String]) -> Parsed {
             "ldconfig" => c.ldconfig = Some(value),
             "no-cgroups" => c.no_cgroups = true,
             "no-devbind" => c.no_devbind = true,
+            "no-persistenced" => c.no_persistenced = true,
+            "no-fabricmanager" => c.no_fabricmanager = true,
+            "no-gsp-firmware" => c.no_gsp_firmware = true,
             "no-cntlibs" => c.no_cuda_compat = true,
             "cuda-compat-mode" => match value.as_str() {
                 "disabled" => c.no_cuda_compat = true,

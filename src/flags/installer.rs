@@ -166,30 +166,6 @@ pub enum FlagError {
     },
 }
 
-/// Per engine: (config, drop-in, socket, restart), upstream's defaults.
-fn engine_defaults(engine: Engine) -> (&'static str, Option<&'static str>, &'static str, Restart) {
-    match engine {
-        Engine::Containerd => (
-            "/etc/containerd/config.toml",
-            Some("/etc/containerd/conf.d/99-nvidia.toml"),
-            "/run/containerd/containerd.sock",
-            Restart::Signal,
-        ),
-        Engine::Crio => (
-            "/etc/crio/crio.conf",
-            Some("/etc/crio/crio.conf.d/99-nvidia.toml"),
-            "/var/run/crio/crio.sock",
-            Restart::Systemd,
-        ),
-        Engine::Docker => (
-            "/etc/docker/daemon.json",
-            None,
-            "/var/run/docker.sock",
-            Restart::Signal,
-        ),
-    }
-}
-
 /// Go's `strconv.ParseBool`, which upstream's flags (urfave/cli) use for their boolean
 /// variables: `1 t T TRUE true True` and `0 f F FALSE false False`.
 pub fn parse_go_bool(s: &str) -> Result<bool, String> {
@@ -216,8 +192,15 @@ pub fn resolve(
         return Err(FlagError::Nri);
     }
     let engine = f.runtime;
-    let (config, drop_in, socket, restart) = engine_defaults(engine);
-    if engine == Engine::Docker && f.drop_in_config.is_some() {
+    // Upstream's defaults for the engine.
+    let api = engine.api();
+    let (config, drop_in, socket, restart) = (
+        api.default_config(),
+        api.default_drop_in(),
+        api.default_socket(),
+        api.default_restart(),
+    );
+    if !api.uses_drop_in() && f.drop_in_config.is_some() {
         return Err(FlagError::DockerDropIn);
     }
     let mut notes = Vec::new();
@@ -262,7 +245,7 @@ pub fn resolve(
     // The GPU Operator sets it for CRI-O too; upstream uses it for containerd's `imports` only.
     let drop_in_host_path = match f.drop_in_config_host_path.clone() {
         Some(p) if p.as_os_str().is_empty() => None,
-        Some(p) if engine != Engine::Containerd => {
+        Some(p) if !api.imports_drop_in() => {
             notes.push(format!(
                 "RUNTIME_DROP_IN_CONFIG_HOST_PATH {}: only containerd's `imports` name the \
                  drop-in; {} reads its drop-in directory itself",

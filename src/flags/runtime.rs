@@ -218,15 +218,16 @@ fn resolve_config_file(f: &Flags, w: &WriteFlags) -> Result<Target, FlagError> {
         HOOK_MODE_ONLY,
     )?;
     let command = w.config_source == Some(ConfigSource::Command);
-    if command && engine == Engine::Docker {
+    // The engine binary that dumps its config; docker has none.
+    let dump_binary = engine.api().dump_binary();
+    if command && dump_binary.is_none() {
         return Err(FlagError::DockerDump);
     }
-    let dump_with = match (&w.executable_path, command, engine) {
-        (Some(_), _, Engine::Docker) => return Err(FlagError::DockerExecutable),
+    let dump_with = match (&w.executable_path, command, dump_binary) {
+        (Some(_), _, None) => return Err(FlagError::DockerExecutable),
         (Some(_), false, _) => return Err(FlagError::ExecutableWithoutCommand),
         (Some(p), true, _) => Some(p.clone()),
-        (None, true, Engine::Containerd) => Some(PathBuf::from("containerd")),
-        (None, true, _) => Some(PathBuf::from("crio")),
+        (None, true, binary) => binary.map(PathBuf::from),
         (None, false, _) => None,
     };
     Ok(Target::ConfigFile {

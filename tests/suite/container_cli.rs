@@ -417,8 +417,9 @@ fn singularity_runs_it_from_a_file_descriptor() {
     let script = format!(
         "set -e; mount --make-rprivate /; mount -t proc proc {r}/proc; mount -t tmpfs tmpfs {r}/dev; \
          exec 3<{ldconfig} 4<{CLI}; /proc/self/fd/4 configure --no-cgroups --ldconfig=@/proc/self/fd/3 \
-         --device=0 --compute --utility {r}; stat -c '%t:%T' {r}/dev/nvidia0; ls {r}/usr/lib/x86_64-linux-gnu; \
-         ls {r}/etc/ld.so.cache",
+         --device=0 --compute --utility --no-persistenced {r}; stat -c '%t:%T' {r}/dev/nvidia0; \
+         ls {r}/usr/lib/x86_64-linux-gnu; ls {r}/etc/ld.so.cache; \
+         test -S {r}/run/nvidia-fabricmanager/socket; test ! -e {r}/run/nvidia-persistenced/socket",
         r = rootfs.display()
     );
     let out = Command::new(require("unshare"))

@@ -713,6 +713,79 @@ pub fn unconfigure_with(
     Ok(out)
 }
 
+/// containerd, for [`crate::Engine::api`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Containerd;
+
+impl crate::Interface for Containerd {
+    fn engine(&self) -> crate::Engine {
+        crate::Engine::Containerd
+    }
+    fn name(&self) -> &'static str {
+        "containerd"
+    }
+    fn default_config(&self) -> &'static str {
+        "/etc/containerd/config.toml"
+    }
+    fn default_drop_in(&self) -> Option<&'static str> {
+        Some("/etc/containerd/conf.d/99-nvidia.toml")
+    }
+    fn imports_drop_in(&self) -> bool {
+        true
+    }
+    fn default_runtime_path(&self) -> &'static str {
+        crate::DEFAULT_RUNTIME_PATH
+    }
+    fn default_socket(&self) -> &'static str {
+        "/run/containerd/containerd.sock"
+    }
+    fn default_restart(&self) -> crate::Restart {
+        crate::Restart::Signal
+    }
+    fn restart_hint(&self, _rootless: bool) -> &'static str {
+        "restart containerd to apply: systemctl restart containerd"
+    }
+    fn default_systemd(&self, _v2: bool) -> bool {
+        false
+    }
+    fn dump_binary(&self) -> Option<&'static str> {
+        Some("containerd")
+    }
+    fn dump_subcommand(&self) -> Option<&'static str> {
+        Some("config dump")
+    }
+    /// `[--config FILE] config dump` (the file only when it exists).
+    fn dump_args(&self, config: &Path, config_exists: bool) -> Option<Vec<std::path::PathBuf>> {
+        let mut args: Vec<std::path::PathBuf> = Vec::new();
+        if config_exists {
+            args.extend(["--config".into(), config.to_path_buf()]);
+        }
+        args.extend(["config".into(), "dump".into()]);
+        Some(args)
+    }
+    fn configure(
+        &self,
+        main: Source<'_>,
+        base: Source<'_>,
+        drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error> {
+        configure(main, base, drop_in, opts)
+    }
+    fn unconfigure(
+        &self,
+        main: Source<'_>,
+        previous: Option<&str>,
+        drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error> {
+        unconfigure(main, previous, drop_in, opts)
+    }
+    fn status(&self, src: Source<'_>, runtime: &str) -> Result<super::Registration, Error> {
+        status(src, runtime)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -187,6 +187,70 @@ pub fn unconfigure(
     Ok(out)
 }
 
+/// CRI-O, for [`crate::Engine::api`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Crio;
+
+impl crate::Interface for Crio {
+    fn engine(&self) -> crate::Engine {
+        crate::Engine::Crio
+    }
+    fn name(&self) -> &'static str {
+        "crio"
+    }
+    fn display_name(&self) -> &'static str {
+        "CRI-O"
+    }
+    fn default_config(&self) -> &'static str {
+        "/etc/crio/crio.conf"
+    }
+    fn default_drop_in(&self) -> Option<&'static str> {
+        Some("/etc/crio/crio.conf.d/99-nvidia.toml")
+    }
+    fn default_runtime_path(&self) -> &'static str {
+        crate::DEFAULT_RUNTIME_PATH
+    }
+    fn default_socket(&self) -> &'static str {
+        "/var/run/crio/crio.sock"
+    }
+    fn default_restart(&self) -> crate::Restart {
+        crate::Restart::Systemd
+    }
+    fn restart_hint(&self, _rootless: bool) -> &'static str {
+        "restart CRI-O to apply: systemctl restart crio"
+    }
+    fn default_systemd(&self, _v2: bool) -> bool {
+        true
+    }
+    fn dump_binary(&self) -> Option<&'static str> {
+        Some("crio")
+    }
+    fn dump_subcommand(&self) -> Option<&'static str> {
+        Some("status config")
+    }
+    fn configure(
+        &self,
+        main: Source<'_>,
+        base: Source<'_>,
+        drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error> {
+        configure(main, base, drop_in, opts)
+    }
+    fn unconfigure(
+        &self,
+        main: Source<'_>,
+        previous: Option<&str>,
+        drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error> {
+        unconfigure(main, previous, drop_in, opts)
+    }
+    fn status(&self, src: Source<'_>, runtime: &str) -> Result<super::Registration, Error> {
+        status(src, runtime)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

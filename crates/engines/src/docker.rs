@@ -207,6 +207,73 @@ pub fn drop_emptied_runtimes(src: Source<'_>, before: &str) -> Result<Outcome, E
     Ok(finish(&src, &now, &m))
 }
 
+/// docker, for [`crate::Engine::api`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Docker;
+
+impl crate::Interface for Docker {
+    fn engine(&self) -> crate::Engine {
+        crate::Engine::Docker
+    }
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+    fn default_config(&self) -> &'static str {
+        "/etc/docker/daemon.json"
+    }
+    fn default_drop_in(&self) -> Option<&'static str> {
+        None
+    }
+    fn default_runtime_path(&self) -> &'static str {
+        crate::DEFAULT_RUNTIME_EXECUTABLE
+    }
+    fn default_socket(&self) -> &'static str {
+        "/var/run/docker.sock"
+    }
+    fn default_restart(&self) -> crate::Restart {
+        crate::Restart::Signal
+    }
+    fn restart_hint(&self, rootless: bool) -> &'static str {
+        if rootless {
+            "restart the rootless docker to apply: systemctl --user restart docker"
+        } else {
+            "restart docker to apply: systemctl restart docker"
+        }
+    }
+    fn default_systemd(&self, v2: bool) -> bool {
+        v2
+    }
+    fn dump_binary(&self) -> Option<&'static str> {
+        None
+    }
+    fn dump_subcommand(&self) -> Option<&'static str> {
+        None
+    }
+    /// The entry derives from `base` and replaces the file; docker has no drop-in, so `main`
+    /// and `drop_in` are unused.
+    fn configure(
+        &self,
+        _main: Source<'_>,
+        base: Source<'_>,
+        _drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error> {
+        configure(base, opts)
+    }
+    fn unconfigure(
+        &self,
+        main: Source<'_>,
+        previous: Option<&str>,
+        _drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error> {
+        unconfigure(main, previous, opts)
+    }
+    fn status(&self, src: Source<'_>, runtime: &str) -> Result<super::Registration, Error> {
+        status(src, runtime)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,40 +114,135 @@ pub enum Engine {
 }
 
 impl Engine {
-    pub fn name(self) -> &'static str {
+    /// This engine's facts and behaviour (one zero-sized type per engine).
+    pub fn api(self) -> &'static dyn Interface {
         match self {
-            Engine::Containerd => "containerd",
-            Engine::Docker => "docker",
-            Engine::Crio => "crio",
+            Engine::Containerd => &containerd::Containerd,
+            Engine::Docker => &docker::Docker,
+            Engine::Crio => &crio::Crio,
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.api().name()
     }
 
     /// The engine's main config file where its packages put it.
     pub fn default_config(self) -> &'static str {
-        match self {
-            Engine::Containerd => "/etc/containerd/config.toml",
-            Engine::Docker => "/etc/docker/daemon.json",
-            Engine::Crio => "/etc/crio/crio.conf",
-        }
+        self.api().default_config()
     }
 
     /// Upstream's default drop-in (1.18.1+ for containerd, 1.19.1+ for CRI-O); docker has none.
     pub fn default_drop_in(self) -> Option<&'static str> {
-        match self {
-            Engine::Containerd => Some("/etc/containerd/conf.d/99-nvidia.toml"),
-            Engine::Docker => None,
-            Engine::Crio => Some("/etc/crio/crio.conf.d/99-nvidia.toml"),
-        }
+        self.api().default_drop_in()
     }
 
     /// The runtime path written when none is given: absolute for containerd and CRI-O, the bare
     /// name for docker.
     pub fn default_runtime_path(self) -> &'static str {
-        match self {
-            Engine::Docker => DEFAULT_RUNTIME_EXECUTABLE,
-            Engine::Containerd | Engine::Crio => DEFAULT_RUNTIME_PATH,
-        }
+        self.api().default_runtime_path()
     }
+}
+
+/// How the engine learns about a changed config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// SIGHUP to the process listening on the engine's socket (docker reloads its runtimes;
+    /// containerd exits and its supervisor starts it again).
+    Signal,
+    /// `systemctl restart <engine>`, through `chroot <host root>` from a container.
+    Systemd,
+    None,
+}
+
+/// One container engine: every fact and behaviour that differs between engines, in one place
+/// (upstream's `pkg/config/engine` `Interface`). Implemented by one zero-sized type per engine,
+/// next to its transforms ([`containerd::Containerd`], [`docker::Docker`], [`crio::Crio`]);
+/// reached through [`Engine::api`].
+pub trait Interface: Sync {
+    /// The engine this describes.
+    fn engine(&self) -> Engine;
+
+    /// Its name in messages, and its systemd unit (`containerd`, `docker`, `crio`).
+    fn name(&self) -> &'static str;
+
+    /// Its name in prose (`nvidia-ctk runtime -d`): `CRI-O` for crio.
+    fn display_name(&self) -> &'static str {
+        self.name()
+    }
+
+    /// The engine's main config file where its packages put it.
+    fn default_config(&self) -> &'static str;
+
+    /// Upstream's default drop-in (1.18.1+ for containerd, 1.19.1+ for CRI-O); docker has none.
+    fn default_drop_in(&self) -> Option<&'static str>;
+
+    /// Whether the engine reads a drop-in at all (docker: only its `daemon.json`).
+    fn uses_drop_in(&self) -> bool {
+        self.default_drop_in().is_some()
+    }
+
+    /// Whether the main config names the drop-in (containerd's `imports`); CRI-O reads its
+    /// drop-in directory itself.
+    fn imports_drop_in(&self) -> bool {
+        false
+    }
+
+    /// The runtime path written when none is given: absolute for containerd and CRI-O, the bare
+    /// name for docker.
+    fn default_runtime_path(&self) -> &'static str;
+
+    /// The socket the engine serves (upstream's default).
+    fn default_socket(&self) -> &'static str;
+
+    /// How upstream's installer makes the engine pick up a change by default.
+    fn default_restart(&self) -> Restart;
+
+    /// What the user does next for a changed config to take effect; `rootless`: docker runs
+    /// rootless for this user (only docker cares).
+    fn restart_hint(&self, rootless: bool) -> &'static str;
+
+    /// The engine's own cgroup driver when its config does not say (`v2`: the host has cgroup
+    /// v2): CRI-O defaults to systemd; containerd's runc to cgroupfs; docker to systemd on
+    /// cgroup v2 only.
+    fn default_systemd(&self, v2: bool) -> bool;
+
+    /// The binary whose dump of its config is the base with `--config-source=command`; `None`
+    /// for docker, which has no dump.
+    fn dump_binary(&self) -> Option<&'static str>;
+
+    /// The words of that dump command (`config dump`, `status config`).
+    fn dump_subcommand(&self) -> Option<&'static str>;
+
+    /// The arguments of that dump (`config` is the engine's config file, `config_exists`
+    /// whether it exists).
+    fn dump_args(&self, config: &Path, config_exists: bool) -> Option<Vec<PathBuf>> {
+        let _ = (config, config_exists);
+        self.dump_subcommand()
+            .map(|words| words.split(' ').map(PathBuf::from).collect())
+    }
+
+    /// Register the runtime: `main` is the config file, `base` the document the entry derives
+    /// from (the file, or the engine's dump), `drop_in` where the entry goes if anywhere.
+    fn configure(
+        &self,
+        main: Source<'_>,
+        base: Source<'_>,
+        drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error>;
+
+    /// Undo [`Interface::configure`]; `previous` is the backup of `main`, if any.
+    fn unconfigure(
+        &self,
+        main: Source<'_>,
+        previous: Option<&str>,
+        drop_in: Option<&Path>,
+        opts: &Options,
+    ) -> Result<Outcome, Error>;
+
+    /// Where the config `src` registers `runtime`.
+    fn status(&self, src: Source<'_>, runtime: &str) -> Result<Registration, Error>;
 }
 
 /// How an engine's config registers a runtime (read by `nvidia-ctk doctor` through the same
@@ -468,22 +563,13 @@ pub fn options_table<'t>(
 impl Engine {
     /// Where this engine's config registers `runtime`, read from `src`.
     pub fn status(self, src: Source<'_>, runtime: &str) -> Result<Registration, String> {
-        let r = match self {
-            Engine::Containerd => crate::containerd::status(src, runtime),
-            Engine::Docker => crate::docker::status(src, runtime),
-            Engine::Crio => crate::crio::status(src, runtime),
-        };
-        r.map_err(|e| e.to_string())
+        self.api().status(src, runtime).map_err(|e| e.to_string())
     }
 
     /// The engine's own cgroup driver when its config does not say: CRI-O defaults to
     /// systemd; containerd's runc to cgroupfs; docker to systemd on cgroup v2 only.
     pub fn default_systemd(self, v2: bool) -> bool {
-        match self {
-            Engine::Crio => true,
-            Engine::Containerd => false,
-            Engine::Docker => v2,
-        }
+        self.api().default_systemd(v2)
     }
 }
 
@@ -524,6 +610,17 @@ mod tests {
                 text,
             };
             assert_eq!(&status(src, "nvidia").unwrap(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn api_describes_its_engine() {
+        for e in [Engine::Containerd, Engine::Docker, Engine::Crio] {
+            let api = e.api();
+            assert_eq!(api.engine(), e, "{}", api.name());
+            assert_eq!(api.uses_drop_in(), api.default_drop_in().is_some());
+            assert_eq!(api.dump_binary().is_some(), api.dump_subcommand().is_some());
+            assert!(!api.imports_drop_in() || api.uses_drop_in());
         }
     }
 

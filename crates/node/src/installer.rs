@@ -76,15 +76,7 @@ fn io(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> Install
 }
 
 /// How the engine learns about the new config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Restart {
-    /// SIGHUP to the process listening on the engine's socket (docker reloads its runtimes;
-    /// containerd exits and its supervisor starts it again).
-    Signal,
-    /// `systemctl restart <engine>`, through `chroot <host root>` from a container.
-    Systemd,
-    None,
-}
+pub use nvct_engines::Restart;
 
 /// What the installer does to the engine's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1013,12 +1005,17 @@ fn unregistered(opts: &Options, text: &str) -> Result<String, InstallError> {
         return Ok(text.to_string());
     }
     // The import names the drop-in where the engine sees it, as `register` wrote it
-    // (`containerd::configure` with `drop_in_host_path`).
-    let import = opts.drop_in.as_ref().map(|d| {
-        opts.drop_in_host_path
-            .clone()
-            .unwrap_or_else(|| d.to_path_buf())
-    });
+    // (`containerd::configure` with `drop_in_host_path`); only containerd's config imports it.
+    let api = opts.engine.api();
+    let import = opts
+        .drop_in
+        .as_ref()
+        .filter(|_| api.imports_drop_in())
+        .map(|d| {
+            opts.drop_in_host_path
+                .clone()
+                .unwrap_or_else(|| d.to_path_buf())
+        });
     // A k3s template of plain TOML is undone as the TOML it is (as `register` edited it).
     let config = transform_path(&opts.config, text);
     let mut out = text.to_string();
@@ -1035,11 +1032,7 @@ fn unregistered(opts: &Options, text: &str) -> Result<String, InstallError> {
             text: &out,
         };
         // The drop-in file itself is left to `remove_drop_in` (its change is not applied here).
-        let outcome = match opts.engine {
-            Engine::Docker => docker::unconfigure(src, None, &rt)?,
-            Engine::Containerd => containerd::unconfigure(src, None, import.as_deref(), &rt)?,
-            Engine::Crio => crio::unconfigure(src, None, None, &rt)?,
-        };
+        let outcome = api.unconfigure(src, None, import.as_deref(), &rt)?;
         if let Some(c) = outcome
             .changes
             .into_iter()
@@ -1089,15 +1082,12 @@ fn remove_drop_in(opts: &Options, drop_in: &Path) -> Result<String, InstallError
         text: &text,
     };
     let toolkit = opts.toolkit_dir();
-    let ours = opts.runtimes().iter().any(|(name, wrapper, _)| {
-        let registration = match opts.engine {
-            Engine::Containerd => containerd::status(src, name),
-            Engine::Crio => crio::status(src, name),
-            Engine::Docker => return false,
-        };
-        registration.ok().and_then(|r| r.runtime_path)
-            == Some(toolkit.join(wrapper).display().to_string())
-    });
+    let api = opts.engine.api();
+    let ours = api.uses_drop_in()
+        && opts.runtimes().iter().any(|(name, wrapper, _)| {
+            api.status(src, name).ok().and_then(|r| r.runtime_path)
+                == Some(toolkit.join(wrapper).display().to_string())
+        });
     if !ours {
         return Ok(format!(
             "left {}: it does not register this install's runtimes",

@@ -9,7 +9,7 @@ use super::{parse_devices, read_host, CliError, Globals, Phase};
 use crate::prestart::{self, ContainerTarget, HereTarget};
 use nvct_formats::config::Config;
 use nvct_host::discover::Files;
-use nvct_model::{Capability, Layout};
+use nvct_model::{Capability, FileKind, Inventory, Layout};
 use nvct_plan::request::Request;
 use nvct_plan::{self as plan, PlanError};
 use std::collections::BTreeSet;
@@ -34,6 +34,11 @@ pub struct Configure {
     pub no_devbind: bool,
     /// `--no-cntlibs` / `--cuda-compat-mode=disabled`: no CUDA forward compatibility.
     pub no_cuda_compat: bool,
+    /// `--no-persistenced`, `--no-fabricmanager`: not the daemon's socket.
+    pub no_persistenced: bool,
+    pub no_fabricmanager: bool,
+    /// `--no-gsp-firmware`: no GSP firmware file.
+    pub no_gsp_firmware: bool,
     /// The container's rootfs (absolute, not `/`).
     pub rootfs: PathBuf,
 }
@@ -67,6 +72,7 @@ pub fn configure(
     };
     let nvml = plan::needs_nvml(&req);
     let mut inv = read_host(&root, nvml, Files::For(plan::needs(&req)))?;
+    leave_out(&mut inv, what);
     let bus_ids = plan::selected_bus_ids(&req, &inv);
     nvct_host::discover::read_proc_gpus(&root, &mut inv, &bus_ids);
     // Planned here with the layout unknown for the refusals (unknown device, requirements);
@@ -115,6 +121,22 @@ pub fn configure(
         summary: req.summary(),
         notes,
     }))
+}
+
+/// The driver files `--no-persistenced`, `--no-fabricmanager` and `--no-gsp-firmware` leave
+/// out, taken from the inventory before it is planned.
+fn leave_out(inv: &mut Inventory, what: &Configure) {
+    inv.files.retain(|f| {
+        let path = f.driver_path.to_string_lossy();
+        !match f.kind {
+            FileKind::Ipc => {
+                (what.no_persistenced && path.contains("nvidia-persistenced"))
+                    || (what.no_fabricmanager && path.contains("nvidia-fabricmanager"))
+            }
+            FileKind::Firmware => what.no_gsp_firmware,
+            _ => false,
+        }
+    });
 }
 
 /// The planner's refusals in libnvidia-container's words: `device error: <id>: unknown

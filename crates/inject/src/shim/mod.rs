@@ -75,7 +75,8 @@ pub enum ShimError {
     },
     #[error(
         "{path}: nvidia-container-runtime.modes.jit-cdi.nvcdi-disable-hooks names {hook:?}, \
-             which is no hook ({}, all)", HookKind::names()
+             which is no hook ({}, all)",
+        HookKind::names()
     )]
     DisabledHook { path: PathBuf, hook: String },
     #[error("{path}: unresolvable CDI device {name}: {why}")]

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nvct_engines::{containerd, crio, docker, Engine, Error, Options, Outcome, Source};
+use nvct_engines::{containerd, Engine, Error, Options, Outcome, Source};
 
 /// What is written where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,13 +82,11 @@ pub fn transform(r: &Resolved, docs: Documents<'_>) -> Result<Outcome, Error> {
         previous,
     } = docs;
     let opts = &r.opts;
-    match (r.engine, r.configure) {
-        (Engine::Containerd, true) => containerd::configure(main, base, drop_in, opts),
-        (Engine::Containerd, false) => containerd::unconfigure(main, previous, drop_in, opts),
-        (Engine::Docker, true) => docker::configure(base, opts),
-        (Engine::Docker, false) => docker::unconfigure(main, previous, opts),
-        (Engine::Crio, true) => crio::configure(main, base, drop_in, opts),
-        (Engine::Crio, false) => crio::unconfigure(main, previous, drop_in, opts),
+    let api = r.engine.api();
+    if r.configure {
+        api.configure(main, base, drop_in, opts)
+    } else {
+        api.unconfigure(main, previous, drop_in, opts)
     }
 }
 
@@ -100,11 +98,7 @@ impl Resolved {
         } else {
             "unconfiguring"
         };
-        let engine = match self.engine {
-            Engine::Containerd => "containerd",
-            Engine::Docker => "docker",
-            Engine::Crio => "CRI-O",
-        };
+        let engine = self.engine.api().display_name();
         let files = match &self.target {
             Target::ConfigFile {
                 config,
@@ -157,14 +151,9 @@ impl Resolved {
     /// What the user does next for the change to take effect; `rootless_docker`: docker runs
     /// rootless for this user (the binary judges that from the process).
     pub fn restart_hint(&self, rootless_docker: bool) -> &'static str {
-        match (&self.target, self.engine) {
-            (Target::OciHook { .. }, _) => "the hook applies to new containers; no restart needed",
-            (_, Engine::Containerd) => "restart containerd to apply: systemctl restart containerd",
-            (_, Engine::Docker) if rootless_docker => {
-                "restart the rootless docker to apply: systemctl --user restart docker"
-            }
-            (_, Engine::Docker) => "restart docker to apply: systemctl restart docker",
-            (_, Engine::Crio) => "restart CRI-O to apply: systemctl restart crio",
+        match &self.target {
+            Target::OciHook { .. } => "the hook applies to new containers; no restart needed",
+            Target::ConfigFile { .. } => self.engine.api().restart_hint(rootless_docker),
         }
     }
 
@@ -198,26 +187,13 @@ impl Target {
 /// `[--config FILE] config dump` for containerd (the file only when it exists), `status config`
 /// for CRI-O; `None` for docker, which has none (refused by [`resolve`]).
 pub fn dump_args(engine: Engine, config: &Path, config_exists: bool) -> Option<Vec<PathBuf>> {
-    match engine {
-        Engine::Containerd => {
-            let mut args: Vec<PathBuf> = Vec::new();
-            if config_exists {
-                args.extend(["--config".into(), config.to_path_buf()]);
-            }
-            args.extend(["config".into(), "dump".into()]);
-            Some(args)
-        }
-        Engine::Crio => Some(vec!["status".into(), "config".into()]),
-        Engine::Docker => None,
-    }
+    engine.api().dump_args(config, config_exists)
 }
 
 /// The name a dump goes by in messages, as if it were a file: `<BINARY config dump>`.
 pub fn dump_label(engine: Engine, binary: &Path) -> PathBuf {
-    let args = match engine {
-        Engine::Containerd => "config dump",
-        _ => "status config",
-    };
+    // docker has no dump (refused by `resolve`); it would read as CRI-O's.
+    let args = engine.api().dump_subcommand().unwrap_or("status config");
     PathBuf::from(format!("<{} {args}>", binary.display()))
 }
 
