@@ -354,7 +354,7 @@ fn in_vdpau_dir(path: &Path) -> bool {
 }
 
 /// The GPUs (and MIG devices) a request names, in request order, each once.
-fn select<'a>(
+pub fn select<'a>(
     devices: &Devices,
     inv: &'a Inventory,
 ) -> Result<Vec<(&'a Gpu, Option<&'a nvct_model::MigDevice>)>, PlanError> {

@@ -6,13 +6,12 @@
 //! at all every section is listed for every GPU; any flag lists only what it names.
 //! Charliecloud's `ch-fromhost --nvidia` copies what `list --binaries --libraries` prints.
 
-use super::{parse_devices, read_host, unknown_device, CliError, Globals};
+use super::{parse_devices, read_host, unknown_device, CliError, Globals, Phase};
 use nvct_formats::config::Config;
 use nvct_host::discover::Files;
 use nvct_model::tables::libraries_for;
-use nvct_model::{
-    normalize_bus_id, Capability, DeviceId, Devices, DriverFile, FileKind, Gpu, Inventory,
-};
+use nvct_model::{Capability, Devices, DriverFile, FileKind, Gpu, Inventory};
+use nvct_plan::PlanError;
 use std::path::Path;
 
 /// What `list` was asked for.
@@ -144,28 +143,19 @@ fn ends_with_version(f: &DriverFile, version: &str) -> bool {
         .is_some_and(|n| n.to_string_lossy().ends_with(version))
 }
 
-/// The GPUs `devices` selects on `inv` (a MIG device selects its GPU); on a host without GPUs
-/// nothing is selected and nothing is unknown, as libnvidia-container.
-pub fn select<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<&'a Gpu>, CliError> {
+/// The GPUs `devices` selects on `inv` (a MIG device selects its GPU), by the planner's
+/// matcher; on a host without GPUs nothing is selected and nothing is unknown, as
+/// libnvidia-container.
+fn select<'a>(inv: &'a Inventory, devices: &Devices) -> Result<Vec<&'a Gpu>, CliError> {
     if inv.gpus.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = match devices {
-        Devices::None => return Ok(Vec::new()),
-        Devices::All => return Ok(inv.gpus.iter().collect()),
-        Devices::List(ids) => ids,
-    };
+    let selected = nvct_plan::select(devices, inv).map_err(|e| match e {
+        PlanError::UnknownDevice { id, .. } => unknown_device(&id.to_string()),
+        e => CliError::new(Phase::Device, e.to_string()),
+    })?;
     let mut out: Vec<&Gpu> = Vec::new();
-    for id in ids {
-        let gpu = inv.gpus.iter().find(|g| match id {
-            DeviceId::Index(i) | DeviceId::MigIndex(i, _) => g.index == *i,
-            DeviceId::Uuid(u) => {
-                g.uuid.eq_ignore_ascii_case(u)
-                    || g.migs.iter().any(|m| m.uuid.eq_ignore_ascii_case(u))
-            }
-            DeviceId::BusId(b) => normalize_bus_id(&g.bus_id).as_ref() == Some(b),
-        });
-        let gpu = gpu.ok_or_else(|| unknown_device(&id.to_string()))?;
+    for (gpu, _) in selected {
         if !out.iter().any(|g| g.index == gpu.index) {
             out.push(gpu);
         }
