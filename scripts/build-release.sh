@@ -7,6 +7,11 @@
 #   usr/bin/nvidia-container-runtime         the runtime shim: statically linked front (started by
 #                                            the engine for every command of every container)
 #   usr/bin/nvidia-ctk-installer             the Kubernetes node installer (dynamic; packaging/kubernetes)
+#   usr/bin/nvidia-container-cli             libnvidia-container's CLI for the engines that exec it
+#                                            (LXC/Incus, enroot, Apptainer, Charliecloud): dynamic,
+#                                            `info` loads the driver's libnvidia-ml; the engines'
+#                                            hook scripts exec it with their own environment, not
+#                                            the image's
 #   usr/libexec/nvct/nvidia-container-runtime-hook, usr/libexec/nvct/nvidia-ctk,
 #   usr/libexec/nvct/nvidia-container-runtime
 #                                            the dynamic programs the fronts exec (the hooks' with
@@ -26,7 +31,9 @@ mkdir -p target/dist/usr/bin target/dist/usr/libexec/nvct
 for b in nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   install -m 0755 "target/static/release/$b" target/dist/usr/bin/
 done
-install -m 0755 target/release/nvidia-ctk-installer target/dist/usr/bin/
+for b in nvidia-ctk-installer nvidia-container-cli; do
+  install -m 0755 "target/release/$b" target/dist/usr/bin/
+done
 for b in nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime; do
   install -m 0755 "target/release/$b" target/dist/usr/libexec/nvct/
 done

@@ -7,7 +7,8 @@
 # packages"). Both hold the same files:
 #   usr/bin, usr/libexec/nvct   the install tree of scripts/build-release.sh (static fronts in
 #                               usr/bin that exec the dynamic programs in usr/libexec/nvct when
-#                               they need the driver's NVML; nvidia-cdi-hook static)
+#                               they need the driver's NVML; nvidia-cdi-hook static;
+#                               nvidia-ctk-installer and nvidia-container-cli dynamic, in usr/bin)
 #   usr/bin/nvidia-container-toolkit   a link to nvidia-container-runtime-hook (upstream's
 #                               postinst makes it; older hooks.d files name it)
 #   usr/share/nvidia-container-toolkit/{config.toml,nvidia-cdi-refresh.env}   the defaults of
@@ -81,6 +82,9 @@ mkdir -p "$stage/usr/bin" "$stage/usr/libexec/nvct"
 # The binaries, in the layout of scripts/build-release.sh.
 statics=(nvidia-cdi-hook nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime)
 workers=(nvidia-container-runtime-hook nvidia-ctk nvidia-container-runtime)
+# Dynamic programs in usr/bin itself: the installer, and nvidia-container-cli (`info` loads the
+# driver's libnvidia-ml; the engines that exec it run it by that name from PATH).
+dynamics=(nvidia-ctk-installer nvidia-container-cli)
 if [ "$profile" = release ]; then
   scripts/build-release.sh >/dev/null
   cp -a target/dist/usr/. "$stage/usr/"
@@ -90,11 +94,13 @@ else
     [ -x "$f" ] || { echo "package.sh: $f missing: --profile dev packages what scripts/test.sh builds (cargo rustc --locked --all-features --target-dir target/static --bin $b -- -C target-feature=+crt-static)" >&2; exit 1; }
     install -m 0755 "$f" "$stage/usr/bin/"
   done
-  for b in nvidia-ctk-installer "${workers[@]}"; do
+  for b in "${dynamics[@]}" "${workers[@]}"; do
     f=target/debug/$b
     [ -x "$f" ] || { echo "package.sh: $f missing: --profile dev packages what scripts/test.sh builds (cargo build --locked --bins --all-features)" >&2; exit 1; }
   done
-  install -m 0755 target/debug/nvidia-ctk-installer "$stage/usr/bin/"
+  for b in "${dynamics[@]}"; do
+    install -m 0755 "target/debug/$b" "$stage/usr/bin/"
+  done
   for b in "${workers[@]}"; do
     install -m 0755 "target/debug/$b" "$stage/usr/libexec/nvct/"
   done
@@ -133,22 +139,25 @@ maintainer=${NVCT_PACKAGE_MAINTAINER:-nvct developers <nvct@localhost>}
 summary="Gives containers their NVIDIA GPUs (OCI hook, runtime shim, nvidia-ctk, CDI)"
 description="A drop-in replacement, in Rust, for the NVIDIA container toolkit: the prestart
 hook nvidia-container-runtime-hook, the runtime shim nvidia-container-runtime, nvidia-ctk
-(runtime configure, cdi generate, config) and the CDI hooks nvidia-cdi-hook, with the
-nvidia-cdi-refresh systemd units that keep /var/run/cdi/nvidia.yaml up to date."
+(runtime configure, cdi generate, config), the CDI hooks nvidia-cdi-hook, and
+nvidia-container-cli (libnvidia-container's info, list and configure, for LXC, Incus,
+enroot, Apptainer and Charliecloud), with the nvidia-cdi-refresh systemd units that keep
+/var/run/cdi/nvidia.yaml up to date."
 # The version of the packages: epoch 1, above every upstream version (none has an epoch), so
 # that apt and dnf never see NVIDIA's repository's nvidia-container-toolkit as an upgrade.
 epoch=1
 # Upstream's packages whose files ours holds: nvidia-container-toolkit-base (nvidia-ctk,
-# nvidia-container-runtime, nvidia-cdi-hook, the units, the env file) and the pre-1.6 packages
-# (upstream's own Breaks/Replaces boundaries). Upstream's nvidia-container-toolkit is this
-# package's name: ours is its next version.
-replaced_deb="nvidia-container-toolkit-base, nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook"
+# nvidia-container-runtime, nvidia-cdi-hook, the units, the env file), libnvidia-container-tools
+# (nvidia-container-cli; its library package libnvidia-container1 holds no file of ours and
+# stays) and the pre-1.6 packages (upstream's own Breaks/Replaces boundaries). Upstream's
+# nvidia-container-toolkit is this package's name: ours is its next version.
+replaced_deb="nvidia-container-toolkit-base, libnvidia-container-tools, nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook"
 
 # --- .deb
 # Depends: the Debian package of each shared library the dynamic programs load (their ELF
 # NEEDED entries; objdump is in binutils, which gcc brings), glibc at least at the newest
 # GLIBC_x.y symbol version they reference.
-dynamic=("$stage/usr/bin/nvidia-ctk-installer" "$stage"/usr/libexec/nvct/*)
+dynamic=("${dynamics[@]/#/$stage/usr/bin/}" "$stage"/usr/libexec/nvct/*)
 depends=()
 for so in $(objdump -p "${dynamic[@]}" | awk '$1 == "NEEDED" {print $2}' | sort -u); do
   case $so in
@@ -192,10 +201,12 @@ done
   echo "Maintainer: $maintainer"
   echo "Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)"
   echo "Depends: $depends_line"
-  # Provides: a package that depends on upstream's base package finds it here; Conflicts and
-  # Replaces: apt removes that package when this one comes (dpkg -i alone needs
-  # --auto-deconfigure: upstream's old nvidia-container-toolkit depends on it).
-  echo "Provides: nvidia-container-toolkit-base (= $epoch:$version)"
+  # Provides: a package that depends on upstream's base package or on its
+  # libnvidia-container-tools (nvidia-container-cli) finds it here; Conflicts and Replaces: apt
+  # removes those packages when this one comes (dpkg -i alone needs --auto-deconfigure:
+  # upstream's old nvidia-container-toolkit depends on them; dpkg then removes the base package
+  # only, and postinst names the tools package left: docs/COMPAT.md).
+  echo "Provides: nvidia-container-toolkit-base (= $epoch:$version), libnvidia-container-tools (= $epoch:$version)"
   echo "Conflicts: $replaced_deb"
   echo "Replaces: $replaced_deb"
   echo "Section: utils"
@@ -219,8 +230,8 @@ files=$work/files.list
   (cd "$stage" && find . ! -type d -printf '/%P\n' | sort)
 } >"$files"
 # Obsoletes (rpm's way to replace another package in one transaction: dnf erases upstream's
-# base package as this one comes) and Provides, with upstream's own boundaries for the pre-1.6
-# packages.
+# base package and its libnvidia-container-tools as this one comes) and Provides, with
+# upstream's own boundaries for the pre-1.6 packages.
 cat >"$work/$name.spec" <<EOF
 Name: $name
 Epoch: $epoch
@@ -230,6 +241,8 @@ Summary: $summary
 License: Apache-2.0
 Provides: nvidia-container-toolkit-base = $epoch:$version-1
 Obsoletes: nvidia-container-toolkit-base < $epoch:$version-1
+Provides: libnvidia-container-tools = $epoch:$version-1
+Obsoletes: libnvidia-container-tools < $epoch:$version-1
 Provides: nvidia-container-runtime, nvidia-container-runtime-hook
 Obsoletes: nvidia-container-runtime <= 3.5.0-1, nvidia-container-runtime-hook <= 1.4.0-2
 %define debug_package %{nil}

@@ -625,12 +625,9 @@ fn configure(g: Globals, sub: &str, args: &[String]) -> Parsed {
                     ))
                 }
             },
-            "mig-config" | "mig-monitor" | "imex-channel" => {
-                return input_error(&format!(
-                    "--{name}: MIG configuration, monitoring and IMEX channels are not injected \
-                     by this nvidia-container-cli; use the OCI hook or a CDI spec for them"
-                ))
-            }
+            "mig-config" => c.mig_config.push(value),
+            "mig-monitor" => c.mig_monitor.push(value),
+            "imex-channel" => c.imex_channels.push(value),
             cap => {
                 if let Some(cap) = Capability::from_name(cap) {
                     c.capabilities.insert(cap);

@@ -401,7 +401,8 @@ fn lxc_unprivileged_containers_get_their_gpus_through_lxcs_hook() {
 
 /// SingularityCE as root: the CLI run as `/proc/self/fd/N` (it cannot dispatch on its name)
 /// with `--ldconfig=@/proc/self/fd/3`, in a mount namespace of its own with the rootfs's /proc
-/// mounted (standalone mode, as a runtime's hook runs it before pivot_root).
+/// mounted (standalone mode, as a runtime's hook runs it before pivot_root); with an IMEX
+/// channel, and without the persistence daemon's socket (`--no-persistenced`).
 #[test]
 fn singularity_runs_it_from_a_file_descriptor() {
     let h = host("nvct-cli-fd-", 1);
@@ -417,7 +418,8 @@ fn singularity_runs_it_from_a_file_descriptor() {
     let script = format!(
         "set -e; mount --make-rprivate /; mount -t proc proc {r}/proc; mount -t tmpfs tmpfs {r}/dev; \
          exec 3<{ldconfig} 4<{CLI}; /proc/self/fd/4 configure --no-cgroups --ldconfig=@/proc/self/fd/3 \
-         --device=0 --compute --utility --no-persistenced {r}; stat -c '%t:%T' {r}/dev/nvidia0; \
+         --device=0 --compute --utility --no-persistenced --imex-channel=1 {r}; \
+         stat -c '%t:%T' {r}/dev/nvidia0; test -c {r}/dev/nvidia-caps-imex-channels/channel1; \
          ls {r}/usr/lib/x86_64-linux-gnu; ls {r}/etc/ld.so.cache; \
          test -S {r}/run/nvidia-fabricmanager/socket; test ! -e {r}/run/nvidia-persistenced/socket",
         r = rootfs.display()

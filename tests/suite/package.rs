@@ -1,11 +1,12 @@
 //! The packages of scripts/package.sh, installed for real: the .deb with `dpkg --root` into a
 //! scratch root (an empty dpkg database, and busybox as its /bin/sh: dpkg runs the maintainer
-//! scripts chrooted there), its nvidia-ctk run, a GPU container started under real runc whose
-//! prestart hook is the installed hook with the installed (edited) config, then `dpkg -r` (the
-//! edited config files stay, byte for byte) and `dpkg --purge` (they go). The config files are
-//! no conffiles: postinst writes them from the packaged defaults when missing. A node with
-//! stand-ins for upstream's packages (built here with dpkg-deb: upstream's names and version, a
-//! postinst that writes config.toml, their unit copies in /etc/systemd/system) switches to the
+//! scripts chrooted there), its nvidia-ctk and nvidia-container-cli run, a GPU container started
+//! under real runc whose prestart hook is the installed hook with the installed (edited) config,
+//! then `dpkg -r` (the edited config files stay, byte for byte) and `dpkg --purge` (they go).
+//! The config files are no conffiles: postinst writes them from the packaged defaults when
+//! missing. A node with stand-ins for upstream's packages (built here with dpkg-deb: upstream's
+//! names and version, a postinst that writes config.toml, their unit copies in
+//! /etc/systemd/system, libnvidia-container-tools with its nvidia-container-cli) switches to the
 //! .deb and back, unattended, its edited config files kept. The .rpm is checked against the
 //! .deb: the same files with the same modes (its units in /usr/lib), no config files either.
 //!
@@ -244,13 +245,15 @@ fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
         );
     }
     // The layout of scripts/build-release.sh: static fronts and hook in usr/bin, their dynamic
-    // programs in usr/libexec/nvct.
+    // programs in usr/libexec/nvct; the installer and nvidia-container-cli (its `info` loads
+    // NVML) dynamic in usr/bin.
     for (path, want_static) in [
         ("/usr/bin/nvidia-cdi-hook", true),
         ("/usr/bin/nvidia-container-runtime-hook", true),
         ("/usr/bin/nvidia-ctk", true),
         ("/usr/bin/nvidia-container-runtime", true),
         ("/usr/bin/nvidia-ctk-installer", false),
+        ("/usr/bin/nvidia-container-cli", false),
         ("/usr/libexec/nvct/nvidia-container-runtime-hook", false),
         ("/usr/libexec/nvct/nvidia-ctk", false),
         ("/usr/libexec/nvct/nvidia-container-runtime", false),
@@ -300,6 +303,36 @@ fn deb_installs_runs_a_gpu_container_and_removes_cleanly() {
     assert_ne!(
         edited[0], shipped_config,
         "nvidia-ctk config --set changed nothing"
+    );
+
+    // The installed nvidia-container-cli, as LXC's hook and Incus find it (in PATH, by name):
+    // its version (Charliecloud reads the second field of the first line), and `info --csv`
+    // (what Incus parses) of the simulated GPUs, with NVML loaded from the driver root the
+    // installed config names.
+    let cli = under("/usr/bin/nvidia-container-cli");
+    let version = stdout(Command::new(&cli).arg("-V"));
+    assert_eq!(
+        version.lines().next().and_then(|l| l.split(' ').nth(1)),
+        Some(VERSION),
+        "{} -V: {version:?}",
+        cli.display()
+    );
+    let csv = stdout(
+        Command::new(&cli)
+            .args(["info", "--csv"])
+            .env("NVIDIA_CTK_CONFIG_FILE_PATH", &config),
+    );
+    let rows: Vec<&str> = csv.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        rows.len(),
+        3 + host.gpus().len(),
+        "{} info --csv: the driver and one row per GPU:\n{csv}",
+        cli.display()
+    );
+    assert_eq!(
+        rows[1].split(',').next(),
+        Some(host.driver_version()),
+        "{csv}"
     );
 
     // A GPU container whose prestart hook is the installed one, with the installed config.
@@ -452,8 +485,9 @@ fn packages_carry_the_maintainer_scripts() {
 /// What makes the packages take a node over from upstream's: the .deb is the next version of
 /// upstream's `nvidia-container-toolkit` (epoch 1: above 1.18, above any later upstream version,
 /// so that NVIDIA's repository never offers theirs as an upgrade), and it provides, conflicts
-/// with and replaces `nvidia-container-toolkit-base`; the .rpm carries the same epoch and
-/// obsoletes and provides that package.
+/// with and replaces `nvidia-container-toolkit-base` and `libnvidia-container-tools` (upstream's
+/// package of `nvidia-container-cli`); the .rpm carries the same epoch and obsoletes and
+/// provides those packages.
 #[test]
 fn packages_take_over_upstreams_names_and_sort_above_its_versions() {
     let (deb, rpm) = packages();
@@ -466,16 +500,19 @@ fn packages_take_over_upstreams_names_and_sort_above_its_versions() {
     assert_eq!(field("Version"), package_version());
     assert_eq!(
         field("Provides"),
-        format!("nvidia-container-toolkit-base (= {})", package_version())
+        format!(
+            "nvidia-container-toolkit-base (= {v}), libnvidia-container-tools (= {v})",
+            v = package_version()
+        )
     );
     for relation in ["Conflicts", "Replaces"] {
         let value = field(relation);
-        assert!(
-            value
-                .split(", ")
-                .any(|p| p == "nvidia-container-toolkit-base"),
-            "{relation}: {value}"
-        );
+        for upstream in ["nvidia-container-toolkit-base", "libnvidia-container-tools"] {
+            assert!(
+                value.split(", ").any(|p| p == upstream),
+                "{relation} lacks {upstream}: {value}"
+            );
+        }
     }
     for upstream in ["1.18.2-1", "1.19.1-1", "99.0.0-1"] {
         let newer = Command::new("dpkg")
@@ -497,21 +534,21 @@ fn packages_take_over_upstreams_names_and_sort_above_its_versions() {
     };
     assert_eq!(q("%{EPOCH}:%{VERSION}"), package_version());
     let provides = q("[%{PROVIDES} %{PROVIDEVERSION}\\n]");
-    assert!(
-        provides.contains(&format!(
-            "nvidia-container-toolkit-base {}-1",
-            package_version()
-        )),
-        "rpm provides: {provides}"
-    );
     let obsoletes = q("[%{OBSOLETES} %{OBSOLETEFLAGS:depflags} %{OBSOLETEVERSION}\\n]");
-    assert!(
-        obsoletes.contains(&format!(
-            "nvidia-container-toolkit-base < {}-1",
-            package_version()
-        )),
-        "rpm obsoletes: {obsoletes}"
-    );
+    for upstream in ["nvidia-container-toolkit-base", "libnvidia-container-tools"] {
+        assert!(
+            provides
+                .lines()
+                .any(|l| l == format!("{upstream} {}-1", package_version())),
+            "rpm provides no {upstream}: {provides}"
+        );
+        assert!(
+            obsoletes
+                .lines()
+                .any(|l| l == format!("{upstream} < {}-1", package_version())),
+            "rpm obsoletes no {upstream}: {obsoletes}"
+        );
+    }
 }
 
 /// `dpkg -i`, `-r` and `--purge` in a scratch root, with the maintainer scripts really run
@@ -667,10 +704,13 @@ fn deb_removal_names_engine_configs_that_still_run_it() {
 /// base` holds nvidia-ctk, nvidia-container-runtime and nvidia-cdi-hook (shell stubs), the
 /// refresh units in /etc/systemd/system and the env file (conffiles: every file under /etc of
 /// a debhelper-built package is), and its postinst writes config.toml when there is none;
-/// `nvidia-container-toolkit` depends on it at the same version, holds the prestart hook and
-/// its postinst links /usr/bin/nvidia-container-toolkit to it (purge removes the link).
-/// Returns (base, toolkit). The scripts honour DPKG_ROOT (run with --force-script-chrootless).
-fn stand_ins(dir: &Path, version: &str) -> (PathBuf, PathBuf) {
+/// `libnvidia-container-tools` holds /usr/bin/nvidia-container-cli (a shell stub; upstream's
+/// depends on libnvidia-container1, the library, which holds no file of ours and is left out
+/// here); `nvidia-container-toolkit` depends on the base package at the same version and on
+/// the tools as upstream's `packaging/debian/control` (`>= VERSION`, `<< 2.0.0`), holds the
+/// prestart hook and its postinst links /usr/bin/nvidia-container-toolkit to it (purge removes
+/// the link). The scripts honour DPKG_ROOT (run with --force-script-chrootless).
+fn stand_ins(dir: &Path, version: &str) -> StandIns {
     use std::os::unix::fs::PermissionsExt;
     let write = |path: PathBuf, text: &str, mode: u32| {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -715,6 +755,25 @@ fn stand_ins(dir: &Path, version: &str) -> (PathBuf, PathBuf) {
         &format!("Package: nvidia-container-toolkit-base\nVersion: {version}\nArchitecture: all\nMaintainer: stand-in <stand-in@localhost>\nDescription: stand-in for upstream's nvidia-container-toolkit-base\n"),
         0o644,
     );
+    let tools = dir.join(format!("stand-in-tools-{version}"));
+    write(
+        tools.join("usr/bin/nvidia-container-cli"),
+        &format!("#!/bin/sh\necho \"stand-in nvidia-container-cli {version}\"\n"),
+        0o755,
+    );
+    // A file of its own too, as upstream's (its docs): without it our Replaces would take its
+    // only file and dpkg would drop the package as emptied, hiding that plain dpkg leaves it
+    // installed (deb_switches_from_upstream_stand_ins_and_back).
+    write(
+        tools.join("usr/share/doc/libnvidia-container-tools/copyright"),
+        "stand-in\n",
+        0o644,
+    );
+    write(
+        tools.join("DEBIAN/control"),
+        &format!("Package: libnvidia-container-tools\nVersion: {version}\nArchitecture: all\nMaintainer: stand-in <stand-in@localhost>\nDescription: stand-in for upstream's libnvidia-container-tools\n"),
+        0o644,
+    );
     let toolkit = dir.join(format!("stand-in-toolkit-{version}"));
     write(
         toolkit.join("usr/bin/nvidia-container-runtime-hook"),
@@ -733,32 +792,48 @@ fn stand_ins(dir: &Path, version: &str) -> (PathBuf, PathBuf) {
     );
     write(
         toolkit.join("DEBIAN/control"),
-        &format!("Package: nvidia-container-toolkit\nVersion: {version}\nArchitecture: all\nMaintainer: stand-in <stand-in@localhost>\nDepends: nvidia-container-toolkit-base (= {version})\nDescription: stand-in for upstream's nvidia-container-toolkit\n"),
+        &format!("Package: nvidia-container-toolkit\nVersion: {version}\nArchitecture: all\nMaintainer: stand-in <stand-in@localhost>\nDepends: nvidia-container-toolkit-base (= {version}), libnvidia-container-tools (>= {version}), libnvidia-container-tools (<< 2.0.0)\nDescription: stand-in for upstream's nvidia-container-toolkit\n"),
         0o644,
     );
-    let mut debs = Vec::new();
-    for (tree, name) in [(&base, "nvidia-container-toolkit-base"), (&toolkit, NAME)] {
+    let build = |tree: &Path, name: &str| {
         let deb = dir.join(format!("{name}_{version}_all.deb"));
         run(Command::new("dpkg-deb")
             .arg("--root-owner-group")
             .arg("--build")
             .arg(tree)
             .arg(&deb));
-        debs.push(deb);
+        deb.to_str().unwrap().to_string()
+    };
+    StandIns {
+        base: build(&base, "nvidia-container-toolkit-base"),
+        tools: build(&tools, "libnvidia-container-tools"),
+        toolkit: build(&toolkit, NAME),
     }
-    (debs[0].clone(), debs[1].clone())
+}
+
+/// The stand-in .debs of [`stand_ins`], by path.
+struct StandIns {
+    base: String,
+    tools: String,
+    toolkit: String,
+}
+
+/// Whether the file at `path` is an ELF program (ours), not a stand-in's shell stub.
+fn is_elf(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.starts_with(b"\x7fELF"))
 }
 
 /// A node with upstream's packages (stand-ins, [`stand_ins`]) whose operator edited the
 /// config.toml their postinst wrote and the env file, and enabled the refresh path unit,
 /// switches to the .deb unattended (dpkg with no terminal; `--auto-deconfigure`, which apt
-/// passes, lets dpkg remove upstream's base package, which their old nvidia-container-toolkit
-/// depends on): "install ok installed", the base package left as config-files, both edited
+/// passes, lets dpkg remove upstream's base package and libnvidia-container-tools, which their
+/// old nvidia-container-toolkit depends on): "install ok installed", the base package left as
+/// config-files, the tools package gone and /usr/bin/nvidia-container-cli ours, both edited
 /// files kept byte for byte, upstream's unit copies in /etc/systemd/system moved aside and the
 /// enablement link re-pointed at the packaged unit, /usr/bin/nvidia-container-toolkit a link to
 /// the hook. Then back to the stand-ins: upstream's unit copies are where dpkg records them
-/// again, the config files still kept. Plain `dpkg -i` without --auto-deconfigure is refused by
-/// dpkg (it says why) and changes nothing.
+/// again, their nvidia-container-cli back, the config files still kept. Plain `dpkg -i` without
+/// --auto-deconfigure is refused by dpkg (it says why) and changes nothing.
 #[test]
 fn deb_switches_from_upstream_stand_ins_and_back() {
     bundle::require_root();
@@ -766,7 +841,7 @@ fn deb_switches_from_upstream_stand_ins_and_back() {
     let dir = tempfile::tempdir().unwrap();
     let root = scratch_root(dir.path(), &deb);
     let under = |p: &str| root.join(p.trim_start_matches('/'));
-    let (base, toolkit) = stand_ins(dir.path(), "1.18.2-1");
+    let upstream = stand_ins(dir.path(), "1.18.2-1");
     let ok = |out: Output, what: &str| {
         assert!(out.status.success(), "{what}: {}", out_text(&out));
         let text = out_text(&out);
@@ -784,15 +859,21 @@ fn deb_switches_from_upstream_stand_ins_and_back() {
                 "nvidia-container-toolkit-base",
                 "${Version} ${Status}",
             ),
+            query(&root, "libnvidia-container-tools", "${Version} ${Status}"),
         )
     };
+    let cli = under("/usr/bin/nvidia-container-cli");
 
     ok(
         dpkg_unattended(
             &root,
-            &["-i", base.to_str().unwrap(), toolkit.to_str().unwrap()],
+            &["-i", &upstream.base, &upstream.tools, &upstream.toolkit],
         ),
         "installing the stand-ins",
+    );
+    assert!(
+        !is_elf(&cli),
+        "the stand-in's nvidia-container-cli is not installed"
     );
     // The operator's edits, and `systemctl enable nvidia-cdi-refresh.path` (upstream's 1.18
     // postinst does it with a running systemd).
@@ -834,9 +915,35 @@ fn deb_switches_from_upstream_stand_ins_and_back() {
         states(),
         (
             format!("{} install ok installed", package_version()),
-            "1.18.2-1 install ok config-files".to_string()
+            "1.18.2-1 install ok config-files".to_string(),
+            // dpkg alone leaves the tools package (its other files) installed: having
+            // deconfigured upstream's old toolkit for the base package, it skips our further
+            // Conflicts (apt removes both packages itself before the unpack). postinst says
+            // how to finish.
+            "1.18.2-1 install ok installed".to_string()
         ),
         "{text}"
+    );
+    assert!(
+        is_elf(&cli),
+        "/usr/bin/nvidia-container-cli is not ours: {text}"
+    );
+    assert!(
+        text.contains("`dpkg -r libnvidia-container-tools`"),
+        "no note about the tools package left installed: {text}"
+    );
+    let removed = ok(
+        dpkg_unattended(&root, &["-r", "libnvidia-container-tools"]),
+        "removing what is left of libnvidia-container-tools",
+    );
+    assert!(
+        !states().2.contains("ok installed"),
+        "libnvidia-container-tools: {:?}: {removed}",
+        states().2
+    );
+    assert!(
+        is_elf(&cli),
+        "dpkg -r libnvidia-container-tools removed our nvidia-container-cli: {removed}"
     );
     kept();
     for unit in UNITS {
@@ -862,11 +969,12 @@ fn deb_switches_from_upstream_stand_ins_and_back() {
         "no note about the env file upstream's base package still records: {text}"
     );
 
-    // And back: the toolkit first (ours conflicts with their base package until it goes).
+    // And back: the toolkit first (ours conflicts with their base and tools packages until it
+    // goes).
     let text = ok(
         dpkg_unattended(
             &root,
-            &["-i", toolkit.to_str().unwrap(), base.to_str().unwrap()],
+            &["-i", &upstream.toolkit, &upstream.base, &upstream.tools],
         ),
         "switching back to the stand-ins",
     );
@@ -874,9 +982,14 @@ fn deb_switches_from_upstream_stand_ins_and_back() {
         states(),
         (
             "1.18.2-1 install ok installed".to_string(),
+            "1.18.2-1 install ok installed".to_string(),
             "1.18.2-1 install ok installed".to_string()
         ),
         "{text}"
+    );
+    assert!(
+        !is_elf(&cli),
+        "the stand-in's nvidia-container-cli is not back: {text}"
     );
     kept();
     for unit in UNITS {
@@ -903,7 +1016,8 @@ fn deb_switches_from_upstream_stand_ins_and_back() {
 
 /// A node that never had upstream's packages switches to them (stand-ins) unattended: our
 /// unedited env file goes before theirs, a conffile, is unpacked (a file no package owns at a
-/// conffile's path would make dpkg ask); the config.toml our postinst wrote stays.
+/// conffile's path would make dpkg ask); the config.toml our postinst wrote stays; their
+/// libnvidia-container-tools takes /usr/bin/nvidia-container-cli.
 #[test]
 fn deb_makes_way_for_upstream_stand_ins() {
     bundle::require_root();
@@ -911,13 +1025,13 @@ fn deb_makes_way_for_upstream_stand_ins() {
     let dir = tempfile::tempdir().unwrap();
     let root = scratch_root(dir.path(), &deb);
     let under = |p: &str| root.join(p.trim_start_matches('/'));
-    let (base, toolkit) = stand_ins(dir.path(), "1.18.2-1");
+    let upstream = stand_ins(dir.path(), "1.18.2-1");
     let out = dpkg_unattended(&root, &["-i", deb.to_str().unwrap()]);
     assert!(out.status.success(), "{}", out_text(&out));
     let config = std::fs::read(under(CONFIGS[0].0)).unwrap();
     let out = dpkg_unattended(
         &root,
-        &["-i", toolkit.to_str().unwrap(), base.to_str().unwrap()],
+        &["-i", &upstream.toolkit, &upstream.base, &upstream.tools],
     );
     assert!(
         out.status.success(),
@@ -933,6 +1047,14 @@ fn deb_makes_way_for_upstream_stand_ins() {
         std::fs::read_to_string(under(CONFIGS[1].0)).unwrap(),
         "# stand-in: variables of nvidia-ctk cdi generate\n",
         "the stand-in's env file is not the one installed"
+    );
+    assert_eq!(
+        query(&root, "libnvidia-container-tools", "${Version} ${Status}"),
+        "1.18.2-1 install ok installed"
+    );
+    assert!(
+        !is_elf(&under("/usr/bin/nvidia-container-cli")),
+        "/usr/bin/nvidia-container-cli is not the stand-in's"
     );
 }
 
@@ -981,6 +1103,7 @@ fn rpm_holds_the_same_files_as_the_deb_and_no_config_files() {
         "/usr/share/nvidia-container-toolkit/config.toml",
         "/usr/share/nvidia-container-toolkit/nvidia-cdi-refresh.env",
         "/usr/bin/nvidia-container-toolkit",
+        "/usr/bin/nvidia-container-cli",
     ] {
         assert!(
             deb_set.iter().any(|e| e.ends_with(&format!(" {path}"))),
@@ -1082,10 +1205,11 @@ each_host_kind! {
 /// The .rpm's switch, in a scratch rpm root (busybox as its /bin/sh; `--nodeps`: the root has
 /// no libc package): stand-ins for upstream's 1.18 rpms (built here with rpmbuild: the base
 /// package holds nvidia-ctk, the units in /etc/systemd/system and the env file as a
-/// `%config(noreplace)` file, and its %post writes config.toml when there is none), the
-/// operator's edits to both files, then `rpm -U` of ours: the base package is erased (our
-/// Obsoletes), rpm saves the edited env file as .rpmsave and our %posttrans puts it back, the
-/// config stays, upstream's unit copies go with their package.
+/// `%config(noreplace)` file, and its %post writes config.toml when there is none;
+/// libnvidia-container-tools holds nvidia-container-cli), the operator's edits to both files,
+/// then `rpm -U` of ours: the base and tools packages are erased (our Obsoletes) and
+/// /usr/bin/nvidia-container-cli is ours, rpm saves the edited env file as .rpmsave and our
+/// %posttrans puts it back, the config stays, upstream's unit copies go with their package.
 #[test]
 fn rpm_switches_from_upstream_stand_ins() {
     bundle::require_root();
@@ -1103,15 +1227,20 @@ Summary: stand-in for upstream's nvidia-container-toolkit
 License: none
 BuildArch: noarch
 Requires: nvidia-container-toolkit-base == %{version}-%{release}
+Requires: libnvidia-container-tools >= %{version}-%{release}, libnvidia-container-tools < 2.0.0
 %description
 stand-in
 %package base
 Summary: stand-in for upstream's nvidia-container-toolkit-base
 %description base
 stand-in
+%package -n libnvidia-container-tools
+Summary: stand-in for upstream's libnvidia-container-tools
+%description -n libnvidia-container-tools
+stand-in
 %install
 mkdir -p %{buildroot}/usr/bin %{buildroot}/etc/systemd/system %{buildroot}/etc/nvidia-container-toolkit
-for p in nvidia-ctk nvidia-container-runtime nvidia-cdi-hook nvidia-container-runtime-hook; do printf '#!/bin/sh\necho stand-in\n' >%{buildroot}/usr/bin/$p; chmod 755 %{buildroot}/usr/bin/$p; done
+for p in nvidia-ctk nvidia-container-runtime nvidia-cdi-hook nvidia-container-runtime-hook nvidia-container-cli; do printf '#!/bin/sh\necho stand-in\n' >%{buildroot}/usr/bin/$p; chmod 755 %{buildroot}/usr/bin/$p; done
 printf '[Unit]\nDescription=stand-in\n' >%{buildroot}/etc/systemd/system/nvidia-cdi-refresh.service
 printf '[Unit]\nDescription=stand-in\n' >%{buildroot}/etc/systemd/system/nvidia-cdi-refresh.path
 printf '# stand-in: variables of nvidia-ctk cdi generate\n' >%{buildroot}/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env
@@ -1128,6 +1257,8 @@ ln -sf /usr/bin/nvidia-container-runtime-hook /usr/bin/nvidia-container-toolkit
 /etc/systemd/system/nvidia-cdi-refresh.service
 /etc/systemd/system/nvidia-cdi-refresh.path
 %config(noreplace) /etc/nvidia-container-toolkit/nvidia-cdi-refresh.env
+%files -n libnvidia-container-tools
+/usr/bin/nvidia-container-cli
 "#,
     )
     .unwrap();
@@ -1170,6 +1301,9 @@ ln -sf /usr/bin/nvidia-container-runtime-hook /usr/bin/nvidia-container-toolkit
         out.join("nvidia-container-toolkit-1.18.2-1.noarch.rpm")
             .to_str()
             .unwrap(),
+        out.join("libnvidia-container-tools-1.18.2-1.noarch.rpm")
+            .to_str()
+            .unwrap(),
     ]);
     let under = |p: &str| root.join(p.trim_start_matches('/'));
     let mut config = std::fs::read_to_string(under(CONFIGS[0].0)).unwrap();
@@ -1204,5 +1338,10 @@ ln -sf /usr/bin/nvidia-container-runtime-hook /usr/bin/nvidia-container-toolkit
     assert_eq!(
         std::fs::read_link(under("/usr/bin/nvidia-container-toolkit")).unwrap(),
         Path::new("nvidia-container-runtime-hook")
+    );
+    assert!(
+        is_elf(&under("/usr/bin/nvidia-container-cli")),
+        "/usr/bin/nvidia-container-cli is not ours after rpm -U: {}",
+        out_text(&done)
     );
 }

@@ -6,11 +6,11 @@
 //! hook does ([`prestart::apply`]).
 
 use super::{parse_devices, read_host, CliError, Globals, Phase};
-use crate::prestart::{self, ContainerTarget, HereTarget};
+use crate::prestart::{self, ApplyError, ContainerTarget, HereTarget};
 use nvct_formats::config::Config;
 use nvct_host::discover::Files;
-use nvct_model::{Capability, FileKind, Inventory, Layout};
-use nvct_plan::request::Request;
+use nvct_model::{Capability, Devices, FileKind, Inventory, Layout};
+use nvct_plan::request::{ImexChannels, Request};
 use nvct_plan::{self as plan, PlanError};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -34,6 +34,11 @@ pub struct Configure {
     pub no_devbind: bool,
     /// `--no-cntlibs` / `--cuda-compat-mode=disabled`: no CUDA forward compatibility.
     pub no_cuda_compat: bool,
+    /// `--mig-config`, `--mig-monitor` values (only `all`, as libnvidia-container).
+    pub mig_config: Vec<String>,
+    pub mig_monitor: Vec<String>,
+    /// `--imex-channel` values (channel numbers, comma-separated).
+    pub imex_channels: Vec<String>,
     /// `--no-persistenced`, `--no-fabricmanager`: not the daemon's socket.
     pub no_persistenced: bool,
     pub no_fabricmanager: bool,
@@ -64,9 +69,9 @@ pub fn configure(
         devices,
         capabilities: what.capabilities.clone(),
         requirements: what.requirements.clone(),
-        mig_config: None,
-        mig_monitor: None,
-        imex_channels: None,
+        mig_config: mig("mig-config", &what.mig_config)?,
+        mig_monitor: mig("mig-monitor", &what.mig_monitor)?,
+        imex_channels: imex(&what.imex_channels)?,
         cuda_compat: config.cuda_compat_enabled() && !what.no_cuda_compat,
         opt_ins: BTreeSet::new(),
     };
@@ -114,13 +119,62 @@ pub fn configure(
             prestart::apply_here(&req, &inv, &plan, &target)
         }
     }
-    .map_err(|e| CliError::new(Phase::Mount, e.to_string()))?;
+    .map_err(|e| match e {
+        ApplyError::Ldconfig(_) => CliError::new(Phase::Ldcache, e.to_string()),
+        e => CliError::new(Phase::Mount, e.to_string()),
+    })?;
     let mut notes = applied.notes;
     notes.extend(applied.ld_cache);
     Ok(Some(Configured {
         summary: req.summary(),
         notes,
     }))
+}
+
+/// `--mig-config` / `--mig-monitor` values: `all` (any case) or nothing; libnvidia-container
+/// supports no other (`mig-config error: 0: only 'all' devices are currently supported`).
+fn mig(flag: &str, values: &[String]) -> Result<Option<Devices>, CliError> {
+    let tokens: Vec<&str> = values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .filter(|t| !t.is_empty())
+        .collect();
+    match tokens.as_slice() {
+        [] => Ok(None),
+        t if t.iter().all(|t| t.eq_ignore_ascii_case("all")) => Ok(Some(Devices::All)),
+        t => {
+            let bad = t
+                .iter()
+                .find(|t| !t.eq_ignore_ascii_case("all"))
+                .copied()
+                .unwrap_or("");
+            Err(CliError::new(
+                Phase::Device,
+                format!("{flag}: {bad}: only 'all' devices are currently supported"),
+            ))
+        }
+    }
+}
+
+/// `--imex-channel` values: channel numbers below 2^20.
+fn imex(values: &[String]) -> Result<Option<ImexChannels>, CliError> {
+    let mut ids = Vec::new();
+    for t in values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .filter(|t| !t.is_empty())
+    {
+        match t.parse::<u32>() {
+            Ok(n) if n < 1 << 20 => ids.push(n),
+            _ => {
+                return Err(CliError::new(
+                    Phase::Input,
+                    format!("unsupported IMEX channel value: {t}"),
+                ))
+            }
+        }
+    }
+    Ok((!ids.is_empty()).then_some(ImexChannels::List(ids)))
 }
 
 /// The driver files `--no-persistenced`, `--no-fabricmanager` and `--no-gsp-firmware` leave
