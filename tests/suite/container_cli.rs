@@ -60,6 +60,16 @@ fn host(prefix: &str, gpus: u32) -> Host {
 }
 
 impl Host {
+    /// A copy of the CLI in `dir` (made if missing), for users other than root: the build's
+    /// own path may be under a directory only root may enter (/root).
+    fn install_cli(&self, dir: &Path) -> PathBuf {
+        let to = dir.join("nvidia-container-cli");
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(CLI, &to).unwrap();
+        to
+    }
+
     fn cli(&self, args: &[&str]) -> Output {
         Command::new(CLI)
             .args(args)
@@ -210,7 +220,9 @@ fn lxc_start(h: &Host, name: &str, env: &[&str]) -> (bool, String, String) {
     // insists on /etc/subuid ranges for root (LXC conf.c lxc_map_ids); root maps ids itself.
     let bin = lxc.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let _ = std::os::unix::fs::symlink(CLI, bin.join("nvidia-container-cli"));
+    if !bin.join("nvidia-container-cli").exists() {
+        h.install_cli(&bin);
+    }
     let path = format!("{}:/usr/sbin:/sbin", bin.display());
     let mut config = format!(
         "lxc.uts.name = {name}\n\
@@ -483,7 +495,7 @@ fn charliecloud_copies_what_list_prints_into_an_image() {
     assert!(chown.status.success(), "{}", out_text(&chown));
     let bin = h.dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(CLI, bin.join("nvidia-container-cli")).unwrap();
+    h.install_cli(&bin);
     let out = Command::new(require("setpriv"))
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(ch_fromhost)
@@ -539,10 +551,11 @@ fn enroot_runs_it_as_an_unprivileged_user_with_the_hosts_dev() {
     // busybox's mount: util-linux's refuses a user that is not uid 0.
     let script = format!(
         "set -e; {bb} mount --rbind {dev} {r}/dev; {bb} mount --rbind /proc {r}/proc; \
-         {CLI} --user configure --no-cgroups --ldconfig=@{ldconfig} --device=0 --compute \
+         {cli} --user configure --no-cgroups --ldconfig=@{ldconfig} --device=0 --compute \
          --utility {r}; cat /proc/self/uid_map; ls {r}/usr/lib/x86_64-linux-gnu {r}/etc",
         bb = busybox.display(),
         dev = h.host.dev_root().join("dev").display(),
+        cli = h.install_cli(&h.dir.join("bin")).display(),
         r = rootfs.display()
     );
     let out = Command::new(require("setpriv"))
