@@ -638,8 +638,7 @@ fn the_debug_log_says_why_a_container_was_refused() {
         "config",
         "request",
         "discovery",
-        "plan",
-        "apply",
+        "plan-and-apply",
     ] {
         assert!(timing.contains(&format!(" {step} ")), "{step}: {timing}");
     }

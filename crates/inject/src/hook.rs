@@ -11,8 +11,8 @@ use nvct_formats::log::Logger;
 use nvct_formats::oci::{self, HookState, OciError};
 use nvct_formats::syslog;
 use nvct_host::discover;
+use nvct_plan as plan;
 use nvct_plan::request::{self, ContainerView};
-use nvct_plan::{self as plan, Layout};
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -239,19 +239,6 @@ fn inject(
     for n in &inv.notes {
         log.debug(n);
     }
-    // For the log: the plan with the image's layout unknown (apply plans again in the
-    // container's mount namespace, where the layout is probed).
-    let plan = plan::plan(&req, &inv, &Layout::UNKNOWN)?;
-    t.step("plan");
-    for n in &plan.notes {
-        log.debug(n);
-    }
-    log.debug(&format!(
-        "container {}: {} device nodes, {} mounts (libraries into the image's lib dir)",
-        state.id,
-        plan.device_nodes.len(),
-        plan.mounts.len(),
-    ));
     let target = ContainerTarget {
         pid: state.pid()?,
         id: state.id.clone(),
@@ -263,8 +250,19 @@ fn inject(
         native_ldcache: !config.features.disable_native_ldcache,
         mounts: oci::mounts(spec).into_iter().map(|(_, d)| d).collect(),
     };
-    let applied = apply::apply(&req, &inv, &plan, &target)?;
-    t.step("apply");
+    // Planned once, for the image's layout (probed through the container's root), and applied.
+    let applied = apply::apply(&req, &inv, &target)?;
+    t.step("plan-and-apply");
+    let plan = &applied.plan;
+    for n in &plan.notes {
+        log.debug(n);
+    }
+    log.debug(&format!(
+        "container {}: {} device nodes, {} mounts (libraries into the image's lib dir)",
+        state.id,
+        plan.device_nodes.len(),
+        plan.mounts.len(),
+    ));
     for n in &applied.notes {
         log.warning(&format!("container {}: {n}", state.id));
     }
@@ -280,7 +278,7 @@ fn inject(
     if let Some(line) = &applied.systemd {
         log.debug(&format!("container {}: {line}", state.id));
     }
-    if let Some(line) = applied.ld_cache {
+    if let Some(line) = &applied.ld_cache {
         log.debug(&format!("container {}: {line}", state.id));
     }
     log.debug(&format!(

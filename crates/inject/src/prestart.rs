@@ -21,7 +21,7 @@ use nvct_formats::root::DriverRoot;
 use nvct_host::discover::{self, DiscoverError, Files, Nvml};
 use nvct_model::{Arch, FileKind, Inventory};
 use nvct_plan::request::Request;
-use nvct_plan::{self as plan, Plan};
+use nvct_plan::{self as plan, Plan, PlanError};
 use nvct_sys as sys;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -40,6 +40,8 @@ pub enum ApplyError {
     Ldconfig(#[from] nvct_container::ldconfig::LdconfigError),
     #[error(transparent)]
     Rootfs(#[from] RootfsError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
     #[error("cannot start a child process: {0}")]
     Fork(io::Error),
     #[error("in the container's mount namespace: {0}")]
@@ -79,8 +81,10 @@ pub struct ContainerTarget {
 }
 
 /// What apply did, for the log.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Applied {
+    /// The plan applied (made for the image's layout).
+    pub plan: Plan,
     /// How the ld cache was made, if it was.
     pub ld_cache: Option<String>,
     /// What was done otherwise than asked (the device cgroup skipped when rootless).
@@ -166,21 +170,28 @@ pub fn check_pid(pid: u32, rootfs: &Path) -> Result<(), ApplyError> {
     }
 }
 
-/// `plan` is [`plan::plan`] of `req` and `inv` with the layout unknown (what the caller logs);
-/// it plans again in the container's mount namespace, with the layout it probes there. Returns
-/// what to log: the optional files skipped (on a volume), how the ld cache was made, and the
-/// cgroup notes.
+/// Plans `req` on `inv` once, for the image's layout, and applies the plan. The rootfs is
+/// opened and its layout probed from here, through the container's init's root
+/// (`/proc/<pid>/root`, which walks the container's mount namespace: its volumes included);
+/// the mounts and edits are then made in that namespace. Returns the plan and what to log: the
+/// optional files skipped (on a volume), how the ld cache was made, and the cgroup notes.
 pub fn apply(
     req: &Request,
     inv: &Inventory,
-    plan: &Plan,
     target: &ContainerTarget,
 ) -> Result<Applied, ApplyError> {
-    let prepared = prepare(plan)?;
-    let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
-    let ns = open(&ns_path, libc::O_RDONLY)?;
     // The runtime's mount table, opened here, before the child enters the container's.
     let host = HostMounts::of_this_namespace()?;
+    // Through the container's init's root: right even when the runtime itself runs chrooted
+    // (the rootfs path is in its view; check_pid saw the same directory there).
+    let through_init = Path::new(&format!("/proc/{}/root", target.pid))
+        .join(target.rootfs.strip_prefix("/").unwrap_or(&target.rootfs));
+    let root = Rootfs::open(&through_init, host)?;
+    let layout = container::probe_layout(&root, target.arch);
+    let plan = plan::plan(req, inv, &layout)?;
+    let prepared = prepare(&plan)?;
+    let ns_path = PathBuf::from(format!("/proc/{}/ns/mnt", target.pid));
+    let ns = open(&ns_path, libc::O_RDONLY)?;
     let ldconfig = if plan.ldcache_dirs.is_empty() {
         None
     } else {
@@ -217,12 +228,11 @@ pub fn apply(
     let work = || {
         let mut steps = Steps::start();
         let result = in_container(
-            req,
-            inv,
+            &plan,
             target,
+            &root,
             &prepared,
             &ns,
-            host,
             ldconfig.as_ref(),
             &mut steps,
         );
@@ -235,6 +245,7 @@ pub fn apply(
         let (result, ns_steps) = work();
         home.back();
         return Ok(Applied {
+            plan,
             ld_cache: result.map_err(ApplyError::Child)?,
             notes,
             ns_steps,
@@ -262,6 +273,7 @@ pub fn apply(
         0 => {
             let (ns_steps, note) = msg.split_once('\n').unwrap_or((&msg, ""));
             Ok(Applied {
+                plan,
                 ld_cache: (!note.is_empty()).then(|| note.to_string()),
                 notes,
                 ns_steps: ns_steps.to_string(),
@@ -322,19 +334,27 @@ pub struct HereTarget {
     pub no_devbind: bool,
 }
 
-/// Applies `plan` (planned with the layout unknown) to a rootfs in this process's mount
-/// namespace, for a caller that runs inside the container's namespaces before pivot_root
-/// (`nvidia-container-cli configure` without `--pid`): the same sources, gate and edits as
-/// [`apply`], without entering another namespace. The host mounts a target must not be on are
-/// this namespace's outside the rootfs.
+/// Plans `req` on `inv` once, for the layout of a rootfs in this process's own mount
+/// namespace, and applies the plan there, for a caller that runs inside the container's
+/// namespaces before pivot_root (`nvidia-container-cli configure` without `--pid`): the same
+/// sources, gate and edits as [`apply`], without entering another namespace. The host mounts
+/// a target must not be on are this namespace's outside the rootfs.
 pub fn apply_here(
     req: &Request,
     inv: &Inventory,
-    plan: &Plan,
     target: &HereTarget,
 ) -> Result<Applied, ApplyError> {
-    let prepared = prepare(plan)?;
+    let mut steps = Steps::start();
     let host = HostMounts::of_this_namespace_outside(&target.rootfs)?;
+    let root = Rootfs::open(&target.rootfs, host)?;
+    steps.mark("rootfs");
+    let layout = container::probe_layout(&root, target.arch);
+    let mut plan = plan::plan(req, inv, &layout)?;
+    if target.no_devbind {
+        plan.device_nodes.clear();
+    }
+    steps.mark("layout-and-plan");
+    let prepared = prepare(&plan)?;
     let ldconfig = if plan.ldcache_dirs.is_empty() {
         None
     } else {
@@ -347,19 +367,13 @@ pub fn apply_here(
             notes.push(skip_when_rootless(e, is_rootless(sys::euid(), &uid_map))?);
         }
     }
-    let mut steps = Steps::start();
-    let root = Rootfs::open(&target.rootfs, host)?;
-    steps.mark("rootfs");
     let here = Here {
-        arch: target.arch,
         native_ldcache: target.native_ldcache,
         mounts: &[],
-        no_devbind: target.no_devbind,
         reuse_nodes: true,
     };
     let ld_cache = fill(
-        req,
-        inv,
+        &plan,
         &root,
         &here,
         &prepared,
@@ -368,6 +382,7 @@ pub fn apply_here(
     )
     .map_err(ApplyError::Child)?;
     Ok(Applied {
+        plan,
         ld_cache,
         notes,
         ns_steps: steps.line(),
@@ -451,67 +466,47 @@ fn open(path: &Path, flags: i32) -> Result<OwnedFd, ApplyError> {
         })
 }
 
-/// Runs in the forked child, marking its steps in `steps`. Returns a message on failure.
-#[allow(clippy::too_many_arguments)]
+/// Runs in the container's mount namespace (a forked child, or this process when it has one
+/// thread), marking its steps in `steps`. Returns a message on failure.
 fn in_container(
-    req: &Request,
-    inv: &Inventory,
+    plan: &Plan,
     target: &ContainerTarget,
+    root: &Rootfs,
     prepared: &[Prepared],
     ns: &OwnedFd,
-    host: HostMounts,
     ldconfig: Option<&OwnedFd>,
     steps: &mut Steps,
 ) -> Result<Option<String>, String> {
     sys::setns(ns.as_fd(), libc::CLONE_NEWNS)
         .map_err(|e| format!("setns into /proc/{}/ns/mnt: {e}", target.pid))?;
     steps.mark("setns");
-    // Through the container's init's root: right even when the runtime itself runs chrooted
-    // (the rootfs path is in its view, and setns moved us to the namespace's real root).
-    let through_init = Path::new(&format!("/proc/{}/root", target.pid))
-        .join(target.rootfs.strip_prefix("/").unwrap_or(&target.rootfs));
-    let root = Rootfs::open(&through_init, host).map_err(|e| e.to_string())?;
-    steps.mark("rootfs");
     let here = Here {
-        arch: target.arch,
         native_ldcache: target.native_ldcache,
         mounts: &target.mounts,
-        no_devbind: false,
         reuse_nodes: false,
     };
-    fill(req, inv, &root, &here, prepared, ldconfig, steps)
+    fill(plan, root, &here, prepared, ldconfig, steps)
 }
 
 /// What [`fill`] needs of the container besides its rootfs.
 struct Here<'a> {
-    arch: Arch,
     native_ldcache: bool,
     mounts: &'a [PathBuf],
-    /// The device nodes are not mounted (`nvidia-container-cli configure --no-devbind`).
-    no_devbind: bool,
     /// A device node the container has already is used as it is (the CLI's standalone mode).
     reuse_nodes: bool,
 }
 
-/// The work on the container's opened rootfs, in its mount namespace: probe the image's
-/// layout, plan with it, mount each prepared source onto its gate-resolved target, then the
-/// edits (symlinks, the /proc mask, forward compatibility, the ld cache, the application
-/// profile). Returns a message on failure.
+/// The work on the container's opened rootfs, in its mount namespace: mount each prepared
+/// source onto its gate-resolved target, then the edits (symlinks, the /proc mask, forward
+/// compatibility, the ld cache, the application profile). Returns a message on failure.
 fn fill(
-    req: &Request,
-    inv: &Inventory,
+    plan: &Plan,
     root: &Rootfs,
     target: &Here,
     prepared: &[Prepared],
     ldconfig: Option<&OwnedFd>,
     steps: &mut Steps,
 ) -> Result<Option<String>, String> {
-    let layout = container::probe_layout(root, target.arch);
-    let mut plan = plan::plan(req, inv, &layout).map_err(|e| e.to_string())?;
-    if target.no_devbind {
-        plan.device_nodes.clear();
-    }
-    steps.mark("layout-and-plan");
     let targets = plan
         .device_nodes
         .iter()

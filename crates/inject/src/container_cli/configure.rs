@@ -9,7 +9,7 @@ use super::{parse_devices, read_host, CliError, Globals, Phase};
 use crate::prestart::{self, ApplyError, ContainerTarget, HereTarget};
 use nvct_formats::config::Config;
 use nvct_host::discover::Files;
-use nvct_model::{Capability, Devices, FileKind, Inventory, Layout};
+use nvct_model::{Capability, Devices, FileKind, Inventory};
 use nvct_plan::request::{ImexChannels, Request};
 use nvct_plan::{self as plan, PlanError};
 use std::collections::BTreeSet;
@@ -80,12 +80,6 @@ pub fn configure(
     leave_out(&mut inv, what);
     let bus_ids = plan::selected_bus_ids(&req, &inv);
     nvct_host::discover::read_proc_gpus(&root, &mut inv, &bus_ids);
-    // Planned here with the layout unknown for the refusals (unknown device, requirements);
-    // applied, the plan is made again with the image's layout.
-    let mut plan = plan::plan(&req, &inv, &Layout::UNKNOWN).map_err(plan_error)?;
-    if what.no_devbind {
-        plan.device_nodes.clear();
-    }
     let ldconfig = what
         .ldconfig
         .as_deref()
@@ -105,7 +99,7 @@ pub fn configure(
                 native_ldcache: !config.features.disable_native_ldcache,
                 mounts: Vec::new(),
             };
-            prestart::apply(&req, &inv, &plan, &target)
+            prestart::apply(&req, &inv, &target)
         }
         None => {
             let target = HereTarget {
@@ -116,10 +110,11 @@ pub fn configure(
                 native_ldcache: !config.features.disable_native_ldcache,
                 no_devbind: what.no_devbind,
             };
-            prestart::apply_here(&req, &inv, &plan, &target)
+            prestart::apply_here(&req, &inv, &target)
         }
     }
     .map_err(|e| match e {
+        ApplyError::Plan(e) => plan_error(e),
         ApplyError::Ldconfig(_) => CliError::new(Phase::Ldcache, e.to_string()),
         e => CliError::new(Phase::Mount, e.to_string()),
     })?;
