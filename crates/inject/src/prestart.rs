@@ -1,18 +1,19 @@
 //! (Request, Inventory) → a container that is being created: the prestart hook's applier.
 //!
 //! Called by the prestart hook, after runc has set up the container's mounts and before
-//! pivot_root. In this (host) process: plan with the layout unknown (the host paths of every
-//! source do not depend on it), clone every source as a detached read-only mount (open_tree),
-//! allow the device nodes in the container's device cgroup, open the container's mount
-//! namespace and the host ldconfig. Then, in this process when it has one thread (the static
-//! front; it comes back to its own namespace, root and working directory, checked, before it
-//! logs anything), else in a forked child (single-threaded, so setns works even if NVML
-//! started threads in the parent): enter the container's mount namespace, probe
-//! the image's library layout *there* (what the container will see, volumes included), plan
-//! again with it, and give each Plan field to its `container/` primitive: mounts onto
-//! gate-resolved fds (move_mount: no path is walked twice), symlinks, the `/proc` mask, forward
-//! compatibility, the ld cache, the application profile. Everything mounted lives in the
-//! container's mount namespace only: a failure leaves nothing on the host.
+//! pivot_root. In this (host) process: open the container's rootfs through its init's root
+//! (`/proc/<pid>/root`, which walks the container's mount namespace: volumes included) and
+//! probe the image's library layout there, plan once with it, clone every source of that plan
+//! as a detached read-only mount (open_tree), allow the device nodes in the container's device
+//! cgroup, open the container's mount namespace and the host ldconfig. Then, in this process
+//! when it has one thread (the static front; it comes back to its own namespace, root and
+//! working directory, checked, before it logs anything), else in a forked child
+//! (single-threaded, so setns works even if NVML started threads in the parent): enter the
+//! container's mount namespace and give each Plan field to its `container/` primitive: mounts
+//! onto gate-resolved fds (move_mount: no path is walked twice), symlinks, the `/proc` mask,
+//! forward compatibility, the ld cache, the application profile. Everything mounted lives in
+//! the container's mount namespace only: a failure leaves nothing on the host.
+//! [`apply_here`] does the same in this process's own mount namespace (nvidia-container-cli).
 
 use nvct_container::rootfs::{HostMounts, Rootfs, RootfsError, Target};
 use nvct_container::{self as container, cgroup, edits, ldconfig, ldso_conf};
