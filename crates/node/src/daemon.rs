@@ -3,30 +3,54 @@
 //! engine restarted or signalled, then (unless `no_daemon`) a wait for SIGTERM, SIGINT, SIGHUP
 //! or SIGQUIT and everything undone. Progress goes to the caller's `log`.
 
-use crate::installer::{self, Options, TermSignals};
+use crate::installer::{self, InstallError, Options, TermSignals};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: flock: {source}")]
+    Flock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is locked: another nvidia-ctk-installer is running on this node")]
+    Locked { path: PathBuf },
+    #[error(transparent)]
+    Install(#[from] InstallError),
+}
 
 /// The pid file, locked: a second installer on the node refuses to run.
-pub fn lock_pid_file(path: &Path) -> Result<std::fs::File, String> {
+pub fn lock_pid_file(path: &Path) -> Result<std::fs::File, DaemonError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DaemonError::Io { path, source }
+    };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !nvct_formats::fsutil::try_lock(&f).map_err(|e| format!("{}: flock: {e}", path.display()))? {
-        return Err(format!(
-            "{} is locked: another nvidia-ctk-installer is running on this node",
-            path.display()
-        ));
+        .map_err(io(path))?;
+    let locked = nvct_formats::fsutil::try_lock(&f).map_err(|source| DaemonError::Flock {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !locked {
+        return Err(DaemonError::Locked {
+            path: path.to_path_buf(),
+        });
     }
-    f.set_len(0)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    writeln!(f, "{}", std::process::id()).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.set_len(0).map_err(io(path))?;
+    writeln!(f, "{}", std::process::id()).map_err(io(path))?;
     Ok(f)
 }
 
@@ -37,15 +61,15 @@ pub fn run(
     no_daemon: bool,
     signals: &TermSignals,
     log: &dyn Fn(&str),
-) -> Result<(), String> {
-    for l in installer::recover(opts).map_err(|e| e.to_string())? {
+) -> Result<(), DaemonError> {
+    for l in installer::recover(opts)? {
         log(&l);
     }
-    let done = installer::install(opts).map_err(|e| e.to_string())?;
+    let done = installer::install(opts)?;
     // Kept until the undo, so that a killed installer's work is undone by the next one.
     if let Err(e) = installer::save_state(opts, &done) {
         let _ = installer::uninstall(&done);
-        return Err(e.to_string());
+        return Err(e.into());
     }
     for l in &done.log {
         log(l);
@@ -54,11 +78,11 @@ pub fn run(
         Ok(l) => log(&l),
         Err(e) => {
             log(&format!("error: {e}; undoing the install"));
-            for l in installer::uninstall(&done).map_err(|e| e.to_string())? {
+            for l in installer::uninstall(&done)? {
                 log(&l);
             }
-            installer::forget_state(opts, &done).map_err(|e| e.to_string())?;
-            return Err(e.to_string());
+            installer::forget_state(opts, &done)?;
+            return Err(e.into());
         }
     }
     if no_daemon {
@@ -70,10 +94,10 @@ pub fn run(
         Ok(sig) => log(&format!("signal {sig}: undoing the install")),
         Err(e) => log(&format!("error: sigwait: {e}; undoing the install")),
     }
-    for l in installer::uninstall(&done).map_err(|e| e.to_string())? {
+    for l in installer::uninstall(&done)? {
         log(&l);
     }
-    installer::forget_state(opts, &done).map_err(|e| e.to_string())?;
+    installer::forget_state(opts, &done)?;
     match installer::restart(opts) {
         Ok(l) => log(&l),
         Err(e) => log(&format!("warning: {e}")),
