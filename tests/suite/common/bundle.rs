@@ -322,6 +322,10 @@ pub fn host_mounts() -> Vec<String> {
         // of itself onto a file in its state dir (/run/runc/<id>/runc.XXXX) while it starts a
         // container: that of a concurrent test's container, not a mount of ours.
         .filter(|m| !(m.contains("/runc ") && m.starts_with("/run/runc/")))
+        // podman's storage (containers/storage's overlay driver) binds its own home dir onto
+        // itself and mounts each container's rootfs under it while a podman command runs: a
+        // concurrent podman test's, not a mount of ours.
+        .filter(|m| !m.starts_with("/var/lib/containers/storage/"))
         // Host tmpfs mounts a test makes on purpose (a volume's backing store), named so.
         .filter(|m| !m.contains(HOST_TMPFS_MARK))
         .collect();
