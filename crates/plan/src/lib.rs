@@ -10,7 +10,7 @@ pub mod request;
 use crate::request::{Capability, DeviceId, Devices, ImexChannels, Request};
 use nvct_model::tables::{self as driver, IMEX_CHANNEL_DIR};
 pub use nvct_model::{CgroupRule, FileMount, Layout, Plan, ProcMask, Symlink};
-use nvct_model::{DeviceNode, FileKind, Gpu, Inventory, Needs, ProcDriver};
+use nvct_model::{DeviceNode, DriverFile, FileKind, Gpu, Inventory, Needs, ProcDriver};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -156,6 +156,76 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             }
         }
     }
+    let device_nodes = find_nodes(wanted, inv, &mut notes)?;
+    let cgroup_rules = device_nodes
+        .iter()
+        .map(|n| CgroupRule {
+            major: n.major,
+            minor: n.minor,
+        })
+        .collect();
+
+    let mounts = file_mounts(caps, inv, layout, &optin_files);
+    let lib_dirs: BTreeSet<PathBuf> = mounts
+        .iter()
+        .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
+        .filter_map(|m| m.container_path.parent().map(Path::to_path_buf))
+        .collect();
+    let ldcache_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
+
+    let mut symlinks = library_links(&mounts, caps, layout);
+    symlinks.extend(drm_links);
+    symlinks.sort();
+    symlinks.dedup();
+    let bus_ids: Vec<&str> = selected
+        .iter()
+        .map(|(gpu, _)| gpu.bus_id.as_str())
+        .collect();
+    let proc_mask = inv
+        .proc_driver
+        .as_ref()
+        .map(|pd| proc_mask(pd, &bus_ids, &proc_caps));
+    let compute = caps.contains(&Capability::Compute);
+    let cuda_compat =
+        (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
+            .then(|| inv.driver_version.clone());
+    let libcuda_dirs: BTreeSet<&Path> = mounts
+        .iter()
+        .filter(|m| m.kind == FileKind::Library && !in_vdpau_dir(&m.container_path))
+        .filter_map(|m| m.container_path.parent())
+        .collect();
+    let libcuda_dir = (!libcuda_dirs.is_empty()).then(|| {
+        libcuda_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":")
+    });
+    Ok(Plan {
+        device_nodes,
+        mounts,
+        cgroup_rules,
+        symlinks,
+        proc_mask,
+        cuda_compat,
+        ldcache_dirs,
+        libcuda_dir,
+        // The profile selects the GPUs of EGL and Vulkan, which the graphics libraries bring:
+        // with graphics or display (a spec and jit-cdi ask for every capability, so their
+        // edits carry it always, as upstream's specs; a compute container gets none, as from
+        // upstream's legacy path).
+        app_profile: caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display),
+        notes,
+    })
+}
+
+/// The host's nodes for the `wanted` container paths (`required` ones missing refuse the
+/// plan; optional ones missing are a note), each once, sorted.
+fn find_nodes(
+    wanted: Vec<(String, bool)>,
+    inv: &Inventory,
+    notes: &mut Vec<String>,
+) -> Result<Vec<DeviceNode>, PlanError> {
     let mut device_nodes: Vec<DeviceNode> = Vec::new();
     for (path, required) in wanted {
         // Byte equality first: `Path`'s `==` parses components, and a many-GPU spec plans
@@ -175,14 +245,17 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         }
     }
     device_nodes.sort();
-    let cgroup_rules = device_nodes
-        .iter()
-        .map(|n| CgroupRule {
-            major: n.major,
-            minor: n.minor,
-        })
-        .collect();
+    Ok(device_nodes)
+}
 
+/// The driver's files the capabilities `caps` (and the opt-in sets' `optin_files`) bring, each
+/// at its container path for `layout`, sorted.
+fn file_mounts(
+    caps: &BTreeSet<Capability>,
+    inv: &Inventory,
+    layout: &Layout,
+    optin_files: &[&DriverFile],
+) -> Vec<FileMount> {
     let families: BTreeSet<&str> = caps
         .iter()
         .flat_map(|c| driver::libraries_for(*c))
@@ -246,13 +319,16 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
         });
     }
     mounts.sort();
-    let lib_dirs: BTreeSet<PathBuf> = mounts
-        .iter()
-        .filter(|m| matches!(m.kind, FileKind::Library | FileKind::Library32))
-        .filter_map(|m| m.container_path.parent().map(Path::to_path_buf))
-        .collect();
-    let ldcache_dirs: Vec<PathBuf> = lib_dirs.into_iter().collect();
+    mounts
+}
 
+/// The links next to the mounted libraries: `libcuda.so`, and with graphics or display GBM's
+/// backend and glvnd's indirect GLX (unless the image has its own), sorted later with the rest.
+fn library_links(
+    mounts: &[FileMount],
+    caps: &BTreeSet<Capability>,
+    layout: &Layout,
+) -> Vec<Symlink> {
     let mut symlinks: Vec<Symlink> = mounts
         .iter()
         .filter(|m| m.kind == FileKind::Library)
@@ -301,49 +377,7 @@ pub fn plan(req: &Request, inv: &Inventory, layout: &Layout) -> Result<Plan, Pla
             });
         }
     }
-    symlinks.extend(drm_links);
-    symlinks.sort();
-    symlinks.dedup();
-    let bus_ids: Vec<&str> = selected
-        .iter()
-        .map(|(gpu, _)| gpu.bus_id.as_str())
-        .collect();
-    let proc_mask = inv
-        .proc_driver
-        .as_ref()
-        .map(|pd| proc_mask(pd, &bus_ids, &proc_caps));
-    let compute = caps.contains(&Capability::Compute);
-    let cuda_compat =
-        (req.cuda_compat && compute && !inv.driver_version.is_empty() && !ldcache_dirs.is_empty())
-            .then(|| inv.driver_version.clone());
-    let libcuda_dirs: BTreeSet<&Path> = mounts
-        .iter()
-        .filter(|m| m.kind == FileKind::Library && !in_vdpau_dir(&m.container_path))
-        .filter_map(|m| m.container_path.parent())
-        .collect();
-    let libcuda_dir = (!libcuda_dirs.is_empty()).then(|| {
-        libcuda_dirs
-            .iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(":")
-    });
-    Ok(Plan {
-        device_nodes,
-        mounts,
-        cgroup_rules,
-        symlinks,
-        proc_mask,
-        cuda_compat,
-        ldcache_dirs,
-        libcuda_dir,
-        // The profile selects the GPUs of EGL and Vulkan, which the graphics libraries bring:
-        // with graphics or display (a spec and jit-cdi ask for every capability, so their
-        // edits carry it always, as upstream's specs; a compute container gets none, as from
-        // upstream's legacy path).
-        app_profile: caps.contains(&Capability::Graphics) || caps.contains(&Capability::Display),
-        notes,
-    })
+    symlinks
 }
 
 /// Whether a library is the driver's `vdpau/` backend directory.
