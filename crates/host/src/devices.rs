@@ -225,13 +225,7 @@ pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, Devices
         ("/dev/nvidia-caps", "nvidia-cap"),
         (IMEX_CHANNEL_DIR, "channel"),
     ] {
-        if let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) {
-            for e in entries.flatten() {
-                if let Some(name) = e.file_name().to_str().filter(|n| n.starts_with(prefix)) {
-                    names.push(format!("{dir}/{name}"));
-                }
-            }
-        }
+        names.extend(names_in(root, dir, prefix));
     }
     names.extend(crate::optin::node_names(root));
     let mut out = Vec::new();
@@ -240,6 +234,24 @@ pub fn nodes(root: &DriverRoot, gpus: &[Gpu]) -> Result<Vec<DeviceNode>, Devices
     }
     out.sort();
     Ok(out)
+}
+
+/// The entries of the device-root directory `dir` (`/dev/nvidia-caps`) whose names start with
+/// `prefix`, as container paths (`/dev/nvidia-caps/nvidia-cap1`), in directory order; none
+/// when `dir` is missing or unreadable. The one enumerator of `/dev` directories: discovery's
+/// and `nvidia-ctk system`'s.
+pub fn names_in(root: &DriverRoot, dir: &str, prefix: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str().filter(|n| n.starts_with(prefix))?;
+            Some(format!("{dir}/{name}"))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -284,22 +284,11 @@ pub fn present_nodes(root: &DriverRoot) -> Vec<(PathBuf, u32, u32)> {
         ("/dev/nvidia-caps", "nvidia-cap"),
         (nvct_host::devices::IMEX_CHANNEL_DIR, "channel"),
     ] {
-        let Ok(entries) = std::fs::read_dir(root.dev_path(dir)) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(name) = name.to_str().filter(|n| n.starts_with(prefix)) else {
-                continue;
-            };
-            if let Ok(m) = std::fs::symlink_metadata(e.path()) {
+        for path in nvct_host::devices::names_in(root, dir, prefix) {
+            if let Ok(m) = std::fs::symlink_metadata(root.dev_path(&path)) {
                 if m.file_type().is_char_device() {
                     let rdev = m.rdev();
-                    out.push((
-                        Path::new(dir).join(name),
-                        libc::major(rdev),
-                        libc::minor(rdev),
-                    ));
+                    out.push((PathBuf::from(path), libc::major(rdev), libc::minor(rdev)));
                 }
             }
         }
