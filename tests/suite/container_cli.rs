@@ -13,6 +13,7 @@
 
 use crate::common::bundle::{out_text, require, require_root};
 use crate::common::fakehost::FakeHost;
+use crate::common::hostkind;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -415,7 +416,6 @@ fn lxc_unprivileged_containers_get_their_gpus_through_lxcs_hook() {
 /// with `--ldconfig=@/proc/self/fd/3`, in a mount namespace of its own with the rootfs's /proc
 /// mounted (standalone mode, as a runtime's hook runs it before pivot_root); with an IMEX
 /// channel, and without the persistence daemon's socket (`--no-persistenced`).
-#[test]
 fn singularity_runs_it_from_a_file_descriptor() {
     let h = host("nvct-cli-fd-", 1);
     let rootfs = h.dir.join("rootfs");
@@ -423,20 +423,18 @@ fn singularity_runs_it_from_a_file_descriptor() {
         std::fs::create_dir_all(rootfs.join(d)).unwrap();
     }
     std::fs::write(rootfs.join("etc/debian_version"), "12\n").unwrap();
-    let ldconfig = ["/sbin/ldconfig.real", "/sbin/ldconfig"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .expect("/sbin/ldconfig");
+    // The ldconfig binary SingularityCE hands over: the real one where the host kind's
+    // /sbin/ldconfig is Ubuntu's wrapper script.
     let script = format!(
         "set -e; mount --make-rprivate /; mount -t proc proc {r}/proc; mount -t tmpfs tmpfs {r}/dev; \
-         exec 3<{ldconfig} 4<{CLI}; /proc/self/fd/4 configure --no-cgroups --ldconfig=@/proc/self/fd/3 \
+         l=/sbin/ldconfig.real; [ -e $l ] || l=/sbin/ldconfig; exec 3<$l 4<{CLI}; /proc/self/fd/4 configure --no-cgroups --ldconfig=@/proc/self/fd/3 \
          --device=0 --compute --utility --no-persistenced --imex-channel=1 {r}; \
          stat -c '%t:%T' {r}/dev/nvidia0; test -c {r}/dev/nvidia-caps-imex-channels/channel1; \
          ls {r}/usr/lib/x86_64-linux-gnu; ls {r}/etc/ld.so.cache; \
          test -S {r}/run/nvidia-fabricmanager/socket; test ! -e {r}/run/nvidia-persistenced/socket",
         r = rootfs.display()
     );
-    let out = Command::new(require("unshare"))
+    let out = hostkind::command(require("unshare"))
         .args(["-m", "-p", "-f", "sh", "-c", &script])
         .env("NVIDIA_CTK_CONFIG_FILE_PATH", &h.config)
         .output()
@@ -528,8 +526,8 @@ fn charliecloud_copies_what_list_prints_into_an_image() {
 /// an unprivileged user (uid 1000, mapped to itself only) in new user and mount namespaces with
 /// its capabilities there, the rootfs's /dev a bind of the host's: the GPU nodes are already
 /// there and are used as they are (nothing can be created on the host's /dev), the libraries
-/// and the ld cache go to the rootfs.
-#[test]
+/// and the ld cache go to the rootfs. `--ldconfig=@/sbin/ldconfig` as given: on the Ubuntu
+/// host kind a `#!/bin/sh` wrapper, whose `ldconfig.real` is the one run.
 fn enroot_runs_it_as_an_unprivileged_user_with_the_hosts_dev() {
     let h = host("nvct-cli-enroot-", 1);
     let rootfs = h.dir.join("rootfs");
@@ -543,22 +541,18 @@ fn enroot_runs_it_as_an_unprivileged_user_with_the_hosts_dev() {
         .output()
         .unwrap();
     assert!(chown.status.success(), "{}", out_text(&chown));
-    let ldconfig = ["/sbin/ldconfig.real", "/sbin/ldconfig"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .expect("/sbin/ldconfig");
     let busybox = require("busybox");
     // busybox's mount: util-linux's refuses a user that is not uid 0.
     let script = format!(
         "set -e; {bb} mount --rbind {dev} {r}/dev; {bb} mount --rbind /proc {r}/proc; \
-         {cli} --user configure --no-cgroups --ldconfig=@{ldconfig} --device=0 --compute \
+         {cli} --user configure --no-cgroups --ldconfig=@/sbin/ldconfig --device=0 --compute \
          --utility {r}; cat /proc/self/uid_map; ls {r}/usr/lib/x86_64-linux-gnu {r}/etc",
         bb = busybox.display(),
         dev = h.host.dev_root().join("dev").display(),
         cli = h.install_cli(&h.dir.join("bin")).display(),
         r = rootfs.display()
     );
-    let out = Command::new(require("setpriv"))
+    let out = hostkind::command(require("setpriv"))
         .args(["--reuid=1000", "--regid=1000", "--clear-groups"])
         .arg(require("unshare"))
         .args([
@@ -589,4 +583,12 @@ fn enroot_runs_it_as_an_unprivileged_user_with_the_hosts_dev() {
         assert!(text.lines().any(|l| l == f), "{f} missing\n{text}");
     }
     let _ = std::fs::remove_dir_all(&h.dir);
+}
+
+each_host_kind! {
+    /// the ld cache through the host kind's ldconfig (Ubuntu's wrapper script included), the
+    /// mount table as the runtime sees it.
+    singularity_runs_it_from_a_file_descriptor,
+    /// the same, as an unprivileged user with the host's /dev.
+    enroot_runs_it_as_an_unprivileged_user_with_the_hosts_dev,
 }
